@@ -1,0 +1,1 @@
+"""Guarded actions (shared/spec/guarded-actions-v1.md)."""

@@ -1,0 +1,1 @@
+"""aetnaweb: scoped agent memory, guarded actions and a verifiable audit chain."""

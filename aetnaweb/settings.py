@@ -1,0 +1,238 @@
+"""aetnaweb settings: one file, driven by the environment.
+
+Environment variables:
+
+- ``AETNAWEB_ENV``: ``development`` (default) or ``production``.
+- ``DATABASE_URL``: any URL dj-database-url understands. Default: a SQLite file
+  at ``data/aetnaweb.sqlite3`` (WAL mode, immediate transactions).
+- ``SECRET_KEY``: required in production; in development it is generated once
+  into ``data/secret_key`` and reused.
+- ``DEBUG``: ``1``/``true`` turns debug on. Off unless asked.
+- ``ALLOWED_HOSTS``: comma-separated. Default ``127.0.0.1,localhost`` in
+  development, nothing in production.
+- ``AETNAWEB_APPROVAL_KEY`` / ``AETNAWEB_APPROVAL_KEY_FILE``: the HMAC key that
+  signs action approvals (at least 32 bytes). Without one, approval is disabled.
+- ``AETNAWEB_ACTIONS_ROOT``: directory the filesystem adapter is rooted at.
+- ``AETNAWEB_STORE_RECALL_QUERIES``: keep raw recall query text in the
+  retrieval log (off by default; never in the audit table).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("AETNAWEB_DATA_DIR", BASE_DIR / "data"))
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+AETNAWEB_ENV = os.environ.get("AETNAWEB_ENV", "development").strip().lower()
+if AETNAWEB_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured("AETNAWEB_ENV must be 'development' or 'production'.")
+PRODUCTION = AETNAWEB_ENV == "production"
+
+DEBUG = env_flag("DEBUG")
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "").strip()
+    if key:
+        return key
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set in production.")
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(64))
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "aetnaweb",
+    "audit",
+    "memory",
+    "actions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "aetnaweb.urls"
+WSGI_APPLICATION = "aetnaweb.wsgi.application"
+ASGI_APPLICATION = "aetnaweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+            "builtins": ["django_htmx.templatetags.django_htmx"],
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------
+
+DEFAULT_SQLITE_PATH = DATA_DIR / "aetnaweb.sqlite3"
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip() or f"sqlite:///{DEFAULT_SQLITE_PATH}"
+
+SQLITE_INIT_COMMAND = (
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "PRAGMA foreign_keys=ON;"
+    "PRAGMA busy_timeout=30000;"
+    "PRAGMA temp_store=MEMORY;"
+    "PRAGMA cache_size=-65536;"
+)
+
+
+def _database() -> dict:
+    config = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        if config["NAME"] and config["NAME"] != ":memory:":
+            Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # Immediate transactions take the write lock at BEGIN, so reading a
+        # chain head and appending to it can never interleave with another
+        # writer (audit-log-v1: no forks).
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "init_command": SQLITE_INIT_COMMAND,
+            "timeout": 30,
+        }
+        config["TEST"] = {"NAME": str(DATA_DIR / "test_aetnaweb.sqlite3")}
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        config.setdefault("OPTIONS", {})
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+DATABASES = {"default": _database()}
+DATABASE_VENDOR = "sqlite" if DATABASES["default"]["ENGINE"].endswith("sqlite3") else "postgresql"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- i18n / static ----------------------------------------------------------
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+
+# --- Security ---------------------------------------------------------------
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "object-src": [CSP.NONE],
+}
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_flag("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Logging ----------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- aetnaweb ---------------------------------------------------------------
+
+AETNAWEB_APPROVAL_KEY = os.environ.get("AETNAWEB_APPROVAL_KEY", "")
+AETNAWEB_APPROVAL_KEY_FILE = os.environ.get("AETNAWEB_APPROVAL_KEY_FILE", "")
+AETNAWEB_APPROVAL_TTL_SECONDS = int(os.environ.get("AETNAWEB_APPROVAL_TTL_SECONDS", "900"))
+AETNAWEB_ACTIONS_ROOT = os.environ.get("AETNAWEB_ACTIONS_ROOT", str(DATA_DIR / "actions-root"))
+AETNAWEB_STORE_RECALL_QUERIES = env_flag("AETNAWEB_STORE_RECALL_QUERIES")
+AETNAWEB_CHECKPOINT_SINK = os.environ.get(
+    "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
+)

@@ -1,0 +1,1 @@
+"""The evidence layer: one SHA-256 hash chain per scope (shared/spec/audit-log-v1.md)."""

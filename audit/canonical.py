@@ -1,0 +1,52 @@
+"""Canonical JSON and digests (audit-log-v1 "Canonical JSON and digests", C-1).
+
+Keys sorted, separators ``,`` and ``:``, non-ASCII escaped (``ensure_ascii``),
+UTF-8 encoded; a digest is the lowercase hex SHA-256 of those bytes. Every
+hashed structure in aetnaweb goes through these two functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+class CanonicalJSONError(ValueError):
+    """A value that cannot be hashed reproducibly (NaN, a non-JSON type, a lossy float)."""
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize ``value`` exactly as the evidence format requires."""
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise CanonicalJSONError(f"value is not canonical-JSON serializable: {exc}") from exc
+    return text
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return canonical_json(value).encode("utf-8")
+
+
+def digest(value: Any) -> str:
+    """Lowercase hex SHA-256 of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """Lowercase hex SHA-256 of a UTF-8 string (for ``message_sha256`` and friends)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_round_trip(value: Any) -> None:
+    """Refuse values whose canonical JSON would not parse back to an equal value.
+
+    Floats must survive a JSON round trip unchanged (audit-log-v1); this also
+    catches tuples and other types json silently converts.
+    """
+    text = canonical_json(value)
+    if json.loads(text) != value:
+        raise CanonicalJSONError("value does not survive a JSON round trip unchanged")

@@ -1,0 +1,1 @@
+"""The scoped memory engine (shared/spec/memory-engine.md)."""

@@ -1,0 +1,17 @@
+"""Shared fixtures. Tests mirror the apps: tests/audit/..., tests/memory/..., tests/e2e/..."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+
+@pytest.fixture
+def on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+@pytest.fixture
+def operator(django_user_model):
+    """A plain signed-in-able user with no grants."""
+    return django_user_model.objects.create_user(username="operator", password="pw-operator-1")
