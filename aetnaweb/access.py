@@ -1,0 +1,174 @@
+"""Permissions: the only place the rules live (design.md "Permissions").
+
+Two questions, always asked together:
+
+- *what* a principal may do: a capability, granted to operators through a
+  role and to agent tokens directly;
+- *where*: operators act on a granted scope and its descendants, and may also
+  read that scope's ancestors (what a recall inside their subtree reads);
+  tokens read and write only inside their subtree.
+
+Services call :func:`require` before they write; selectors filter with
+:func:`scope_q` so they never return a row the principal may not see.
+Out-of-reach objects surface as :class:`AccessDenied`, which views and the API
+turn into 404 so the existence of other tenants does not leak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from aetnaweb.models import ApiToken, Role, ScopeGrant
+from aetnaweb.scopes import Scope
+
+# Capabilities ---------------------------------------------------------------
+
+READ = "read"  # list, show, recall, inspect
+WRITE = "write"  # remember, capture, log an agent action
+FORGET = "forget"  # forget with a receipt
+REVIEW = "review"  # promote, reject quarantined records
+PROPOSE = "propose"  # propose facts for review
+STAGE = "stage"  # stage a guarded action
+APPROVE = "approve"  # approve, deny, commit, abort, recover, purge payloads
+AUDIT = "audit"  # verify chains, checkpoints, exports
+
+ALL_CAPABILITIES = frozenset({READ, WRITE, FORGET, REVIEW, PROPOSE, STAGE, APPROVE, AUDIT})
+
+ROLE_CAPABILITIES: dict[str, frozenset[str]] = {
+    Role.VIEWER: frozenset({READ}),
+    Role.REVIEWER: frozenset({READ, REVIEW, FORGET}),
+    Role.APPROVER: frozenset({READ, APPROVE}),
+    Role.AUDITOR: frozenset({READ, AUDIT}),
+    Role.ADMIN: ALL_CAPABILITIES,
+}
+
+# What an agent token may ever hold: promote, reject, approve and commit stay
+# with people in the dashboard.
+TOKEN_CAPABILITIES = frozenset({READ, WRITE, FORGET, PROPOSE, STAGE, AUDIT})
+
+
+class AccessDenied(Exception):
+    """The principal may not do this here. Shown as 404, never as 403."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Someone acting: ``label`` is what the audit chain records as the actor."""
+
+    label: str
+    kind: str  # "operator", "token" or "system"
+    # (scope, capabilities) pairs; a system principal has none and may do anything.
+    bindings: tuple[tuple[Scope, frozenset[str]], ...] = ()
+    user_id: int | None = None
+    token_id: int | None = None
+    owner_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_system(self) -> bool:
+        return self.kind == "system"
+
+    @property
+    def is_operator(self) -> bool:
+        return self.kind == "operator"
+
+    @property
+    def is_token(self) -> bool:
+        return self.kind == "token"
+
+
+def system_principal(label: str = "system") -> Principal:
+    """The trusted in-process caller: management commands and the Python API."""
+    return Principal(label=label, kind="system")
+
+
+def operator_principal(user: Any) -> Principal:
+    """A signed-in person, with their grants loaded once."""
+    if not getattr(user, "is_authenticated", False):
+        return Principal(label="anonymous", kind="operator")
+    grants = ScopeGrant.objects.filter(user=user).values_list("scope", "role")
+    merged: dict[str, set[str]] = {}
+    for scope, role in grants:
+        merged.setdefault(scope, set()).update(ROLE_CAPABILITIES.get(role, frozenset()))
+    bindings = tuple(
+        (Scope.parse(scope), frozenset(caps)) for scope, caps in sorted(merged.items())
+    )
+    return Principal(label=user.get_username(), kind="operator", bindings=bindings, user_id=user.pk)
+
+
+def token_principal(token: ApiToken) -> Principal:
+    caps = frozenset(token.capabilities) & TOKEN_CAPABILITIES
+    return Principal(
+        label=f"agent:{token.name}",
+        kind="token",
+        bindings=((Scope.parse(token.scope), caps),),
+        token_id=token.pk,
+        owner_id=token.owner_id,
+    )
+
+
+def may(principal: Principal, capability: str, scope: Scope | str) -> bool:
+    """May ``principal`` exercise ``capability`` on exactly ``scope``?"""
+    if capability not in ALL_CAPABILITIES:
+        raise ValueError(f"unknown capability {capability!r}")
+    if principal.is_system:
+        return True
+    scope = Scope.parse(scope)
+    for granted, caps in principal.bindings:
+        if capability not in caps:
+            continue
+        if granted.covers(scope):
+            return True
+        # Operators may read what a recall inside their subtree reads: the
+        # ancestors of their grant. Tokens stay inside their subtree.
+        if capability == READ and principal.is_operator and scope.covers(granted):
+            return True
+    return False
+
+
+def require(principal: Principal, capability: str, scope: Scope | str) -> Scope:
+    """Return the parsed scope, or raise :class:`AccessDenied`."""
+    parsed = Scope.parse(scope)
+    if not may(principal, capability, parsed):
+        raise AccessDenied(f"{principal.label} may not {capability} at {parsed}")
+    return parsed
+
+
+def has_capability_anywhere(principal: Principal, capability: str) -> bool:
+    return principal.is_system or any(capability in caps for _, caps in principal.bindings)
+
+
+def granted_scopes(principal: Principal, capability: str) -> list[Scope]:
+    """The subtree roots where ``principal`` holds ``capability`` (empty for system)."""
+    return [scope for scope, caps in principal.bindings if capability in caps]
+
+
+def scope_q(
+    principal: Principal, capability: str, *, prefix: str = "", canonical_field: str = "scope"
+) -> Q:
+    """A filter for rows whose scope the principal may exercise ``capability`` on.
+
+    Rows store a scope as ``{prefix}tenant``, ``{prefix}user`` and
+    ``{prefix}project`` columns plus the canonical string in
+    ``canonical_field``. Subtrees are column equalities; ancestors (for
+    operators' reads) are an exact ``IN`` over canonical strings.
+    """
+    if principal.is_system:
+        return Q()
+    q = Q(pk__in=[])
+    ancestors: set[str] = set()
+    for granted, caps in principal.bindings:
+        if capability not in caps:
+            continue
+        lookups = granted.subtree_filter(prefix)
+        if not lookups:  # a grant on platform:*:* sees everything
+            return Q()
+        q |= Q(**lookups)
+        if capability == READ and principal.is_operator:
+            ancestors.update(str(a) for a in granted.ancestors())
+    if ancestors:
+        q |= Q(**{f"{canonical_field}__in": sorted(ancestors)})
+    return q
