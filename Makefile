@@ -60,4 +60,4 @@ bench: setup
 	$(PY) bench/audit_verify.py
 
 clean:
-	rm -rf $(VENV) data/test_aetnaweb.sqlite3*
+	rm -rf $(VENV) data/test_aetnaweb_*.sqlite3*

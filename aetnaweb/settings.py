@@ -151,10 +151,14 @@ def _database() -> dict:
             "init_command": SQLITE_INIT_COMMAND,
             "timeout": 30,
         }
-        config["TEST"] = {"NAME": str(DATA_DIR / "test_aetnaweb.sqlite3")}
+        # A file, not :memory:, so multi-process tests and the standalone
+        # verifiers can open the test database; one per test process so that
+        # concurrent runs never share one.
+        config["TEST"] = {"NAME": str(DATA_DIR / f"test_aetnaweb_{os.getpid()}.sqlite3")}
     elif config["ENGINE"] == "django.db.backends.postgresql":
         config.setdefault("OPTIONS", {})
         config["CONN_HEALTH_CHECKS"] = True
+        config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return config
 
 
