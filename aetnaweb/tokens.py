@@ -1,0 +1,156 @@
+"""Agent API tokens: created, listed, revoked and authenticated here.
+
+A token is ``aetna_<prefix>_<secret>``. Only the SHA-256 of the whole token is
+stored, with the prefix for display; the token itself is shown once, at
+creation. Each token is bound to one scope subtree and a set of capabilities
+drawn from :data:`aetnaweb.access.TOKEN_CAPABILITIES` — never review or
+approve, which stay with people. Creating and revoking a token is recorded in
+the chain of the token's scope (prefix, capabilities and expiry; never the
+secret).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from aetnaweb.access import ALL_CAPABILITIES, TOKEN_CAPABILITIES
+from aetnaweb.models import ApiToken
+from aetnaweb.scopes import Scope
+from audit.services import append_event
+
+TOKEN_PREFIX = "aetna_"  # noqa: S105  (a public marker, not a secret)
+MAX_LIFETIME = timedelta(days=366)
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenError(ValueError):
+    """A token request that cannot be honoured (bad capability, expiry, unknown token)."""
+
+
+class TokenAuthenticationError(Exception):
+    """Missing, malformed, unknown, revoked or expired credentials (HTTP 401)."""
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    secret: str  # the full token text; shown once, never stored
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _check_capabilities(capabilities: list[str] | tuple[str, ...] | set[str]) -> list[str]:
+    caps = sorted(set(capabilities))
+    if not caps:
+        raise TokenError("a token needs at least one capability")
+    unknown = [cap for cap in caps if cap not in ALL_CAPABILITIES]
+    if unknown:
+        raise TokenError(f"unknown capabilities: {', '.join(unknown)}")
+    reserved = [cap for cap in caps if cap not in TOKEN_CAPABILITIES]
+    if reserved:
+        raise TokenError(
+            f"tokens cannot hold {', '.join(reserved)}: promote, reject, approve and commit "
+            "stay with people in the dashboard"
+        )
+    return caps
+
+
+@transaction.atomic
+def create_token(
+    *,
+    name: str,
+    scope: Scope | str,
+    capabilities: list[str] | tuple[str, ...] | set[str],
+    expires_at: datetime,
+    owner: Any = None,
+    created_by: str,
+) -> IssuedToken:
+    """Issue a token bound to ``scope``'s subtree; the secret is returned once."""
+    parsed = Scope.parse(scope)
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise TokenError("a token needs a name of 1 to 100 characters")
+    caps = _check_capabilities(capabilities)
+    now = timezone.now()
+    if timezone.is_naive(expires_at):
+        raise TokenError("the expiry must be timezone-aware")
+    if expires_at <= now:
+        raise TokenError("the expiry must be in the future")
+    if expires_at - now > MAX_LIFETIME:
+        raise TokenError("a token may live at most 366 days")
+    prefix = secrets.token_hex(4)
+    while ApiToken.objects.filter(token_prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(
+        name=name,
+        owner=owner,
+        scope=str(parsed),
+        scope_tenant=parsed.tenant,
+        scope_user=parsed.user,
+        scope_project=parsed.project,
+        capabilities=caps,
+        token_prefix=prefix,
+        token_hash=hash_token(raw),
+        expires_at=expires_at,
+    )
+    append_event(
+        subject=parsed,
+        event_type="access.token_created",
+        actor=created_by,
+        payload={
+            "token_prefix": prefix,
+            "name_sha256": hashlib.sha256(name.encode("utf-8")).hexdigest(),
+            "capabilities": caps,
+            "expires_at": expires_at.isoformat(),
+            "owner": owner.get_username() if owner is not None else None,
+        },
+    )
+    return IssuedToken(token=token, secret=raw)
+
+
+@transaction.atomic
+def revoke_token(*, token_prefix: str, revoked_by: str) -> ApiToken:
+    """Revoke a token by its prefix; revoking twice is an error a person can read."""
+    token = ApiToken.objects.select_for_update().filter(token_prefix=token_prefix).first()
+    if token is None:
+        raise TokenError(f"no token with prefix {token_prefix!r}")
+    if token.revoked_at is not None:
+        raise TokenError(
+            f"token {token_prefix} was already revoked at {token.revoked_at:%Y-%m-%d %H:%M} UTC"
+        )
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    append_event(
+        subject=token.scope,
+        event_type="access.token_revoked",
+        actor=revoked_by,
+        payload={"token_prefix": token.token_prefix},
+    )
+    return token
+
+
+def authenticate(raw: str | None) -> ApiToken:
+    """The live token for ``raw``, or :class:`TokenAuthenticationError`."""
+    if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        raise TokenAuthenticationError("missing or malformed API token")
+    token = ApiToken.objects.filter(token_hash=hash_token(raw)).first()
+    if token is None:
+        raise TokenAuthenticationError("unknown API token")
+    now = timezone.now()
+    if token.revoked_at is not None:
+        raise TokenAuthenticationError("this API token has been revoked")
+    if token.expires_at <= now:
+        raise TokenAuthenticationError("this API token has expired")
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
