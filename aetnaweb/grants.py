@@ -1,0 +1,131 @@
+"""Operator scope grants: the one write path for adding and removing them.
+
+The Django admin, ``manage.py access grant|revoke``, the demo seed and the
+tests all come through :func:`grant_role` and :func:`revoke_role`, so every
+change to who may see what is validated the same way and recorded in the
+audit chain of the granted scope (``access.grant_added`` /
+``access.grant_revoked``), in the same transaction as the row it describes.
+
+Who may change grants: a trusted in-process caller (the system principal:
+commands, the demo seed), or an operator who holds every capability (the
+admin role) on a scope covering the granted one. So an admin of ``acme:*:*``
+manages ``acme`` and its descendants and nothing else, and nobody hands out
+more than they hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from aetnaweb import access
+from aetnaweb.access import Principal, system_principal
+from aetnaweb.models import Role, ScopeGrant
+from aetnaweb.scopes import Scope
+from audit.services import append_event
+
+
+class GrantError(ValueError):
+    """A grant change that cannot be made as asked (unknown role, duplicate, no such grant)."""
+
+
+def _check_role(role: str) -> str:
+    if role not in Role.values:
+        raise GrantError(f"unknown role {role!r}: choose one of {', '.join(Role.values)}")
+    return role
+
+
+def require_grant_admin(principal: Principal, scope: Scope) -> None:
+    """Raise :class:`~aetnaweb.access.AccessDenied` unless ``principal`` may manage grants at ``scope``.
+
+    Managing grants needs every capability at the scope (the admin role on a
+    covering scope), expressed through :func:`aetnaweb.access.require` so the
+    rule stays the one in ``access``.
+    """
+    for capability in sorted(access.ALL_CAPABILITIES):
+        access.require(principal, capability, scope)
+
+
+def _audit_payload(user: Any, role: str, scope: Scope) -> dict[str, Any]:
+    # Identifiers and structure only (audit-log-v1 "What payloads may contain").
+    return {"user": user.get_username(), "user_id": user.pk, "role": role, "scope": str(scope)}
+
+
+@transaction.atomic
+def grant_role(
+    *,
+    user: Any,
+    scope: Scope | str,
+    role: str,
+    granted_by: Principal | None = None,
+) -> ScopeGrant:
+    """Give ``user`` ``role`` on ``scope`` and its descendants; audited in ``scope``'s chain.
+
+    Refuses an invalid scope (``ScopeError``), an unknown role or an existing
+    identical grant (:class:`GrantError`), and a granter without the admin
+    role there (``AccessDenied``); a refusal writes nothing.
+    """
+    granted_by = granted_by or system_principal()
+    parsed = Scope.parse(scope)
+    role = _check_role(role)
+    require_grant_admin(granted_by, parsed)
+    if ScopeGrant.objects.filter(user=user, scope=str(parsed), role=role).exists():
+        raise GrantError(f"{user.get_username()} already holds {role} on {parsed}")
+    grant = ScopeGrant.objects.create(
+        user=user,
+        scope=str(parsed),
+        scope_tenant=parsed.tenant,
+        scope_user=parsed.user,
+        scope_project=parsed.project,
+        role=role,
+        created_by=granted_by.label,
+    )
+    append_event(
+        subject=parsed,
+        event_type="access.grant_added",
+        actor=granted_by.label,
+        payload=_audit_payload(user, role, parsed),
+    )
+    return grant
+
+
+@transaction.atomic
+def revoke_role(
+    *,
+    user: Any,
+    scope: Scope | str,
+    role: str,
+    revoked_by: Principal | None = None,
+) -> None:
+    """Remove ``user``'s ``role`` on exactly ``scope``; audited in ``scope``'s chain.
+
+    Grants on other scopes (ancestors or descendants) are untouched: a revoke,
+    like every write, lands at exactly one scope.
+    """
+    revoked_by = revoked_by or system_principal()
+    parsed = Scope.parse(scope)
+    role = _check_role(role)
+    require_grant_admin(revoked_by, parsed)
+    grant = (
+        ScopeGrant.objects.select_for_update()
+        .filter(user=user, scope=str(parsed), role=role)
+        .first()
+    )
+    if grant is None:
+        raise GrantError(f"{user.get_username()} holds no {role} grant on {parsed}")
+    grant.delete()
+    append_event(
+        subject=parsed,
+        event_type="access.grant_revoked",
+        actor=revoked_by.label,
+        payload=_audit_payload(user, role, parsed),
+    )
+
+
+def grants_of(*, user: Any | None = None) -> list[ScopeGrant]:
+    """Every grant (optionally one user's), ordered by user, scope and role."""
+    queryset = ScopeGrant.objects.select_related("user").order_by("user__username", "scope", "role")
+    if user is not None:
+        queryset = queryset.filter(user=user)
+    return list(queryset)

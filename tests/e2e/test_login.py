@@ -1,0 +1,46 @@
+"""Journey: an operator signs in, sees the overview, and signs out."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import login, screenshot
+from tests.factories import make_operator
+
+
+def test_operator_logs_in_and_out(page):
+    # Given an auditor on acme
+    make_operator("dora", [("acme:*:*", "auditor")])
+    # When they open the dashboard, they are sent to the login page
+    page.goto("/")
+    assert "/login/" in page.url
+    screenshot(page, "login", narrow=True)
+    # And when they sign in with their password
+    login(page, "dora")
+    # Then they land on the overview with their name in the top bar
+    assert page.locator(".who").inner_text() == "dora"
+    assert page.get_by_role("heading", level=1).count() == 1
+    # And logging out returns them to the login page
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url("**/login/")
+
+
+def test_wrong_password_is_refused_with_a_message(page):
+    # Given an operator
+    make_operator("erin", [("acme:*:*", "viewer")])
+    # When they type a wrong password
+    login_attempt = page.goto("/login/")
+    assert login_attempt is not None and login_attempt.ok
+    page.get_by_label("Username").fill("erin")
+    page.get_by_label("Password").fill("not-the-password")
+    page.get_by_role("button", name="Sign in").click()
+    # Then the form says so and they stay signed out
+    assert page.get_by_role("alert").inner_text().startswith("Your username and password")
+    assert "/login/" in page.url
+
+
+@pytest.mark.parametrize("path", ["/"])
+def test_pages_need_a_login(page, path):
+    # When an anonymous visitor opens a dashboard page, they are asked to sign in first
+    page.goto(path)
+    assert "/login/" in page.url
