@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from tests.factories import signed_in  # noqa: F401  (fixture shared by the dashboard view tests)
+
 
 @pytest.fixture
 def on_postgresql() -> bool:
