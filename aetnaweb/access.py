@@ -137,6 +137,26 @@ def require(principal: Principal, capability: str, scope: Scope | str) -> Scope:
     return parsed
 
 
+def administered_scopes(principal: Principal) -> list[Scope]:
+    """Subtree roots where an operator holds the admin role (every capability).
+
+    Only the admin role carries every capability, so "all capabilities on a
+    grant" is exactly "an admin grant" even when several roles share a scope.
+    Tokens administer nothing; the system principal is handled by callers.
+    """
+    if not principal.is_operator:
+        return []
+    return [scope for scope, caps in principal.bindings if caps >= ALL_CAPABILITIES]
+
+
+def may_administer(principal: Principal, scope: Scope | str) -> bool:
+    """May ``principal`` manage credentials (API tokens) for ``scope``'s subtree?"""
+    if principal.is_system:
+        return True
+    parsed = Scope.parse(scope)
+    return any(granted.covers(parsed) for granted in administered_scopes(principal))
+
+
 def has_capability_anywhere(principal: Principal, capability: str) -> bool:
     return principal.is_system or any(capability in caps for _, caps in principal.bindings)
 

@@ -18,9 +18,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from aetnaweb.access import ALL_CAPABILITIES, TOKEN_CAPABILITIES
+from aetnaweb.access import (
+    ALL_CAPABILITIES,
+    TOKEN_CAPABILITIES,
+    AccessDenied,
+    Principal,
+    administered_scopes,
+    may_administer,
+)
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
 from audit.services import append_event
@@ -154,3 +162,57 @@ def authenticate(raw: str | None) -> ApiToken:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
+
+
+# -- on behalf of an operator (the dashboard's token page) ---------------------
+
+
+def create_token_as(
+    *,
+    principal: Principal,
+    name: str,
+    scope: Scope | str,
+    capabilities: list[str] | tuple[str, ...] | set[str],
+    expires_at: datetime,
+    owner: Any = None,
+) -> IssuedToken:
+    """Issue a token as ``principal``, who must hold the admin role on ``scope``.
+
+    The audit actor is the operator's username; out-of-reach scopes raise
+    :class:`~aetnaweb.access.AccessDenied` (shown as 404) and write nothing.
+    """
+    parsed = Scope.parse(scope)
+    if not may_administer(principal, parsed):
+        raise AccessDenied(f"{principal.label} may not manage tokens at {parsed}")
+    return create_token(
+        name=name,
+        scope=parsed,
+        capabilities=capabilities,
+        expires_at=expires_at,
+        owner=owner,
+        created_by=principal.label,
+    )
+
+
+def revoke_token_as(*, principal: Principal, token_prefix: str) -> ApiToken:
+    """Revoke a token as ``principal``, who must hold the admin role on its scope.
+
+    A token outside the operator's reach is reported exactly like an unknown one.
+    """
+    token = ApiToken.objects.filter(token_prefix=token_prefix).first()
+    if token is None or not may_administer(principal, token.scope):
+        raise TokenError(f"no token with prefix {token_prefix!r}")
+    return revoke_token(token_prefix=token_prefix, revoked_by=principal.label)
+
+
+def tokens_administered(principal: Principal) -> QuerySet[ApiToken]:
+    """Tokens whose scope lies in a subtree ``principal`` administers, newest first."""
+    if principal.is_system:
+        return ApiToken.objects.select_related("owner").all()
+    q = Q(pk__in=[])
+    for granted in administered_scopes(principal):
+        lookups = granted.subtree_filter("scope_")
+        if not lookups:  # an admin of platform:*:* manages every token
+            return ApiToken.objects.select_related("owner").all()
+        q |= Q(**lookups)
+    return ApiToken.objects.select_related("owner").filter(q)

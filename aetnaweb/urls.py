@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from aetnaweb import views
+from aetnaweb.api import api_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -18,4 +19,6 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", api_urls()),
+    path("access/tokens/", include("aetnaweb.token_urls")),
 ]

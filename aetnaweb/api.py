@@ -1,0 +1,337 @@
+"""The agent-facing HTTP JSON API, mounted at ``/api/v1/`` (OpenAPI at ``/api/v1/openapi.json``).
+
+Agents authenticate with ``Authorization: Bearer aetna_...`` (:mod:`aetnaweb.tokens`);
+there are no cookies, so there is no CSRF and no login redirect. Each app
+contributes a router (``memory/api.py``, ``actions/api.py``, ``audit/api.py``)
+whose endpoints parse the request, check the token's reach and call the same
+service or selector the dashboard and the commands call: one write path.
+
+Every refusal is JSON of one shape, ``{"error": code, "field": name-or-null,
+"detail": message}``:
+
+- 400: a body or parameter that does not validate (the field and the reason),
+  a body that is not a JSON object, a body over 64 KiB, an unknown record, a
+  domain refusal from a service;
+- 401: a missing, malformed, unknown, revoked or expired token;
+- 403: a token that reaches the scope but lacks the capability (its own
+  subtree, so nothing leaks by saying so);
+- 404: anything outside the token's subtree, exactly like something that does
+  not exist.
+
+Bad input never produces a 500 and never writes anything: validation happens
+before a service is called, and services refuse inside their transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, NoReturn
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, URLResolver
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
+from ninja.security import HttpBearer
+
+from aetnaweb import access, tokens
+from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.models import ApiToken
+from aetnaweb.scopes import Scope, ScopeError
+
+logger = logging.getLogger("aetnaweb.api")
+
+MAX_BODY_BYTES = 64 * 1024
+API_PREFIX = "/api/v1/"
+
+
+# -- errors --------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """A refusal the API reports as ``{"error", "field", "detail"}`` with ``status``."""
+
+    def __init__(self, status: int, error: str, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.field = field
+
+
+def bad_request(
+    detail: str, *, field: str | None = None, error: str = "invalid_request"
+) -> ApiError:
+    return ApiError(400, error, detail, field)
+
+
+def not_found() -> ApiError:
+    # One message for "does not exist" and "not yours": existence never leaks.
+    return ApiError(404, "not_found", "no such resource for this token")
+
+
+class ErrorOut(Schema):
+    """Every refusal: a short code, the field at fault (if any) and a sentence."""
+
+    error: str
+    field: str | None = None
+    detail: str
+
+
+ERROR_RESPONSES: dict[int, type[Schema]] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+}
+
+
+# -- request parsing -------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class StrictJSONParser(Parser):
+    """JSON bodies only: at most 64 KiB, an object at the top, no NaN or Infinity."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        check_body_size(request)
+        try:
+            data = json.loads(request.body, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            raise bad_request(
+                f"the body is not valid JSON: {exc}", field="body", error="invalid_json"
+            ) from exc
+        if not isinstance(data, dict):
+            raise bad_request("the body must be a JSON object", field="body", error="invalid_json")
+        return data
+
+
+def check_body_size(request: HttpRequest) -> None:
+    """Refuse a body over :data:`MAX_BODY_BYTES` before reading it when the length is declared."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        length = int(declared)
+    except ValueError:
+        raise bad_request(
+            "the Content-Length header is not a number", field="body", error="invalid_request"
+        ) from None
+    if length > MAX_BODY_BYTES or len(request.body) > MAX_BODY_BYTES:
+        raise bad_request(
+            f"the body is larger than {MAX_BODY_BYTES} bytes (64 KiB)",
+            field="body",
+            error="body_too_large",
+        )
+
+
+# -- authentication ------------------------------------------------------------------
+
+
+class TokenBearer(HttpBearer):
+    """``Authorization: Bearer aetna_...``; the request then carries ``principal``."""
+
+    def __call__(self, request: HttpRequest) -> ApiToken:
+        header = request.headers.get(self.header, "")
+        scheme, _, raw = header.partition(" ")
+        if not header:
+            raise tokens.TokenAuthenticationError(
+                "missing API token: send 'Authorization: Bearer <token>'"
+            )
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise tokens.TokenAuthenticationError(
+                "malformed Authorization header: expected 'Bearer <token>'"
+            )
+        return self.authenticate(request, raw.strip())
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiToken:
+        api_token = tokens.authenticate(token)
+        request.principal = access.token_principal(api_token)  # type: ignore[attr-defined]
+        # Checked here, after authentication, so an anonymous caller learns
+        # only "401" and an agent learns its body is too large before any
+        # endpoint looks at it (endpoints without a body included).
+        check_body_size(request)
+        return api_token
+
+
+def principal_of(request: HttpRequest) -> Principal:
+    return request.principal  # type: ignore[attr-defined, no-any-return]
+
+
+def require(request: HttpRequest, capability: str, scope: Scope | str) -> Scope:
+    """The token's reach, checked before a service is called (the service checks again).
+
+    Outside the token's subtree: 404. Inside it without the capability: 403,
+    naming the capability, since the token's own subtree is no secret to it.
+    """
+    principal = principal_of(request)
+    parsed = Scope.parse(scope)
+    if access.may(principal, capability, parsed):
+        return parsed
+    if any(granted.covers(parsed) for granted, _ in principal.bindings):
+        raise ApiError(
+            403,
+            "capability_missing",
+            f"this token does not hold the {capability!r} capability",
+        )
+    raise not_found()
+
+
+def require_capability(request: HttpRequest, capability: str) -> None:
+    """For endpoints whose object is found first (a record ID): the capability alone."""
+    if not access.has_capability_anywhere(principal_of(request), capability):
+        raise ApiError(
+            403,
+            "capability_missing",
+            f"this token does not hold the {capability!r} capability",
+        )
+
+
+# -- the API ---------------------------------------------------------------------------
+
+api = NinjaAPI(
+    title="aetnaweb API",
+    version="1",
+    description=(
+        "Scoped agent memory, guarded actions and audit evidence for agents. "
+        "Authenticate with 'Authorization: Bearer <token>' (create a token in the "
+        "dashboard under Access > API tokens, or with 'manage.py access token create'). "
+        "Every refusal is JSON {error, field, detail}: 400 bad input (naming the field), "
+        "401 bad token, 403 missing capability, 404 outside the token's scope subtree."
+    ),
+    urls_namespace="api",
+    auth=TokenBearer(),
+    parser=StrictJSONParser(),
+    openapi_url="/openapi.json",
+    docs_url=None,  # no Swagger page: it would load scripts from a CDN
+    docs_decorator=login_not_required,
+)
+
+
+def error_response(
+    request: HttpRequest, status: int, error: str, detail: str, field: str | None = None
+) -> HttpResponse:
+    response = api.create_response(
+        request, {"error": error, "field": field, "detail": detail}, status=status
+    )
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="aetnaweb"'
+    return response
+
+
+def _field_of(loc: list[Any] | tuple[Any, ...]) -> str | None:
+    """``["body", "payload", "facts", 0, "content"]`` -> ``facts.0.content``."""
+    parts = [str(part) for part in loc]
+    if parts and parts[0] in {"body", "query", "path", "header", "cookie", "form"}:
+        parts = parts[1:]
+        # Bodies and query schemas arrive under the endpoint's parameter name.
+        if len(parts) > 1 and parts[0] in {"payload", "params", "filters"}:
+            parts = parts[1:]
+    return ".".join(parts) or None
+
+
+@api.exception_handler(ApiError)
+def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return error_response(request, exc.status, exc.error, exc.detail, exc.field)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    first = exc.errors[0] if exc.errors else {}
+    field = _field_of(first.get("loc", ()))
+    reason = str(first.get("msg", "invalid value"))
+    reason = reason.removeprefix("Value error, ")
+    if first.get("type") == "missing":
+        reason = "this field is required"
+    return error_response(request, 400, "invalid_request", reason, field)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApiError):  # a parser refusal wrapped by ninja
+        return _api_error(request, exc.__cause__)
+    if isinstance(exc, AuthenticationError):
+        return error_response(request, 401, "unauthorized", "missing or invalid API token")
+    if exc.status_code == 400:
+        return error_response(request, 400, "invalid_json", str(exc), "body")
+    return error_response(request, exc.status_code, "http_error", str(exc))
+
+
+@api.exception_handler(tokens.TokenAuthenticationError)
+def _token_error(request: HttpRequest, exc: tokens.TokenAuthenticationError) -> HttpResponse:
+    return error_response(request, 401, "unauthorized", str(exc))
+
+
+@api.exception_handler(AccessDenied)
+def _access_denied(request: HttpRequest, exc: AccessDenied) -> HttpResponse:
+    return _api_error(request, not_found())
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _api_error(request, not_found())
+
+
+@api.exception_handler(ScopeError)
+def _scope_error(request: HttpRequest, exc: ScopeError) -> HttpResponse:
+    return error_response(request, 400, "invalid_scope", str(exc), "scope")
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # A bug, never bad input: logged with its traceback, reported without detail.
+    logger.exception("unexpected error in %s %s", request.method, request.path)
+    return error_response(
+        request, 500, "internal_error", "the server failed; the error has been logged"
+    )
+
+
+# -- the token itself ----------------------------------------------------------------------
+
+
+class TokenOut(Schema):
+    name: str
+    token_prefix: str
+    scope: str
+    capabilities: list[str]
+    expires_at: str
+
+
+@api.get(
+    "/token",
+    response={200: TokenOut, **ERROR_RESPONSES},
+    summary="Describe the calling token",
+    tags=["token"],
+)
+def whoami(request: HttpRequest) -> dict[str, Any]:
+    """The calling token's scope subtree, capabilities and expiry (never its secret)."""
+    token: ApiToken = request.auth  # type: ignore[attr-defined]
+    return {
+        "name": token.name,
+        "token_prefix": token.token_prefix,
+        "scope": token.scope,
+        "capabilities": sorted(token.capabilities),
+        "expires_at": token.expires_at.isoformat(),
+    }
+
+
+# -- URL patterns ---------------------------------------------
+
+
+def _exempt_from_login(patterns: list[Any]) -> None:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            _exempt_from_login(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern):
+            # Token auth, not sessions: LoginRequiredMiddleware must not redirect agents.
+            pattern.callback.login_required = False  # type: ignore[attr-defined]
+
+
+def api_urls() -> tuple[list[Any], str, str]:
+    """What ``aetnaweb/urls.py`` includes under ``api/v1/``."""
+    patterns, app_name, namespace = api.urls
+    _exempt_from_login(patterns)
+    return patterns, app_name, namespace

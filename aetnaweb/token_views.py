@@ -1,0 +1,94 @@
+"""The dashboard's API-token page: list, create (secret shown once) and revoke.
+
+Only operators with the admin role on a token's scope (or above it) see,
+create or revoke it; the checks live in :mod:`aetnaweb.tokens` services and
+:mod:`aetnaweb.access`. A token outside the operator's reach answers 404.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
+
+from aetnaweb import access, tokens
+from aetnaweb.token_forms import CAPABILITY_HELP, TokenCreateForm
+
+
+def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> HttpResponse:
+    principal = access.operator_principal(request.user)
+    administered = access.administered_scopes(principal)
+    token_list = list(tokens.tokens_administered(principal)[:200])
+    return render(
+        request,
+        "access/tokens.html",
+        {
+            "form": form,
+            "tokens": token_list,
+            "administered": administered,
+            "capability_help": CAPABILITY_HELP,
+            "now": timezone.now(),
+        },
+        status=status,
+    )
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def token_list(request: HttpRequest) -> HttpResponse:
+    """GET: the tokens the operator administers and the create form. POST: create one."""
+    if request.method == "GET":
+        return _page(request, TokenCreateForm())
+    form = TokenCreateForm(request.POST)
+    if not form.is_valid():
+        return _page(request, form, status=400)
+    principal = access.operator_principal(request.user)
+    try:
+        issued = tokens.create_token_as(
+            principal=principal,
+            name=form.cleaned_data["name"],
+            scope=form.cleaned_data["scope"],
+            capabilities=form.cleaned_data["capabilities"],
+            expires_at=form.expires_at(),
+            owner=request.user,
+        )
+    except access.AccessDenied:
+        form.add_error(
+            "scope",
+            f"You do not hold the admin role on {form.cleaned_data['scope']} or on a scope above it.",
+        )
+        return _page(request, form, status=400)
+    except tokens.TokenError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, form, status=400)
+    # The secret is rendered in this response only: never stored, never redirected.
+    return render(
+        request,
+        "access/token_created.html",
+        {"token": issued.token, "secret": issued.secret},
+        status=201,
+    )
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
+    """GET: confirm. POST: revoke. A token the operator does not administer is a 404."""
+    principal = access.operator_principal(request.user)
+    token = tokens.tokens_administered(principal).filter(token_prefix=prefix).first()
+    if token is None:
+        raise Http404("no such token")
+    if request.method == "GET":
+        return render(request, "access/token_revoke.html", {"token": token})
+    try:
+        tokens.revoke_token_as(principal=principal, token_prefix=prefix)
+    except tokens.TokenError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"Token {token.name} ({token.token_prefix}…) is revoked; it no longer works."
+        )
+    return redirect("tokens:list")
