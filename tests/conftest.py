@@ -8,6 +8,12 @@ from django.db import connection
 from tests.factories import signed_in  # noqa: F401  (fixture shared by the dashboard view tests)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Production-strength PBKDF2 costs ~0.4 s per password; tests only need a working hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def on_postgresql() -> bool:
     return connection.vendor == "postgresql"

@@ -1,0 +1,194 @@
+"""Shared helpers for every dashboard view (design.md "Views and templates").
+
+A dashboard view reads like this::
+
+    @require_GET
+    @dashboard_view
+    def scope_detail(request, scope):
+        principal = principal_for(request)
+        parsed = Scope.parse(scope)                 # invalid -> 404 page naming the reason
+        access.require(principal, access.READ, parsed)  # out of reach -> plain 404
+        page = key_page_from(request, ...)          # ?before=<key>, never OFFSET
+        return render_page(request, "memory/scope_detail.html", {...}, partial="records")
+
+- :func:`principal_for` builds the signed-in operator's principal once per request.
+- :func:`dashboard_view` turns :class:`~aetnaweb.access.AccessDenied` into a
+  404 that does not say whether the thing exists, and
+  :class:`~aetnaweb.scopes.ScopeError` (an invalid scope typed into a URL) into
+  a 404 page that says the scope is invalid and why.
+- :func:`page_key` and :class:`KeyPage` are key-based pagination: the next
+  page starts strictly after the last key seen, so page 10,000 costs what
+  page 1 costs (no OFFSET, no COUNT(*)).
+- :func:`render_page` renders the full page, or only ``template#partial``
+  (Django's ``{% partialdef %}``) when htmx asks for the fragment.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.http import urlencode
+
+from aetnaweb import access
+from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.scopes import ScopeError
+
+View = Callable[..., HttpResponse]
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+NOT_FOUND_TEMPLATE = "404.html"
+
+
+def principal_for(request: HttpRequest) -> Principal:
+    """The signed-in operator as a :class:`~aetnaweb.access.Principal` (grants loaded once per request)."""
+    cached = getattr(request, "_aetnaweb_principal", None)
+    if cached is None:
+        cached = access.operator_principal(request.user)
+        request._aetnaweb_principal = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def invalid_scope_response(request: HttpRequest, error: ScopeError) -> HttpResponse:
+    """The 404 page for a scope that does not parse, saying why (it reveals nothing stored)."""
+    return render(request, NOT_FOUND_TEMPLATE, {"invalid_scope": str(error)}, status=404)
+
+
+def dashboard_view(view: View) -> View:
+    """Map out-of-reach (``AccessDenied``) to 404 and invalid scopes in the URL to a helpful 404.
+
+    A scope typed into a *form* is a form error instead: forms validate with
+    ``Scope.parse`` in ``clean_scope`` and never raise out of the view.
+    """
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except AccessDenied as exc:
+            # Same page as a missing object: the existence of other tenants does not leak.
+            raise Http404("not found") from exc
+        except ScopeError as exc:
+            return invalid_scope_response(request, exc)
+
+    return wrapper
+
+
+def render_page(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render ``template``, or just ``template#partial`` for an htmx request.
+
+    ``partial`` names a ``{% partialdef %}`` in the template. Pass it only for
+    requests whose htmx target is that fragment (see :func:`htmx_target`).
+    """
+    name = f"{template}#{partial}" if partial and getattr(request, "htmx", False) else template
+    return render(request, name, context, status=status)
+
+
+def htmx_target(request: HttpRequest) -> str | None:
+    """The id of the element htmx will swap (``HX-Target``), or ``None`` for a normal request."""
+    htmx = getattr(request, "htmx", None)
+    if not htmx:
+        return None
+    return htmx.target
+
+
+# -- key-based pagination ----------------------------------------------------------
+
+
+def page_key(request: HttpRequest, name: str = "before") -> int | None:
+    """The integer cursor in ``?before=`` (or ``name``), or ``None`` for the first page.
+
+    Anything but a positive integer is a 400 with a message, not a silent first page.
+    """
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise BadRequest(f"the page cursor {name}={raw!r} must be a positive whole number")
+    return int(raw)
+
+
+def page_size(request: HttpRequest, default: int = DEFAULT_PAGE_SIZE) -> int:
+    """``?limit=`` clamped to 1..MAX_PAGE_SIZE."""
+    raw = request.GET.get("limit", "").strip()
+    if not raw.isdigit():
+        return default
+    return max(1, min(int(raw), MAX_PAGE_SIZE))
+
+
+@dataclass(frozen=True)
+class KeyPage[T]:
+    """One page of a key-paginated list, newest (largest key) first."""
+
+    items: Sequence[T]
+    next_key: Any | None  # pass as ?before=<next_key> for the following page
+    first_page: bool
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_key is not None
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[T], *, limit: int, key: Callable[[T], Any], first_page: bool
+    ) -> KeyPage[T]:
+        """Build a page from up to ``limit + 1`` rows (the extra row only says "there is more")."""
+        fetched = list(rows)
+        items = fetched[:limit]
+        next_key = key(items[-1]) if len(fetched) > limit and items else None
+        return cls(items=items, next_key=next_key, first_page=first_page)
+
+    def next_url(self, request: HttpRequest, name: str = "before") -> str | None:
+        """The current URL with ``?before=`` moved to the next page (other filters kept)."""
+        if self.next_key is None:
+            return None
+        params = request.GET.copy()
+        params[name] = str(self.next_key)
+        return f"{request.path}?{params.urlencode()}"
+
+
+def paginate_by_key(
+    queryset: Any,
+    *,
+    before: int | None,
+    limit: int,
+    key_field: str = "pk",
+) -> KeyPage[Any]:
+    """Newest-first page of ``queryset`` strictly below ``before`` on an indexed integer key.
+
+    One query: ``WHERE key < before ORDER BY key DESC LIMIT limit + 1``.
+    """
+    ordered = queryset.order_by(f"-{key_field}")
+    if before is not None:
+        ordered = ordered.filter(**{f"{key_field}__lt": before})
+    rows = list(ordered[: limit + 1])
+    return KeyPage.from_rows(
+        rows,
+        limit=limit,
+        key=lambda row: getattr(row, key_field) if not isinstance(row, dict) else row[key_field],
+        first_page=before is None,
+    )
+
+
+def query_string(request: HttpRequest, **changes: Any) -> str:
+    """The current query string with ``changes`` applied (``None`` removes a parameter)."""
+    params = request.GET.copy()
+    for name, value in changes.items():
+        if value is None:
+            params.pop(name, None)
+        else:
+            params[name] = str(value)
+    return urlencode(sorted(params.lists()), doseq=True)
