@@ -39,12 +39,11 @@ def _check_role(role: str) -> str:
 def require_grant_admin(principal: Principal, scope: Scope) -> None:
     """Raise :class:`~aetnaweb.access.AccessDenied` unless ``principal`` may manage grants at ``scope``.
 
-    Managing grants needs every capability at the scope (the admin role on a
-    covering scope), expressed through :func:`aetnaweb.access.require` so the
-    rule stays the one in ``access``.
+    The rule is :func:`aetnaweb.access.may_administer` (the admin role on
+    ``scope`` or a scope above it), the same one API tokens use.
     """
-    for capability in sorted(access.ALL_CAPABILITIES):
-        access.require(principal, capability, scope)
+    if not access.may_administer(principal, scope):
+        raise access.AccessDenied(f"{principal.label} may not manage grants at {scope}")
 
 
 def _audit_payload(user: Any, role: str, scope: Scope) -> dict[str, Any]:
