@@ -1,0 +1,377 @@
+"""Every read of guarded actions the outside uses, with visibility built in.
+
+A selector never returns a transaction the principal may not see: lists are
+filtered with :func:`aetnaweb.access.scope_q` on the scope columns (exact
+equalities, never a prefix match), and a single transaction out of reach
+raises :class:`~aetnaweb.access.AccessDenied` (a 404 to views and the API).
+Lists are paginated by key (``created_at``, ``id``), never by OFFSET.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Count, Q
+
+from actions import formats
+from actions.adapters import describe
+from actions.approvals import approval_window, configured_authority
+from actions.errors import ActionError
+from actions.models import (
+    ActionApproval,
+    ActionAttempt,
+    ActionDependency,
+    ActionEvidence,
+    ActionOperation,
+    ActionPayload,
+    ActionReceipt,
+    ActionTransaction,
+)
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
+
+MAX_PAGE = 200
+ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
+
+
+@dataclass(frozen=True)
+class TransactionPage:
+    """One page of transactions, newest first; pass ``next_after`` back as ``after``."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    next_after: str | None = None
+
+
+def _visible(principal: Principal, capability: str = access.READ) -> Q:
+    return access.scope_q(principal, capability, prefix="scope_", canonical_field="subject_id")
+
+
+def _summary(txn: ActionTransaction, principal: Principal | None = None) -> dict[str, Any]:
+    item = txn.as_dict()
+    item["is_terminal"] = txn.is_terminal
+    if principal is not None:
+        item["self_proposed"] = _self_proposed(txn, principal)
+    return item
+
+
+def _self_proposed(txn: ActionTransaction, principal: Principal) -> bool:
+    return principal.label == txn.actor_id or (
+        principal.user_id is not None and principal.user_id == txn.proposed_by_user_id
+    )
+
+
+def list_transactions(
+    principal: Principal,
+    *,
+    scope: Any = None,
+    states: Iterable[str] | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> TransactionPage:
+    """Visible transactions, newest first, optionally within a scope subtree and some states.
+
+    ``after`` is the ``next_after`` of the previous page (a transaction ID).
+    """
+    limit = max(1, min(int(limit), MAX_PAGE))
+    query = ActionTransaction.objects.filter(_visible(principal))
+    if scope is not None:
+        query = query.filter(**Scope.parse(scope).subtree_filter("scope_"))
+    if states is not None:
+        wanted = [state for state in states if state in formats.TRANSACTION_STATES]
+        query = query.filter(state__in=wanted)
+    if after:
+        anchor = (
+            ActionTransaction.objects.filter(pk=after).values_list("created_at", flat=True).first()
+        )
+        if anchor is None:
+            return TransactionPage()
+        query = query.filter(Q(created_at__lt=anchor) | Q(created_at=anchor, id__lt=after))
+    rows = list(query.order_by("-created_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return TransactionPage(
+        items=[_summary(txn, principal) for txn in rows],
+        next_after=rows[-1].id if more and rows else None,
+    )
+
+
+def _payloads(transaction_id: str) -> dict[tuple[str, str], ActionPayload]:
+    return {
+        (row.operation_id, row.kind): row
+        for row in ActionPayload.objects.filter(transaction_id=transaction_id)
+    }
+
+
+def _operation_view(
+    op: ActionOperation,
+    payloads: dict[tuple[str, str], ActionPayload],
+    depends_on: list[str],
+    evidence: list[ActionEvidence],
+) -> dict[str, Any]:
+    prepared_row = payloads.get((op.id, formats.PAYLOAD_PREPARED))
+    preview: dict[str, Any] | None = None
+    description: dict[str, Any] = {"target": "", "diff": ""}
+    payload_state = "absent"
+    if prepared_row is not None:
+        payload_state = "purged" if prepared_row.purged_at else "kept"
+        if not prepared_row.purged_at:
+            prepared = json.loads(prepared_row.payload)
+            preview = prepared.get("preview")
+            description = describe(op.adapter, prepared)
+    evidence_items = [
+        {
+            "id": row.id,
+            "kind": row.evidence_kind,
+            "ref_id": row.ref_id,
+            "digest": row.digest,
+            "relation": row.relation,
+            "trust_tier": row.trust_tier,
+            "attested": row.attested,
+        }
+        for row in evidence
+    ]
+    return {
+        "operation_id": op.id,
+        "key": op.operation_key,
+        "ordinal": op.ordinal,
+        "adapter": op.adapter,
+        "operation": op.operation,
+        "effect_class": op.effect_class,
+        "state": op.state,
+        "arguments_digest": op.arguments_digest,
+        "preview_digest": op.preview_digest,
+        "precondition_digest": op.precondition_digest,
+        "manifest_digest": op.manifest_digest,
+        "idempotency_key": op.idempotency_key,
+        "result_digest": op.result_digest,
+        "compensation_digest": op.compensation_digest,
+        "depends_on": depends_on,
+        "preview": preview,
+        "target": description["target"],
+        "diff": description["diff"],
+        "payload": payload_state,
+        "authorized_by": [e for e in evidence_items if e["relation"] == formats.AUTHORIZED_BY],
+        "informed_by": [e for e in evidence_items if e["relation"] == formats.INFORMED_BY],
+    }
+
+
+def _approval_view(row: ActionApproval, now: datetime) -> dict[str, Any]:
+    window = approval_window(row.as_approval())
+    expired = window is None or now > window[1]
+    return {
+        "approval_id": row.id,
+        "approver": row.approver_principal,
+        "decision": row.decision,
+        "plan_hash": row.plan_hash,
+        "issued_at": row.issued_at,
+        "expires_at": row.expires_at,
+        "expired": expired,
+        "approval_digest": row.approval_digest,
+        "created_at": row.created_at,
+    }
+
+
+def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, Any]:
+    """Everything a reviewer needs about one transaction, or ``AccessDenied`` (404).
+
+    Operations carry their preview and, for a file write whose payload is
+    kept, a unified diff of the approved before/after text.
+    """
+    txn = ActionTransaction.objects.filter(pk=transaction_id).first()
+    if txn is None or not access.may(principal, access.READ, txn.subject_id):
+        raise access.AccessDenied(f"no visible guarded-action transaction {transaction_id!r}")
+    operations = list(ActionOperation.objects.filter(transaction_id=txn.id).order_by("ordinal"))
+    op_ids = [op.id for op in operations]
+    depends: dict[str, list[str]] = defaultdict(list)
+    for operation_id, depends_on in ActionDependency.objects.filter(
+        operation_id__in=op_ids
+    ).values_list("operation_id", "depends_on_operation_id"):
+        depends[operation_id].append(depends_on)
+    evidence: dict[str, list[ActionEvidence]] = defaultdict(list)
+    for row in ActionEvidence.objects.filter(operation_id__in=op_ids):
+        evidence[row.operation_id].append(row)
+    payloads = _payloads(txn.id)
+    now = datetime.now(UTC)
+    receipt_row = (
+        ActionReceipt.objects.filter(transaction_id=txn.id).order_by("-created_at", "-id").first()
+    )
+    may_approve = access.may(principal, access.APPROVE, txn.subject_id)
+    self_proposed = _self_proposed(txn, principal)
+    try:
+        approval_enabled = configured_authority(required=False) is not None
+    except ActionError:
+        approval_enabled = False
+    op_views = [
+        _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
+    ]
+    authorized = [item for op in op_views for item in op["authorized_by"]]
+    informed = [item for op in op_views for item in op["informed_by"]]
+    return {
+        "transaction": _summary(txn, principal),
+        "abort_reason": txn.abort_reason,
+        "operations": op_views,
+        "evidence": {"authorized_by": authorized, "informed_by": informed},
+        "approvals": [
+            _approval_view(row, now)
+            for row in ActionApproval.objects.filter(transaction_id=txn.id).order_by("created_at")
+        ],
+        "attempts": [
+            {
+                "attempt_id": row.id,
+                "operation_id": row.operation_id,
+                "phase": row.phase,
+                "attempt_number": row.attempt_number,
+                "state": row.state,
+                "idempotency_key": row.idempotency_key,
+                "provider_request_id": row.provider_request_id,
+                "error_code": row.error_code,
+                "error_digest": row.error_digest,
+                "started_at": row.started_at,
+                "finished_at": row.finished_at,
+            }
+            for row in ActionAttempt.objects.filter(transaction_id=txn.id).order_by(
+                "started_at", "id"
+            )
+        ],
+        "receipt": json.loads(receipt_row.receipt_json) if receipt_row else None,
+        "payloads_purged": bool(payloads) and all(row.purged_at for row in payloads.values()),
+        "attention": _attention_text(txn, operations, payloads)
+        if txn.state in ATTENTION_STATES
+        else [],
+        "permissions": {
+            "approve": may_approve
+            and principal.is_operator
+            and not self_proposed
+            and approval_enabled
+            and txn.state == formats.AWAITING_APPROVAL,
+            "deny": may_approve and txn.state in formats.ABORTABLE_STATES,
+            "commit": may_approve
+            and approval_enabled
+            and txn.state == formats.APPROVED
+            and txn.mode == formats.MODE_ENFORCE,
+            "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
+            "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
+            "purge": may_approve and txn.is_terminal,
+            "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
+        },
+        "self_proposed": self_proposed,
+        "approval_enabled": approval_enabled,
+    }
+
+
+def approval_queue(principal: Principal) -> list[dict[str, Any]]:
+    """Plans awaiting approval on scopes where ``principal`` may APPROVE, oldest first."""
+    rows = list(
+        ActionTransaction.objects.filter(
+            _visible(principal, access.APPROVE), state=formats.AWAITING_APPROVAL
+        ).order_by("created_at", "id")[:MAX_PAGE]
+    )
+    items = []
+    counts = dict(
+        ActionOperation.objects.filter(transaction_id__in=[row.id for row in rows])
+        .values("transaction_id")
+        .annotate(n=Count("id"))
+        .order_by()
+        .values_list("transaction_id", "n")
+    )
+    for txn in rows:
+        item = _summary(txn, principal)
+        item["operation_count"] = counts.get(txn.id, 0)
+        items.append(item)
+    return items
+
+
+def _operation_target(op: ActionOperation, payloads: dict[tuple[str, str], ActionPayload]) -> str:
+    row = payloads.get((op.id, formats.PAYLOAD_PREPARED))
+    if row is not None and not row.purged_at:
+        target = describe(op.adapter, json.loads(row.payload)).get("target")
+        if target:
+            return f"{op.adapter} {op.operation} on {target}"
+    return f"{op.adapter} {op.operation} ({op.operation_key})"
+
+
+def _attention_text(
+    txn: ActionTransaction,
+    operations: list[ActionOperation],
+    payloads: dict[tuple[str, str], ActionPayload],
+) -> list[str]:
+    """Plain-language checks for a person, derived from the operations' final states."""
+    lines: list[str] = []
+    for op in operations:
+        what = _operation_target(op, payloads)
+        if op.state == formats.OP_UNCERTAIN:
+            lines.append(
+                f"Check whether {what} happened: the run stopped without knowing. "
+                "If it did, decide whether to keep it or undo it by hand; nothing will retry it."
+            )
+        elif op.state == formats.OP_FAILED:
+            lines.append(
+                f"{what} was applied but could not be undone and verified: "
+                "check it and restore the previous state by hand if needed."
+            )
+        elif op.state == formats.OP_VERIFIED:
+            lines.append(f"{what} took effect and was verified; it was not undone.")
+        elif op.state == formats.OP_COMPENSATED:
+            lines.append(f"{what} was undone and the undo was verified.")
+        elif op.state == formats.OP_STAGED:
+            lines.append(f"{what} never started.")
+    if txn.state == formats.RECOVERY_REQUIRED:
+        lines.insert(
+            0,
+            "The process running this plan stopped mid-way; recovery fenced it. "
+            "Nothing will be retried automatically.",
+        )
+    return lines
+
+
+def attention_queue(principal: Principal) -> list[dict[str, Any]]:
+    """Uncertain and recovery_required transactions the principal may see, newest first.
+
+    Each carries ``what_to_check``: what a person should look at in the world.
+    """
+    rows = list(
+        ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES).order_by(
+            "-created_at", "-id"
+        )[:MAX_PAGE]
+    )
+    ids = [row.id for row in rows]
+    operations: dict[str, list[ActionOperation]] = defaultdict(list)
+    for op in ActionOperation.objects.filter(transaction_id__in=ids).order_by("ordinal"):
+        operations[op.transaction_id].append(op)
+    payloads: dict[tuple[str, str], ActionPayload] = {
+        (row.operation_id, row.kind): row
+        for row in ActionPayload.objects.filter(
+            transaction_id__in=ids, kind=formats.PAYLOAD_PREPARED
+        )
+    }
+    items = []
+    for txn in rows:
+        item = _summary(txn, principal)
+        item["what_to_check"] = _attention_text(txn, operations[txn.id], payloads)
+        items.append(item)
+    return items
+
+
+def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:
+    """Per tenant: pending approvals, uncertain, recovery_required (one grouped query)."""
+    wanted = (formats.AWAITING_APPROVAL, formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
+    rows = (
+        ActionTransaction.objects.filter(_visible(principal), state__in=wanted)
+        .values_list("scope_tenant", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    result: dict[str, dict[str, int]] = {}
+    for tenant, state, count in rows:
+        bucket = result.setdefault(
+            tenant, {"pending_approvals": 0, "uncertain": 0, "recovery_required": 0}
+        )
+        key = "pending_approvals" if state == formats.AWAITING_APPROVAL else state
+        bucket[key] += count
+    return dict(sorted(result.items()))

@@ -1,0 +1,97 @@
+"""Fixtures for the guarded-actions tests: a rooted filesystem, a key, people with grants."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from aetnaweb import access
+from aetnaweb.models import Role, ScopeGrant
+from aetnaweb.scopes import Scope
+
+APPROVAL_KEY = "k" * 40
+SCOPE = "acme:alice:proj"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def grant(user, scope: str, role: str) -> ScopeGrant:
+    parsed = Scope.parse(scope)
+    return ScopeGrant.objects.create(
+        user=user,
+        scope=str(parsed),
+        scope_tenant=parsed.tenant,
+        scope_user=parsed.user,
+        scope_project=parsed.project,
+        role=role,
+    )
+
+
+def authority_evidence(ref: str = "msg-1") -> dict:
+    return {
+        "kind": "message",
+        "ref_id": ref,
+        "digest": sha(ref),
+        "relation": "authorized_by",
+        "trust_tier": "trusted_user",
+        "attested": True,
+    }
+
+
+def write_op(path: str, content: str, key: str = "w1", **extra) -> dict:
+    return {
+        "key": key,
+        "adapter": "filesystem",
+        "operation": "write_text",
+        "arguments": {"path": path, "content": content},
+        "evidence": [authority_evidence()],
+        **extra,
+    }
+
+
+def delete_op(path: str, key: str = "d1", **extra) -> dict:
+    return {
+        "key": key,
+        "adapter": "filesystem",
+        "operation": "delete_file",
+        "arguments": {"path": path},
+        "evidence": [authority_evidence()],
+        **extra,
+    }
+
+
+@pytest.fixture
+def actions_root(tmp_path: Path, settings) -> Path:
+    root = tmp_path / "root"
+    root.mkdir()
+    settings.AETNAWEB_ACTIONS_ROOT = str(root)
+    return root
+
+
+@pytest.fixture
+def approval_key(settings) -> str:
+    settings.AETNAWEB_APPROVAL_KEY = APPROVAL_KEY
+    settings.AETNAWEB_APPROVAL_KEY_FILE = ""
+    return APPROVAL_KEY
+
+
+@pytest.fixture
+def approver(django_user_model):
+    user = django_user_model.objects.create_user(username="ada", password="pw-ada-approver-1")
+    grant(user, "acme:*:*", Role.APPROVER)
+    return user
+
+
+@pytest.fixture
+def approver_principal(approver) -> access.Principal:
+    return access.operator_principal(approver)
+
+
+@pytest.fixture
+def agent() -> access.Principal:
+    """The in-process agent side: stages as the trusted caller labelled ``agent``."""
+    return access.system_principal("agent")
