@@ -1,12 +1,13 @@
-"""The ``audit_log`` table, exactly as audit-log-v1 names it.
+"""The ``audit_log`` table, exactly as audit-log-v1 names it, and the evidence layer's bookkeeping.
 
 Rows are append-only: the engine inserts through :func:`audit.services.append_event`
-and never updates or deletes one. The admin shows them read-only.
+and never updates or deletes one. The admin shows every model here read-only.
 """
 
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 
 class AuditEvent(models.Model):
@@ -36,3 +37,125 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.sequence} {self.subject_id} {self.event_type}"
+
+
+class AuditSubject(models.Model):
+    """One row per chain: a derived index kept by ``append_event`` in the same transaction.
+
+    It makes listing visible subjects, checkpoints and the overview O(subjects)
+    instead of O(events). It is never trusted as evidence: verification reads
+    ``audit_log`` itself, and checkpoints confirm each head against it.
+    """
+
+    subject_id = models.CharField(max_length=200, unique=True)
+    tenant = models.CharField(max_length=64)
+    user = models.CharField(max_length=64)
+    project = models.CharField(max_length=64)
+    event_count = models.PositiveBigIntegerField(default=0)
+    head_sequence = models.BigIntegerField()
+    head_hash = models.CharField(max_length=64)
+    last_event_at = models.CharField(max_length=40)
+
+    class Meta:
+        db_table = "audit_subject"  # named: append_event writes it with raw SQL
+        ordering = ["subject_id"]
+        indexes = [models.Index(fields=["tenant", "user", "project"], name="audit_subject_tree")]
+
+    def __str__(self) -> str:
+        return f"{self.subject_id} ({self.event_count} events)"
+
+
+class AuditDailyCount(models.Model):
+    """Events per subject per UTC day, for the overview chart without scanning ``audit_log``."""
+
+    subject_id = models.CharField(max_length=200)
+    day = models.DateField()
+    event_count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        db_table = "audit_daily_count"  # named: append_event writes it with raw SQL
+        ordering = ["subject_id", "day"]
+        constraints = [
+            models.UniqueConstraint(fields=["subject_id", "day"], name="audit_daily_subject_day")
+        ]
+        indexes = [models.Index(fields=["day"], name="audit_daily_day")]
+
+    def __str__(self) -> str:
+        return f"{self.subject_id} {self.day}: {self.event_count}"
+
+
+class Checkpoint(models.Model):
+    """An ``aetnamem-checkpoint-v1`` document as issued: the canonical line, byte for byte."""
+
+    created_at = models.DateTimeField()
+    created_by = models.CharField(max_length=150)
+    document = models.TextField()
+    checkpoint_sha256 = models.CharField(max_length=64, unique=True)
+    subject_count = models.PositiveIntegerField()
+    event_count = models.PositiveBigIntegerField()
+    sink = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.checkpoint_sha256[:12]} ({self.subject_count} subjects)"
+
+
+class VerificationRun(models.Model):
+    """One verification of a scope's chains (or of every chain), with its progress.
+
+    The dashboard polls this row while the run is ``running``; a run whose
+    heartbeat stopped (the process died) reads as interrupted, see
+    :attr:`is_stale`.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+        ERROR = "error", "Error (did not finish)"
+
+    STALE_AFTER_SECONDS = 300
+
+    scope = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (null = every chain)
+    tenant = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (null for all/platform)
+    scope_depth = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    started_by = models.CharField(max_length=150)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    subjects_checked = models.PositiveIntegerField(default=0)
+    events_checked = models.PositiveBigIntegerField(default=0)
+    total_events = models.PositiveBigIntegerField(default=0)
+    first_bad_sequence = models.BigIntegerField(null=True, blank=True)
+    failures = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "scope_depth", "status"], name="audit_run_tenant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"verification #{self.pk} of {self.scope or 'every chain'}: {self.status}"
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    @property
+    def is_stale(self) -> bool:
+        """Still marked running but silent for minutes: the process that ran it is gone."""
+        if not self.is_running:
+            return False
+        return (timezone.now() - self.heartbeat_at).total_seconds() > self.STALE_AFTER_SECONDS
+
+    @property
+    def progress_percent(self) -> int:
+        if not self.is_running:
+            return 100
+        if not self.total_events:
+            return 0
+        return min(99, int(100 * self.events_checked / self.total_events))

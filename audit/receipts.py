@@ -2,17 +2,39 @@
 
 A receipt is bound to the ``memory.forget`` (or ``memory.record_rejected``)
 event that recorded the purge: it names that event's ID and hash, and the
-event's payload lists the same purged record and episode IDs.
+event's payload lists the same purged record and episode IDs. The event's
+payload must therefore carry ``purged_record_ids`` and ``purged_episode_ids``
+(lists of strings) and, when the receipt has one, the same ``selector_sha256``.
+
+Failure messages are shared word for word with ``tools/verify_audit.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from audit.canonical import digest
+from aetnaweb import access
+from aetnaweb.access import Principal
+from audit.canonical import CanonicalJSONError, digest
 from audit.models import AuditEvent
+from audit.verification import canonical_preimage_text, is_canonical_subject
 
 DELETION_RECEIPT_FORMAT = "aetnamem-deletion-receipt-v1"
+
+# field -> the type it must have; lists must hold strings
+RECEIPT_FIELDS: dict[str, type] = {
+    "format": str,
+    "subject_id": str,
+    "created_at": str,
+    "selector_sha256": str,
+    "purged_record_ids": list,
+    "purged_episode_ids": list,
+    "audit_event_id": str,
+    "audit_event_hash": str,
+    "receipt_sha256": str,
+}
 
 
 def build_deletion_receipt(
@@ -35,3 +57,95 @@ def build_deletion_receipt(
     }
     receipt["receipt_sha256"] = digest(receipt)
     return receipt
+
+
+def _id_list(value: Any) -> list[str] | None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    return sorted(value)
+
+
+def receipt_shape_failures(receipt: Any) -> list[str]:
+    """What makes ``receipt`` not a v1 deletion receipt at all (empty when well formed)."""
+    if not isinstance(receipt, dict):
+        return ["receipt is not a JSON object"]
+    failures = []
+    if receipt.get("format") != DELETION_RECEIPT_FORMAT:
+        failures.append(f"receipt format is not {DELETION_RECEIPT_FORMAT}")
+    for name, kind in RECEIPT_FIELDS.items():
+        value = receipt.get(name)
+        if name == "format":
+            continue
+        well_typed = _id_list(value) is not None if kind is list else isinstance(value, kind)
+        if not well_typed:
+            failures.append(f"receipt field {name} is missing or has the wrong type")
+    return failures
+
+
+def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None) -> list[str]:
+    """The receipt rule; returns the failures (an empty list means the receipt holds).
+
+    ``receipt_sha256`` recomputes; the event ``audit_event_id`` exists in the
+    receipt subject's chain with hash ``audit_event_hash`` (and that hash
+    recomputes from the stored row); its payload lists the same purged record
+    and episode IDs. An altered receipt digest skips the remaining checks: the
+    rest of an altered receipt proves nothing.
+    """
+    principal = principal or access.system_principal()
+    failures = receipt_shape_failures(receipt)
+    if failures:
+        return failures
+    claimed = {key: value for key, value in receipt.items() if key != "receipt_sha256"}
+    try:
+        recomputed = digest(claimed)
+    except CanonicalJSONError:
+        recomputed = None
+    if recomputed != receipt["receipt_sha256"]:
+        return ["receipt_sha256 does not match the receipt's content"]
+    subject_id = receipt["subject_id"]
+    event_id = receipt["audit_event_id"]
+    if not is_canonical_subject(subject_id):
+        return ["receipt subject_id is not a canonical scope string"]
+    access.require(principal, access.AUDIT, subject_id)
+    row = (
+        AuditEvent.objects.filter(event_id=event_id, subject_id=subject_id)
+        .values(
+            "event_id",
+            "subject_id",
+            "event_type",
+            "created_at",
+            "actor",
+            "session_id",
+            "turn_id",
+            "record_id",
+            "payload",
+            "prev_hash",
+            "event_hash",
+        )
+        .first()
+    )
+    if row is None:
+        return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
+    if row["event_hash"] != receipt["audit_event_hash"]:
+        failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
+    payload_text = row.pop("payload")
+    stored_hash = row.pop("event_hash")
+    try:
+        preimage = canonical_preimage_text(payload_text=payload_text, **row)
+    except ValueError:
+        preimage = None
+    if preimage is None or hashlib.sha256(preimage.encode()).hexdigest() != stored_hash:
+        failures.append(f"audit event {event_id} does not recompute to its event_hash")
+    try:
+        payload = json.loads(payload_text)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        payload = {}
+    for field in ("purged_record_ids", "purged_episode_ids"):
+        if _id_list(payload.get(field)) != _id_list(receipt[field]):
+            noun = field.removeprefix("purged_").removesuffix("_ids")
+            failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
+    if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
+        failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    return failures

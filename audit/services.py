@@ -1,4 +1,4 @@
-"""Every write to the audit chain.
+"""Every write of the evidence layer: events, checkpoints, verification runs.
 
 :func:`append_event` is the only way a row enters ``audit_log``. It must run
 inside the caller's transaction, so a memory change and the event that
@@ -15,14 +15,29 @@ subject so that no two writers chain onto the same head:
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import threading
+import time
+from datetime import date
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import connection, connections, transaction
+from django.utils import timezone
 
+from aetnaweb import access
+from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
-from audit.models import AuditEvent
+from audit.checkpoints import CheckpointError, build_checkpoint_document
+from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.verification import VerificationReport, verify_all, verify_subjects
+
+logger = logging.getLogger(__name__)
 
 
 class AuditError(ValueError):
@@ -31,6 +46,30 @@ class AuditError(ValueError):
 
 MAX_CONTEXT_LENGTH = 200
 MAX_ACTOR_LENGTH = 150
+
+_HEAD_SQL = "SELECT event_hash FROM audit_log WHERE subject_id = %s ORDER BY sequence DESC LIMIT 1"
+_INSERT_SQL = (
+    "INSERT INTO audit_log (event_id, subject_id, event_type, created_at, actor, session_id,"
+    " turn_id, record_id, payload, prev_hash, event_hash)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING sequence"
+)
+# ON CONFLICT ... DO UPDATE reads the same on SQLite (3.24+) and PostgreSQL.
+# No race on the conflict: the subject lock is already held.
+_SUBJECT_UPSERT_SQL = (
+    "INSERT INTO audit_subject"
+    ' (subject_id, tenant, "user", project, event_count, head_sequence, head_hash, last_event_at)'
+    " VALUES (%s, %s, %s, %s, 1, %s, %s, %s)"
+    " ON CONFLICT (subject_id) DO UPDATE SET"
+    " event_count = audit_subject.event_count + 1,"
+    " head_sequence = excluded.head_sequence, head_hash = excluded.head_hash,"
+    " last_event_at = excluded.last_event_at"
+)
+_DAILY_UPSERT_SQL = (
+    "INSERT INTO audit_daily_count (subject_id, day, event_count)"
+    " VALUES (%s, %s, 1)"
+    " ON CONFLICT (subject_id, day) DO UPDATE SET"
+    " event_count = audit_daily_count.event_count + 1"
+)
 
 
 def subject_lock_key(subject_id: str) -> int:
@@ -75,15 +114,13 @@ def append_event(
     if not transaction.get_connection().in_atomic_block:
         raise AuditError("append_event must be called inside the caller's transaction.atomic()")
     try:
-        subject_id = str(Scope.parse(subject))
+        scope = Scope.parse(subject)
     except ScopeError as exc:
         raise AuditError(f"audit subject refused: {exc}") from exc
+    subject_id = str(scope)
     if not isinstance(event_type, str) or not EVENT_TYPE_RE.fullmatch(event_type):
         raise AuditError(f"invalid event type {event_type!r}: expected dotted lower-case words")
-    if not isinstance(actor, str) or not actor or len(actor) > MAX_ACTOR_LENGTH:
-        raise AuditError(
-            f"actor must be a non-empty string of at most {MAX_ACTOR_LENGTH} characters"
-        )
+    _check_actor(actor)
     if not isinstance(payload, dict):
         raise AuditError("an audit payload must be a JSON object")
     try:
@@ -96,27 +133,59 @@ def append_event(
     record_id = _check_context("record_id", record_id)
 
     lock_subject(subject_id)
-    head = (
-        AuditEvent.objects.filter(subject_id=subject_id)
-        .order_by("-sequence")
-        .values_list("event_hash", flat=True)
-        .first()
-    )
     event_id = new_event_id()
     created_at = utc_now_iso()
-    event_hash = compute_event_hash(
-        event_id=event_id,
-        subject_id=subject_id,
-        event_type=event_type,
-        created_at=created_at,
-        actor=actor,
-        session_id=session_id,
-        turn_id=turn_id,
-        record_id=record_id,
-        payload=payload,
-        prev_hash=head,
-    )
-    return AuditEvent.objects.create(
+    # Raw SQL on the hot path: the ORM's query building cost more than the
+    # database work (audit append is on every memory write).
+    with connection.cursor() as cursor:
+        cursor.execute(_HEAD_SQL, [subject_id])
+        row = cursor.fetchone()
+        head = row[0] if row else None
+        event_hash = compute_event_hash(
+            event_id=event_id,
+            subject_id=subject_id,
+            event_type=event_type,
+            created_at=created_at,
+            actor=actor,
+            session_id=session_id,
+            turn_id=turn_id,
+            record_id=record_id,
+            payload=payload,
+            prev_hash=head,
+        )
+        cursor.execute(
+            _INSERT_SQL,
+            [
+                event_id,
+                subject_id,
+                event_type,
+                created_at,
+                actor,
+                session_id,
+                turn_id,
+                record_id,
+                payload_text,
+                head,
+                event_hash,
+            ],
+        )
+        sequence = cursor.fetchone()[0]
+        cursor.execute(
+            _SUBJECT_UPSERT_SQL,
+            [
+                subject_id,
+                scope.tenant,
+                scope.user,
+                scope.project,
+                sequence,
+                event_hash,
+                created_at,
+            ],
+        )
+        day = connection.ops.adapt_datefield_value(date.fromisoformat(created_at[:10]))
+        cursor.execute(_DAILY_UPSERT_SQL, [subject_id, day])
+    return AuditEvent(
+        sequence=sequence,
         event_id=event_id,
         subject_id=subject_id,
         event_type=event_type,
@@ -129,3 +198,190 @@ def append_event(
         prev_hash=head,
         event_hash=event_hash,
     )
+
+
+def _check_actor(actor: Any) -> str:
+    if not isinstance(actor, str) or not actor or len(actor) > MAX_ACTOR_LENGTH:
+        raise AuditError(
+            f"actor must be a non-empty string of at most {MAX_ACTOR_LENGTH} characters"
+        )
+    return actor
+
+
+# -- checkpoints -----------------------------------------------------------------
+
+
+def _auditable_subjects(principal: Principal) -> list[str] | None:
+    """Subjects ``principal`` may audit; ``None`` means every subject."""
+    if access.may(principal, access.AUDIT, Scope.platform()):
+        return None
+    if not access.has_capability_anywhere(principal, access.AUDIT):
+        raise access.AccessDenied(f"{principal.label} may not audit anything")
+    visible = access.scope_q(principal, access.AUDIT, canonical_field="subject_id")
+    return list(AuditSubject.objects.filter(visible).values_list("subject_id", flat=True))
+
+
+def _append_line(sink: Path, line: str) -> None:
+    try:
+        sink.parent.mkdir(parents=True, exist_ok=True)
+        with sink.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise CheckpointError(f"cannot append the checkpoint to {sink}: {exc.strerror}") from exc
+
+
+def create_checkpoint(
+    *,
+    actor: str,
+    sink: str | Path | None = None,
+    principal: Principal | None = None,
+) -> dict[str, Any]:
+    """Pin every chain ``principal`` may audit; store the document and append it to the sink.
+
+    The line is appended before the row commits: a line without a row is still
+    a true statement about the chains, while a row whose line never reached the
+    sink would silently lose the copy kept outside the database.
+    """
+    principal = principal or access.system_principal()
+    actor = _check_actor(actor)
+    sink_path = Path(sink if sink is not None else settings.AETNAWEB_CHECKPOINT_SINK)
+    with transaction.atomic():
+        document = build_checkpoint_document(subject_ids=_auditable_subjects(principal))
+        line = canonical_json(document)
+        Checkpoint.objects.create(
+            created_at=timezone.now(),
+            created_by=actor,
+            document=line,
+            checkpoint_sha256=document["checkpoint_sha256"],
+            subject_count=len(document["subjects"]),
+            event_count=sum(entry["event_count"] for entry in document["subjects"].values()),
+            sink=str(sink_path),
+        )
+        _append_line(sink_path, line)
+    return document
+
+
+# -- verification runs -------------------------------------------------------------
+
+PROGRESS_INTERVAL_SECONDS = 0.5
+MAX_RECORDED_FAILURES = 100
+
+
+@transaction.atomic
+def start_verification_run(
+    *,
+    subject: Scope | str | None = None,
+    started_by: str,
+    principal: Principal | None = None,
+) -> VerificationRun:
+    """Record a run over ``subject``'s subtree (``None``: every chain) and start it after commit.
+
+    The run executes in a background thread once the transaction commits; poll
+    the returned row (``status``, ``events_checked`` of ``total_events``).
+    """
+    principal = principal or access.system_principal()
+    started_by = _check_actor(started_by)
+    try:
+        scope = Scope.parse(subject) if subject is not None else Scope.platform()
+    except ScopeError as exc:
+        raise AuditError(f"verification scope refused: {exc}") from exc
+    access.require(principal, access.AUDIT, scope)
+    subjects = AuditSubject.objects.filter(**scope.subtree_filter())
+    total = sum(subjects.values_list("event_count", flat=True))
+    now = timezone.now()
+    run = VerificationRun.objects.create(
+        scope=None if scope.is_platform else str(scope),
+        tenant=None if scope.is_platform else scope.tenant,
+        scope_depth=scope.depth,
+        started_by=started_by,
+        started_at=now,
+        heartbeat_at=now,
+        total_events=total,
+    )
+    transaction.on_commit(partial(_run_in_background, run.pk))
+    return run
+
+
+def _run_in_background(run_id: int) -> None:
+    thread = threading.Thread(
+        target=_background_run, args=(run_id,), name=f"audit-verification-{run_id}", daemon=True
+    )
+    thread.start()
+
+
+def _background_run(run_id: int) -> None:
+    try:
+        run_verification(run_id)
+    except Exception:
+        logger.exception("verification run %s did not finish", run_id)
+    finally:
+        # This thread's own connections; other threads keep theirs.
+        connections.close_all()
+
+
+class _ProgressWriter:
+    """Writes ``events_checked`` and a heartbeat at most every half second."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.last_write = time.monotonic()
+
+    def __call__(self, events_checked: int) -> None:
+        now = time.monotonic()
+        if now - self.last_write < PROGRESS_INTERVAL_SECONDS:
+            return
+        self.last_write = now
+        VerificationRun.objects.filter(pk=self.run_id).update(
+            events_checked=events_checked, heartbeat_at=timezone.now()
+        )
+
+
+def _verify_run_scope(run: VerificationRun, progress: _ProgressWriter) -> VerificationReport:
+    if run.scope is None:
+        return verify_all(progress=progress)
+    scope = Scope.parse(run.scope)
+    subjects = AuditSubject.objects.filter(**scope.subtree_filter()).order_by("subject_id")
+    return verify_subjects(subjects.values_list("subject_id", flat=True), progress=progress)
+
+
+def run_verification(run_id: int) -> VerificationRun:
+    """Execute a recorded run now, in this thread, and store its verdict.
+
+    A run that raises is stored as ``error`` (it proves nothing either way)
+    and the exception propagates.
+    """
+    run = VerificationRun.objects.get(pk=run_id)
+    if not run.is_running:
+        raise AuditError(f"verification run {run_id} has already finished ({run.status})")
+    try:
+        report = _verify_run_scope(run, _ProgressWriter(run_id))
+    except Exception as exc:
+        VerificationRun.objects.filter(pk=run_id).update(
+            status=VerificationRun.Status.ERROR,
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+            failures=[{"error": f"verification did not finish: {type(exc).__name__}"}],
+        )
+        raise
+    failed = report.failed
+    now = timezone.now()
+    VerificationRun.objects.filter(pk=run_id).update(
+        status=VerificationRun.Status.PASSED if report.ok else VerificationRun.Status.FAILED,
+        finished_at=now,
+        heartbeat_at=now,
+        subjects_checked=len(report.subjects),
+        events_checked=report.events_checked,
+        first_bad_sequence=report.first_bad_sequence,
+        failures=[subject.as_dict() for subject in failed[:MAX_RECORDED_FAILURES]],
+    )
+    logger.info(
+        "verification run %s: %s chains, %s events, %s failed",
+        run_id,
+        len(report.subjects),
+        report.events_checked,
+        len(failed),
+    )
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,217 @@
+"""Checkpoints: ``aetnamem-checkpoint-v1`` documents and the containment rule.
+
+A checkpoint pins, per subject, the sequence and ``event_hash`` of the chain's
+newest event and its event count. Kept somewhere the database's operator
+cannot rewrite, it is what detects a deleted chain tail or a swapped
+database, which the chain rule alone cannot (audit-log-v1 "What each layer
+detects"). Writing one is :func:`audit.services.create_checkpoint`; this module
+builds and checks documents.
+
+Failure messages are shared word for word with ``tools/verify_audit.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import ScopeError
+from audit.canonical import CanonicalJSONError, digest
+from audit.chain import utc_now_iso
+from audit.models import AuditSubject
+
+CHECKPOINT_FORMAT = "aetnamem-checkpoint-v1"
+_LOOKUP_BATCH = 500
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be issued, or input that is not a v1 checkpoint file."""
+
+
+def checkpoint_digest(document: dict[str, Any]) -> str:
+    """``checkpoint_sha256``: the digest of the document without that key."""
+    return digest({key: value for key, value in document.items() if key != "checkpoint_sha256"})
+
+
+def _pinned_rows(sequences: list[int]) -> dict[int, tuple[str, str]]:
+    """sequence -> (subject_id, event_hash) for the rows that exist, in batched lookups."""
+    found: dict[int, tuple[str, str]] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(sequences), _LOOKUP_BATCH):
+            batch = sequences[start : start + _LOOKUP_BATCH]
+            marks = ", ".join(["%s"] * len(batch))
+            cursor.execute(
+                "SELECT sequence, subject_id, event_hash FROM audit_log"  # noqa: S608  (placeholders only)
+                f" WHERE sequence IN ({marks})",
+                batch,
+            )
+            for sequence, subject_id, event_hash in cursor.fetchall():
+                found[int(sequence)] = (subject_id, event_hash)
+    return found
+
+
+def build_checkpoint_document(*, subject_ids: Iterable[str] | None = None) -> dict[str, Any]:
+    """A new checkpoint of every chain (or of ``subject_ids``), digest included.
+
+    Heads come from the subject index (O(subjects), one consistent row per
+    subject even while appends continue) and each pinned head is confirmed in
+    ``audit_log`` before it is issued: a checkpoint never pins an event that is
+    not there.
+    """
+    heads = AuditSubject.objects.order_by("subject_id")
+    if subject_ids is not None:
+        heads = heads.filter(subject_id__in=list(subject_ids))
+    rows = list(heads.values_list("subject_id", "head_sequence", "head_hash", "event_count"))
+    stored = _pinned_rows([sequence for _, sequence, _, _ in rows])
+    subjects: dict[str, dict[str, Any]] = {}
+    for subject_id, sequence, event_hash, event_count in rows:
+        if stored.get(sequence) != (subject_id, event_hash):
+            raise CheckpointError(
+                f"audit_log does not hold the head recorded for {subject_id} (sequence "
+                f"{sequence}); run 'manage.py audit verify' before issuing a checkpoint"
+            )
+        subjects[subject_id] = {
+            "sequence": sequence,
+            "event_hash": event_hash,
+            "event_count": event_count,
+        }
+    document: dict[str, Any] = {
+        "format": CHECKPOINT_FORMAT,
+        "created_at": utc_now_iso(),
+        "subjects": subjects,
+    }
+    document["checkpoint_sha256"] = checkpoint_digest(document)
+    return document
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_checkpoint_line(line: str, *, line_number: int) -> dict[str, Any]:
+    """One line of a checkpoint file as a v1 document, or :class:`CheckpointError`."""
+    where = f"checkpoint line {line_number}"
+    try:
+        document = json.loads(line, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise CheckpointError(f"{where} is not JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise CheckpointError(f"{where} is not a JSON object")
+    if document.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{where}: format is not {CHECKPOINT_FORMAT}")
+    if not isinstance(document.get("created_at"), str):
+        raise CheckpointError(f"{where}: created_at is missing or not a string")
+    if not isinstance(document.get("checkpoint_sha256"), str):
+        raise CheckpointError(f"{where}: checkpoint_sha256 is missing or not a string")
+    subjects = document.get("subjects")
+    if not isinstance(subjects, dict):
+        raise CheckpointError(f"{where}: subjects is missing or not an object")
+    for subject_id, entry in subjects.items():
+        if (
+            not isinstance(entry, dict)
+            or type(entry.get("sequence")) is not int
+            or not isinstance(entry.get("event_hash"), str)
+        ):
+            raise CheckpointError(
+                f"{where}: subject {subject_id} needs an integer sequence and a string event_hash"
+            )
+    return document
+
+
+def read_checkpoint_lines(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
+    """Every non-blank line parsed, numbered from 1; the first malformed line raises."""
+    documents = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            documents.append((number, parse_checkpoint_line(line, line_number=number)))
+    return documents
+
+
+@dataclass
+class CheckpointResult:
+    """The verdict on one checkpoint line."""
+
+    line_number: int
+    created_at: str
+    checkpoint_sha256: str
+    subject_count: int
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line_number,
+            "ok": self.ok,
+            "created_at": self.created_at,
+            "checkpoint_sha256": self.checkpoint_sha256,
+            "subject_count": self.subject_count,
+            "failures": list(self.failures),
+        }
+
+
+def containment_failures(subjects: dict[str, Any]) -> list[str]:
+    """The containment rule for every pinned subject (empty when every pin holds)."""
+    stored = _pinned_rows(sorted({entry["sequence"] for entry in subjects.values()}))
+    failures = []
+    for subject_id, entry in sorted(subjects.items()):
+        sequence = entry["sequence"]
+        found = stored.get(sequence)
+        if found is None:
+            failures.append(f"subject {subject_id}: pinned event at sequence {sequence} is missing")
+        elif found[0] != subject_id:
+            failures.append(
+                f"subject {subject_id}: pinned event at sequence {sequence} belongs to "
+                "another subject"
+            )
+        elif found[1] != entry["event_hash"]:
+            failures.append(
+                f"subject {subject_id}: pinned event at sequence {sequence} has a different "
+                "event_hash"
+            )
+    return failures
+
+
+def verify_checkpoints(
+    lines: Iterable[str], *, principal: Principal | None = None
+) -> list[CheckpointResult]:
+    """Check each checkpoint line: its digest, then containment for each pinned subject.
+
+    Malformed input raises :class:`CheckpointError` before anything is checked;
+    an altered checkpoint (digest mismatch) is refused and its pins ignored.
+    """
+    principal = principal or access.system_principal()
+    documents = read_checkpoint_lines(lines)
+    if not principal.is_system:
+        for _, document in documents:
+            for subject_id in document["subjects"]:
+                try:
+                    access.require(principal, access.AUDIT, subject_id)
+                except ScopeError as exc:
+                    raise access.AccessDenied(str(exc)) from exc
+    results = []
+    for number, document in documents:
+        result = CheckpointResult(
+            line_number=number,
+            created_at=document["created_at"],
+            checkpoint_sha256=document["checkpoint_sha256"],
+            subject_count=len(document["subjects"]),
+        )
+        try:
+            recomputed = checkpoint_digest(document)
+        except CanonicalJSONError:
+            recomputed = None
+        if recomputed != document["checkpoint_sha256"]:
+            result.failures.append("checkpoint_sha256 does not match the checkpoint's content")
+        else:
+            result.failures.extend(containment_failures(document["subjects"]))
+        results.append(result)
+    return results

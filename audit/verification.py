@@ -1,0 +1,455 @@
+"""Chain verification: the chain rule of audit-log-v1, fast and in constant memory.
+
+For one subject, events taken by ascending ``sequence``: the first has a null
+``prev_hash``, each later one names the previous one's ``event_hash``, and
+every ``event_hash`` recomputes from its preimage (the canonical JSON of the
+ten preimage fields, ``payload`` parsed).
+
+Rows are read in keyset chunks (``sequence > last ORDER BY sequence LIMIT n``)
+up to a horizon fixed when verification starts, never with OFFSET and never
+all at once. Chunks rather than one long cursor: on SQLite no read snapshot
+stays open while a verification run writes its progress, and on PostgreSQL the
+horizon makes the chunks consistent with one another (an append still in
+flight at the horizon can only be the newest event of its subject, so no
+chain seen here ever misses a middle event). Memory grows with the number of
+subjects, never with the number of events.
+
+The hot loop avoids the ORM and ``json.dumps``: it reuses the C JSON scanner
+and a C encoder configured for canonical output, and formats the preimage's
+nine string fields with the same escaping ``json.dumps`` uses. The result is
+byte-for-byte the canonical JSON of the preimage (tests compare it with
+:func:`audit.chain.compute_event_hash` and with ``tools/verify_audit.py``).
+
+Failure messages are shared word for word with ``tools/verify_audit.py`` so
+the two verifiers can be compared line by line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import json.encoder
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope, ScopeError
+
+CHUNK_SIZE = 10_000
+MAX_REASONS = 20
+
+COLUMNS = (
+    "sequence",
+    "event_id",
+    "subject_id",
+    "event_type",
+    "created_at",
+    "actor",
+    "session_id",
+    "turn_id",
+    "record_id",
+    "payload",
+    "prev_hash",
+    "event_hash",
+)
+_SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM audit_log"  # noqa: S608  (constant column names)
+
+# The reasons a chain fails, worded exactly as tools/verify_audit.py words them.
+BAD_SUBJECT = "subject is not a canonical scope string"
+BAD_HASH = "event_hash does not recompute from the event's preimage"
+BROKEN_LINK = "prev_hash does not match the previous event's event_hash"
+FIRST_HAS_PREV = "first event of the chain has a non-null prev_hash"
+PAYLOAD_NOT_JSON = "payload is not JSON"
+PAYLOAD_NOT_OBJECT = "payload is not a JSON object"
+PAYLOAD_NOT_FINITE = "payload holds a number that is not finite"
+NOT_TEXT = "a hashed column holds a value that is not text"
+
+_PREIMAGE_TEMPLATE = (
+    '{"actor":%s,"created_at":%s,"event_id":%s,"event_type":%s,"payload":%s,'
+    '"prev_hash":%s,"record_id":%s,"session_id":%s,"subject_id":%s,"turn_id":%s}'
+)
+_quote = json.encoder.encode_basestring_ascii
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _make_payload_encoder() -> Callable[[Any], str]:
+    """Canonical JSON of a parsed payload, with the encoder built once, not per call.
+
+    ``json.dumps`` builds a new encoder on every call; at hundreds of thousands
+    of events a second that construction dominates. The C encoder with
+    ``markers=None`` skips the cycle check, which parsed JSON cannot need.
+    """
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is not None:
+        try:
+            c_encode = c_make_encoder(None, _no_default, _quote, None, ":", ",", True, False, False)
+        except TypeError:  # a Python whose C encoder takes other arguments
+            c_encode = None
+        if c_encode is not None:
+            return lambda value: "".join(c_encode(value, 0))
+    encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return encoder.encode
+
+
+_encode_payload = _make_payload_encoder()
+
+
+def canonical_preimage_text(
+    *,
+    event_id: str,
+    subject_id: str,
+    event_type: str,
+    created_at: str,
+    actor: str,
+    session_id: str | None,
+    turn_id: str | None,
+    record_id: str | None,
+    payload_text: str,
+    prev_hash: str | None,
+) -> str:
+    """The canonical preimage of a stored row, or ``ValueError`` naming what is wrong.
+
+    Same bytes as ``canonical_json(event_preimage(...))`` with the payload
+    parsed; the hot loop in :class:`_ChainWalker` inlines this function.
+    """
+    payload_canonical = _canonical_payload(payload_text)
+    try:
+        return _PREIMAGE_TEMPLATE % (
+            _quote(actor),
+            _quote(created_at),
+            _quote(event_id),
+            _quote(event_type),
+            payload_canonical,
+            "null" if prev_hash is None else _quote(prev_hash),
+            "null" if record_id is None else _quote(record_id),
+            "null" if session_id is None else _quote(session_id),
+            _quote(subject_id),
+            "null" if turn_id is None else _quote(turn_id),
+        )
+    except TypeError as exc:
+        raise ValueError(NOT_TEXT) from exc
+
+
+def _canonical_payload(payload_text: Any) -> str:
+    if not isinstance(payload_text, str):
+        raise ValueError(PAYLOAD_NOT_JSON)
+    try:
+        value, end = _scan_once(payload_text, 0)
+    except (StopIteration, ValueError):
+        value, end = None, -1
+    if end != len(payload_text):
+        # Not canonical text (leading/trailing whitespace) or not JSON at all:
+        # the strict parser decides which.
+        try:
+            value = json.loads(payload_text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise ValueError(PAYLOAD_NOT_JSON) from exc
+    if type(value) is not dict:
+        raise ValueError(PAYLOAD_NOT_OBJECT)
+    try:
+        return _encode_payload(value)
+    except ValueError as exc:  # 1e999 parses to inf, which has no JSON form
+        raise ValueError(PAYLOAD_NOT_FINITE) from exc
+
+
+def is_canonical_subject(subject_id: Any) -> bool:
+    if not isinstance(subject_id, str):
+        return False
+    try:
+        return str(Scope.parse(subject_id)) == subject_id
+    except ScopeError:
+        return False
+
+
+# -- reports ------------------------------------------------------------------
+
+
+@dataclass
+class SubjectReport:
+    """The verdict on one subject's chain."""
+
+    subject_id: str
+    events_checked: int = 0
+    first_bad_sequence: int | None = None
+    reasons: list[str] = field(default_factory=list)
+    problem_count: int = 0
+    last_sequence: int | None = None
+    head_hash: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem_count == 0
+
+    def failure_lines(self) -> list[str]:
+        """Reasons as printed, capped like tools/verify_audit.py caps them."""
+        lines = list(self.reasons)
+        if self.problem_count > len(self.reasons):
+            lines.append(f"... and {self.problem_count - len(self.reasons)} more problems")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "subject_id": self.subject_id,
+            "ok": self.ok,
+            "events_checked": self.events_checked,
+            "first_bad_sequence": self.first_bad_sequence,
+            "reasons": self.failure_lines(),
+        }
+
+
+@dataclass
+class VerificationReport:
+    """The verdict on a set of chains, subjects in first-seen order."""
+
+    subjects: list[SubjectReport]
+
+    @property
+    def ok(self) -> bool:
+        return all(report.ok for report in self.subjects)
+
+    @property
+    def events_checked(self) -> int:
+        return sum(report.events_checked for report in self.subjects)
+
+    @property
+    def first_bad_sequence(self) -> int | None:
+        bad = [r.first_bad_sequence for r in self.subjects if r.first_bad_sequence is not None]
+        return min(bad) if bad else None
+
+    @property
+    def failed(self) -> list[SubjectReport]:
+        return [report for report in self.subjects if not report.ok]
+
+    def by_subject(self) -> dict[str, SubjectReport]:
+        return {report.subject_id: report for report in self.subjects}
+
+
+# -- the walk -------------------------------------------------------------------
+
+
+class _ChainWalker:
+    """Carries per-subject state across chunks; feed it rows in ascending sequence."""
+
+    def __init__(self) -> None:
+        self.reports: dict[str, SubjectReport] = {}
+        # subject -> [expected prev_hash, report]; a list for cheap mutation
+        self._state: dict[Any, list[Any]] = {}
+
+    def _open(self, subject_id: Any, sequence: int) -> list[Any]:
+        key = subject_id if isinstance(subject_id, str) else repr(subject_id)
+        report = SubjectReport(subject_id=key)
+        self.reports[key] = report
+        state = [None, report]
+        self._state[subject_id] = state
+        if not is_canonical_subject(subject_id):
+            _fail(report, sequence, BAD_SUBJECT)
+        return state
+
+    def feed(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        """Check ``rows``; returns how many were read."""
+        quote = _quote
+        template = _PREIMAGE_TEMPLATE
+        scan = _scan_once
+        encode = _encode_payload
+        sha256 = hashlib.sha256
+        states = self._state
+        count = 0
+        for row in rows:
+            count += 1
+            (
+                sequence,
+                event_id,
+                subject_id,
+                event_type,
+                created_at,
+                actor,
+                session_id,
+                turn_id,
+                record_id,
+                payload_text,
+                prev_hash,
+                event_hash,
+            ) = row
+            state = states.get(subject_id)
+            if state is None:
+                state = self._open(subject_id, sequence)
+            report = state[1]
+            # Fast path: canonical payload text parses in one scan; anything
+            # unusual takes the careful path, which classifies the problem.
+            try:
+                value, end = scan(payload_text, 0)
+                if end != len(payload_text) or type(value) is not dict:
+                    raise ValueError
+                preimage = template % (
+                    quote(actor),
+                    quote(created_at),
+                    quote(event_id),
+                    quote(event_type),
+                    encode(value),
+                    "null" if prev_hash is None else quote(prev_hash),
+                    "null" if record_id is None else quote(record_id),
+                    "null" if session_id is None else quote(session_id),
+                    quote(subject_id),
+                    "null" if turn_id is None else quote(turn_id),
+                )
+            except (StopIteration, ValueError, TypeError):
+                try:
+                    preimage = canonical_preimage_text(
+                        event_id=event_id,
+                        subject_id=subject_id,
+                        event_type=event_type,
+                        created_at=created_at,
+                        actor=actor,
+                        session_id=session_id,
+                        turn_id=turn_id,
+                        record_id=record_id,
+                        payload_text=payload_text,
+                        prev_hash=prev_hash,
+                    )
+                except ValueError as exc:
+                    preimage = None
+                    _fail(report, sequence, str(exc))
+            if preimage is not None and sha256(preimage.encode()).hexdigest() != event_hash:
+                _fail(report, sequence, BAD_HASH)
+            expected_prev = state[0]
+            if report.events_checked == 0:
+                if prev_hash is not None:
+                    _fail(report, sequence, FIRST_HAS_PREV)
+            elif prev_hash != expected_prev:
+                _fail(report, sequence, BROKEN_LINK)
+            state[0] = event_hash
+            report.events_checked += 1
+            report.last_sequence = sequence
+            report.head_hash = event_hash
+        return count
+
+
+def _fail(report: SubjectReport, sequence: int, reason: str) -> None:
+    report.problem_count += 1
+    if report.first_bad_sequence is None or sequence < report.first_bad_sequence:
+        report.first_bad_sequence = sequence
+    if len(report.reasons) < MAX_REASONS:
+        report.reasons.append(f"sequence {sequence}: {reason}")
+
+
+ProgressCallback = Callable[[int], None]
+
+
+def _horizon() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT MAX(sequence) FROM audit_log")
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _walk(
+    walker: _ChainWalker,
+    *,
+    subject_id: str | None,
+    horizon: int,
+    progress: ProgressCallback | None,
+    done_before: int = 0,
+) -> int:
+    """Feed every row of one subject (or of all) up to ``horizon``; returns rows read."""
+    if subject_id is None:
+        sql = f"{_SELECT} WHERE sequence > %s AND sequence <= %s ORDER BY sequence LIMIT %s"
+    else:
+        sql = (
+            f"{_SELECT} WHERE subject_id = %s AND sequence > %s AND sequence <= %s "
+            "ORDER BY sequence LIMIT %s"
+        )
+    last = 0
+    total = 0
+    with connection.cursor() as cursor:
+        while True:
+            params: list[Any] = [last, horizon, CHUNK_SIZE]
+            if subject_id is not None:
+                params.insert(0, subject_id)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            if not rows:
+                break
+            total += walker.feed(rows)
+            last = rows[-1][0]
+            if progress is not None:
+                progress(done_before + total)
+            if len(rows) < CHUNK_SIZE:
+                break
+    return total
+
+
+def _require_audit(principal: Principal, subject_id: str) -> None:
+    # A malformed subject string can still name a stored chain (tampering);
+    # only a trusted caller may verify those.
+    if principal.is_system:
+        return
+    access.require(principal, access.AUDIT, subject_id)
+
+
+def verify_subject(
+    subject: Scope | str,
+    *,
+    principal: Principal | None = None,
+    progress: ProgressCallback | None = None,
+) -> SubjectReport:
+    """Check one subject's chain; an unknown subject is an empty chain, which holds."""
+    principal = principal or access.system_principal()
+    subject_id = str(subject)
+    _require_audit(principal, subject_id)
+    walker = _ChainWalker()
+    _walk(walker, subject_id=subject_id, horizon=_horizon(), progress=progress)
+    return walker.reports.get(subject_id) or SubjectReport(subject_id=subject_id)
+
+
+def verify_subjects(
+    subjects: Iterable[str],
+    *,
+    principal: Principal | None = None,
+    progress: ProgressCallback | None = None,
+) -> VerificationReport:
+    """Check the named chains one after another, each through the subject index."""
+    principal = principal or access.system_principal()
+    subjects = list(subjects)
+    for subject_id in subjects:
+        _require_audit(principal, subject_id)
+    horizon = _horizon()
+    walker = _ChainWalker()
+    done = 0
+    for subject_id in subjects:
+        done += _walk(
+            walker, subject_id=subject_id, horizon=horizon, progress=progress, done_before=done
+        )
+    reports = [walker.reports.get(s) or SubjectReport(subject_id=s) for s in subjects]
+    return VerificationReport(subjects=reports)
+
+
+def verify_all(
+    *,
+    principal: Principal | None = None,
+    progress: ProgressCallback | None = None,
+) -> VerificationReport:
+    """Check every chain in one pass over ``audit_log`` in sequence order.
+
+    Only a principal that may audit ``platform:*:*`` (or a trusted in-process
+    caller) verifies everything; others verify the subjects they may audit
+    through :func:`verify_subjects`.
+    """
+    principal = principal or access.system_principal()
+    access.require(principal, access.AUDIT, Scope.platform())
+    walker = _ChainWalker()
+    _walk(walker, subject_id=None, horizon=_horizon(), progress=progress)
+    return VerificationReport(subjects=list(walker.reports.values()))
