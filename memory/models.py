@@ -1,0 +1,248 @@
+"""Memory data: episodes (L0), records (L1), retrieval events, and their indexes.
+
+Every row that belongs to a scope stores it twice: the canonical string in
+``scope`` (recall asks ``scope IN (<the lineage>)``, an exact match) and the
+``tenant``/``user``/``project`` columns (subtree browsing by column equality).
+Nothing here compares scopes by prefix.
+
+Writes go through :mod:`memory.services` only; these classes hold data and
+invariants, no workflows.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active", "Active"
+    QUARANTINED = "quarantined", "Quarantined"
+    SUPERSEDED = "superseded", "Superseded"
+    TOMBSTONED = "tombstoned", "Tombstoned"
+
+
+class SourceType(models.TextChoices):
+    USER_MESSAGE = "user_message", "User message"
+    WEBPAGE = "webpage", "Webpage"
+    TOOL_OUTPUT = "tool_output", "Tool output"
+    DERIVED = "derived", "Derived (proposed)"
+
+
+class TrustTier(models.TextChoices):
+    TRUSTED_USER = "trusted_user", "Trusted user"
+    USER_CONFIRMED = "user_confirmed", "User confirmed"
+    UNTRUSTED_CONTENT = "untrusted_content", "Untrusted content"
+
+
+class ScopedRow(models.Model):
+    """The two stored forms of a scope (see the module docstring)."""
+
+    scope = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=64)
+    user = models.CharField(max_length=64)
+    project = models.CharField(max_length=64)
+
+    class Meta:
+        abstract = True
+
+
+class Episode(ScopedRow):
+    """L0: one message as received. Append-only; its text is purged on forget."""
+
+    episode_id = models.CharField(max_length=40, unique=True)
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    turn_id = models.CharField(max_length=200, blank=True, default="")
+    source_type = models.CharField(max_length=20, choices=SourceType.choices)
+    text = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    purged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope", "id"], name="mem_episode_scope_id"),
+            models.Index(fields=["scope", "session_id", "id"], name="mem_episode_scope_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id} at {self.scope}"
+
+    @property
+    def is_purged(self) -> bool:
+        return self.purged_at is not None
+
+
+class Record(ScopedRow):
+    """L1: one extracted fact with its provenance.
+
+    The integer ``id`` orders records by creation and is the full-text
+    index's row id; ``record_id`` is the public identifier.
+    """
+
+    record_id = models.CharField(max_length=40, unique=True)
+    episode = models.ForeignKey(
+        Episode,
+        to_field="episode_id",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="records",
+    )
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    turn_id = models.CharField(max_length=200, blank=True, default="")
+    source_type = models.CharField(max_length=20, choices=SourceType.choices)
+    trust_tier = models.CharField(max_length=20, choices=TrustTier.choices)
+    confidence = models.FloatField()
+    status = models.CharField(max_length=12, choices=Status.choices)
+    fact_key = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=64, blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    # sha256 of the normalised content (lower case, word tokens): duplicates
+    # are found through an index on it, never by reading a scope's records.
+    content_digest = models.CharField(max_length=64, blank=True, default="")
+    # Episode or record IDs a proposed fact cites (propose_facts); empty otherwise.
+    evidence = models.JSONField(default=list, blank=True)
+    supersedes = models.ForeignKey(
+        "self",
+        to_field="record_id",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_column="supersedes_record_id",
+    )
+    superseded_by = models.ForeignKey(
+        "self",
+        to_field="record_id",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_column="superseded_by_record_id",
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # recall and listing at one scope: scope IN (...) AND status = ...
+            models.Index(fields=["scope", "status", "id"], name="mem_record_scope_status"),
+            # subtree browsing by column equality
+            models.Index(
+                fields=["tenant", "user", "project", "status", "id"], name="mem_record_subtree"
+            ),
+            # duplicates
+            models.Index(fields=["scope", "content_digest", "status"], name="mem_record_digest"),
+            # supersession
+            models.Index(fields=["scope", "fact_key", "status"], name="mem_record_fact_key"),
+            # review queue across scopes
+            models.Index(fields=["status", "id"], name="mem_record_status_id"),
+            models.Index(fields=["scope", "session_id", "id"], name="mem_record_scope_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} ({self.status}) at {self.scope}"
+
+
+class RetrievalEvent(ScopedRow):
+    """One recall: what was asked (as a digest), every candidate considered and what was returned."""
+
+    retrieval_id = models.CharField(max_length=40, unique=True)
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    actor = models.CharField(max_length=150)
+    purpose = models.CharField(max_length=20, default="recall")  # recall | recall_block
+    query_sha256 = models.CharField(max_length=64)
+    # Raw query text only when settings.AETNAWEB_STORE_RECALL_QUERIES is on.
+    query_text = models.TextField(blank=True, default="")
+    limit = models.PositiveIntegerField()
+    min_score = models.FloatField()
+    candidates = models.JSONField(default=list)
+    returned_ids = models.JSONField(default=list)
+    audit_event_id = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "id"], name="mem_retrieval_scope_id")]
+
+    def __str__(self) -> str:
+        return f"{self.retrieval_id} at {self.scope}"
+
+
+class RetrievalHit(models.Model):
+    """An indexed "this recall considered (and maybe returned) that record" row."""
+
+    retrieval_event = models.ForeignKey(
+        RetrievalEvent, on_delete=models.CASCADE, related_name="hits"
+    )
+    record = models.ForeignKey(
+        Record, to_field="record_id", on_delete=models.PROTECT, related_name="hits"
+    )
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    returned = models.BooleanField()
+
+    class Meta:
+        indexes = [models.Index(fields=["record", "retrieval_event"], name="mem_hit_record")]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} in {self.retrieval_event_id}"
+
+
+class RecordAuditLink(models.Model):
+    """Which audit events name a record, so a record page finds them by index.
+
+    Written by the services in the same transaction as the event; payloads
+    that list several records (a forget, a supersession) get one row each.
+    """
+
+    record_id = models.CharField(max_length=40)
+    event_sequence = models.BigIntegerField()
+    event_id = models.CharField(max_length=40)
+    event_type = models.CharField(max_length=100)
+
+    class Meta:
+        indexes = [models.Index(fields=["record_id", "event_sequence"], name="mem_link_record")]
+        constraints = [
+            models.UniqueConstraint(fields=["record_id", "event_id"], name="mem_link_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} -> {self.event_id}"
+
+
+class DeletionReceipt(ScopedRow):
+    """A deletion receipt as returned to the caller, kept so it can be shown again."""
+
+    audit_event_id = models.CharField(max_length=40, unique=True)
+    event_type = models.CharField(max_length=100)
+    receipt = models.JSONField()
+    record_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "id"], name="mem_receipt_scope_id")]
+
+    def __str__(self) -> str:
+        return f"receipt for {self.audit_event_id}"
+
+
+class ScopeStats(ScopedRow):
+    """Per-scope counters, kept in step by the services, so browsing never counts records.
+
+    One row per scope that has ever been written.
+    """
+
+    depth = models.PositiveSmallIntegerField()
+    active = models.BigIntegerField(default=0)
+    quarantined = models.BigIntegerField(default=0)
+    superseded = models.BigIntegerField(default=0)
+    tombstoned = models.BigIntegerField(default=0)
+    episodes = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope"], name="mem_stats_scope_unique")]
+        indexes = [models.Index(fields=["tenant", "user", "project"], name="mem_stats_tree")]
+
+    def __str__(self) -> str:
+        return f"stats {self.scope}"

@@ -1,0 +1,207 @@
+"""The full-text index over active records: SQLite FTS5 or PostgreSQL full-text search.
+
+The index holds exactly the records recall may return (status ``active``).
+:mod:`memory.services` keeps it in step with explicit statements in the same
+transaction as every insert, promotion, supersession and tombstone; nothing
+here runs on its own.
+
+Recall asks the index for a bounded top-N of candidates restricted to the
+visible scopes (an exact set of scope tokens on SQLite, ``scope = ANY`` on
+PostgreSQL), joined to the record table so the status and scope are
+re-checked by the database too. It never loads a scope's records into
+Python, so its cost does not grow with the number of records stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+from memory.extraction import word_tokens
+
+MAX_QUERY_TERMS = 16
+MAX_TERM_CHARS = 64
+
+# English function words: they carry no topic, so they never count towards
+# relevance. PostgreSQL's english configuration drops its own list as well;
+# dropping these first keeps both databases scoring the same terms.
+_STOP_WORDS_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves s t don doesn didn isn wasn aren weren won wouldn shouldn
+    couldn ll re ve d m o y user users
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+@dataclass(frozen=True)
+class IndexHit:
+    """One candidate from the index: the record, its raw text score and matched query terms."""
+
+    pk: int
+    record_id: str
+    raw: float
+    matched_terms: int
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct word tokens of a query, stop words dropped, in order, at most 16."""
+    terms: list[str] = []
+    for token in word_tokens(query):
+        if token in STOP_WORDS or len(token) > MAX_TERM_CHARS or token in terms:
+            continue
+        terms.append(token)
+        if len(terms) == MAX_QUERY_TERMS:
+            break
+    return terms
+
+
+def scope_key(scope: str) -> str:
+    """A digits-only token naming one scope inside the SQLite index.
+
+    Digits only, so the porter stemmer leaves it alone; the scope itself is
+    re-checked on the joined record row, so a collision could never leak.
+    """
+    return str(int(hashlib.sha256(scope.encode("utf-8")).hexdigest()[:15], 16))
+
+
+def _fts_phrase(token: str) -> str:
+    # Tokens are letters and digits only (word_tokens), so quoting is exact.
+    return '"' + token + '"'
+
+
+# -- keeping the index in step --------------------------------------------------
+
+
+def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
+    """Add ``(pk, record_id, scope, content)`` rows; call when a record becomes active."""
+    rows = list(rows)
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.executemany(
+                "INSERT INTO memory_record_fts(rowid, content, scope_key, record_id) "
+                "VALUES (%s, %s, %s, %s)",
+                [
+                    (pk, content, scope_key(scope), record_id)
+                    for pk, record_id, scope, content in rows
+                ],
+            )
+        else:
+            cursor.executemany(
+                "INSERT INTO memory_record_fts(record_pk, record_id, scope, document) "
+                "VALUES (%s, %s, %s, to_tsvector('english', %s))",
+                [(pk, record_id, scope, content) for pk, record_id, scope, content in rows],
+            )
+
+
+def unindex_records(pks: Sequence[int]) -> None:
+    """Remove records from the index; call when a record stops being active."""
+    if not pks:
+        return
+    placeholders = ", ".join(["%s"] * len(pks))
+    column = "rowid" if connection.vendor == "sqlite" else "record_pk"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM memory_record_fts WHERE {column} IN ({placeholders})",  # noqa: S608  (placeholders only)
+            list(pks),
+        )
+
+
+def indexed_pks(pks: Sequence[int]) -> set[int]:
+    """Which of ``pks`` the index holds (for inspection and tests)."""
+    if not pks:
+        return set()
+    placeholders = ", ".join(["%s"] * len(pks))
+    column = "rowid" if connection.vendor == "sqlite" else "record_pk"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {column} FROM memory_record_fts WHERE {column} IN ({placeholders})",  # noqa: S608  (placeholders only)
+            list(pks),
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def index_size() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM memory_record_fts")
+        return int(cursor.fetchone()[0])
+
+
+# -- asking it -----------------------------------------------------------------
+
+
+def search(*, visible_scopes: Sequence[str], terms: Sequence[str], limit: int) -> list[IndexHit]:
+    """Top ``limit`` active records in ``visible_scopes`` matching any of ``terms``.
+
+    Best first by the index's own score, ties broken by newest record; each
+    hit also says how many distinct query terms it contains.
+    """
+    if not terms or not visible_scopes or limit <= 0:
+        return []
+    if connection.vendor == "sqlite":
+        return _search_sqlite(visible_scopes, terms, limit)
+    return _search_postgresql(visible_scopes, terms, limit)
+
+
+def _search_sqlite(
+    visible_scopes: Sequence[str], terms: Sequence[str], limit: int
+) -> list[IndexHit]:
+    keys = " OR ".join(_fts_phrase(scope_key(scope)) for scope in visible_scopes)
+    words = " OR ".join(_fts_phrase(term) for term in terms)
+    expression = f"content : ({words}) AND scope_key : ({keys})"
+    scope_marks = ", ".join(["%s"] * len(visible_scopes))
+    with connection.cursor() as cursor:
+        # The rank function is bm25 with the scope column weighted 0
+        # (configured in the migration); lower is better.
+        cursor.execute(
+            "SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f "  # noqa: S608  (placeholders only)
+            "JOIN memory_record r ON r.id = f.rowid AND r.record_id = f.record_id "
+            f"WHERE memory_record_fts MATCH %s AND r.status = 'active' AND r.scope IN ({scope_marks}) "
+            "ORDER BY f.rank, f.rowid DESC LIMIT %s",
+            [expression, *visible_scopes, limit],
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            return []
+        matched = {row[0]: 0 for row in rows}
+        if len(terms) == 1:
+            matched = {pk: 1 for pk in matched}
+        else:
+            pk_marks = ", ".join(["%s"] * len(matched))
+            for term in terms:
+                cursor.execute(
+                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
+                    f"AND rowid IN ({pk_marks})",
+                    [f"content : {_fts_phrase(term)}", *matched],
+                )
+                for (pk,) in cursor.fetchall():
+                    matched[pk] += 1
+    return [IndexHit(pk, record_id, float(raw), matched[pk]) for pk, record_id, raw in rows]
+
+
+def _search_postgresql(
+    visible_scopes: Sequence[str], terms: Sequence[str], limit: int
+) -> list[IndexHit]:
+    query_sql = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
+    matched_sql = " + ".join(["(f.document @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT f.record_pk, f.record_id, ts_rank(f.document, q.query), ({matched_sql}) "  # noqa: S608  (placeholders only)
+            f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
+            "JOIN memory_record r ON r.id = f.record_pk AND r.record_id = f.record_id "
+            "WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
+            "ORDER BY 3 DESC, f.record_pk DESC LIMIT %s",
+            [*terms, *terms, list(visible_scopes), limit],
+        )
+        rows = cursor.fetchall()
+    return [IndexHit(pk, record_id, float(raw), int(n)) for pk, record_id, raw, n in rows]

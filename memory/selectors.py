@@ -1,0 +1,522 @@
+"""Every read of memory the outside uses, with visibility built in.
+
+A selector never returns a row the principal may not see: scoped reads first
+check the scope with :func:`aetnaweb.access.require` (``AccessDenied`` when out
+of reach; views answer 404), and cross-scope lists filter with
+:func:`aetnaweb.access.scope_q`. Lists are paginated by key (the integer
+``id``, newest first unless noted), bounded, and served by an index; counts
+come from the per-scope counters, never from ``COUNT(*)`` over records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Sum
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
+from audit.models import AuditEvent
+from audit.verification import verify_subject
+from memory.errors import QueryError, RecordNotFound
+from memory.models import (
+    DeletionReceipt,
+    Episode,
+    Record,
+    RecordAuditLink,
+    RetrievalEvent,
+    RetrievalHit,
+    ScopeStats,
+    SourceType,
+    Status,
+    TrustTier,
+)
+
+MAX_PAGE = 200
+CHAIN_STEPS = 50
+DETAIL_EVENTS = 200
+DETAIL_RECALLS = 50
+INSPECT_ROWS = 100
+TREE_MAX_SCOPES = 5000
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a key-paginated list; pass ``next_cursor`` as ``after`` for the next."""
+
+    items: list[Any]
+    next_cursor: str | None
+
+
+# -- shared -------------------------------------------------------------------------
+
+
+def _limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise QueryError(f"limit must be a whole number from 1 to {MAX_PAGE}")
+    return limit
+
+
+def _cursor(after: Any) -> int | None:
+    if after is None or after == "":
+        return None
+    try:
+        value = int(str(after))
+    except ValueError:
+        raise QueryError(
+            f"invalid cursor {after!r}: pass the next_cursor of the previous page"
+        ) from None
+    if value < 0:
+        raise QueryError(f"invalid cursor {after!r}: pass the next_cursor of the previous page")
+    return value
+
+
+def _choice(name: str, value: str | None, choices: list[str]) -> str | None:
+    if value is None or value == "":
+        return None
+    if value not in choices:
+        raise QueryError(f"unknown {name} {value!r}: use one of {', '.join(choices)}")
+    return value
+
+
+def _page_desc(queryset: Any, after: int | None, limit: int) -> Page:
+    """Newest first: ``after`` is the last ``id`` seen."""
+    if after is not None:
+        queryset = queryset.filter(id__lt=after)
+    rows = list(queryset.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, str(rows[-1].id) if more and rows else None)
+
+
+def _page_asc(queryset: Any, after: int | None, limit: int) -> Page:
+    """Oldest first (queues): ``after`` is the last ``id`` seen."""
+    if after is not None:
+        queryset = queryset.filter(id__gt=after)
+    rows = list(queryset.order_by("id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, str(rows[-1].id) if more and rows else None)
+
+
+def record_as_dict(record: Record) -> dict[str, Any]:
+    """A record as plain data (for ``--json`` and the API)."""
+    return {
+        "record_id": record.record_id,
+        "scope": record.scope,
+        "status": record.status,
+        "content": record.content,
+        "fact_key": record.fact_key,
+        "kind": record.kind,
+        "source_type": record.source_type,
+        "trust_tier": record.trust_tier,
+        "confidence": record.confidence,
+        "episode_id": record.episode_id,
+        "session_id": record.session_id,
+        "turn_id": record.turn_id,
+        "supersedes": record.supersedes_id,
+        "superseded_by": record.superseded_by_id,
+        "evidence": record.evidence,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "deleted_at": record.deleted_at.isoformat() if record.deleted_at else None,
+    }
+
+
+def episode_as_dict(episode: Episode) -> dict[str, Any]:
+    return {
+        "episode_id": episode.episode_id,
+        "scope": episode.scope,
+        "session_id": episode.session_id,
+        "turn_id": episode.turn_id,
+        "source_type": episode.source_type,
+        "text": episode.text,
+        "purged": episode.purged_at is not None,
+        "created_at": episode.created_at.isoformat(),
+    }
+
+
+def audit_event_as_dict(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "sequence": event.sequence,
+        "event_id": event.event_id,
+        "subject_id": event.subject_id,
+        "event_type": event.event_type,
+        "created_at": event.created_at,
+        "actor": event.actor,
+        "session_id": event.session_id,
+        "turn_id": event.turn_id,
+        "record_id": event.record_id,
+        "payload": event.payload,
+        "prev_hash": event.prev_hash,
+        "event_hash": event.event_hash,
+    }
+
+
+def retrieval_as_dict(event: RetrievalEvent) -> dict[str, Any]:
+    return {
+        "retrieval_id": event.retrieval_id,
+        "scope": event.scope,
+        "session_id": event.session_id,
+        "actor": event.actor,
+        "purpose": event.purpose,
+        "query_sha256": event.query_sha256,
+        "query_text": event.query_text,
+        "limit": event.limit,
+        "min_score": event.min_score,
+        "candidates": event.candidates,
+        "returned_ids": event.returned_ids,
+        "audit_event_id": event.audit_event_id,
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+def list_records(
+    principal: Principal,
+    *,
+    scope: Scope | str,
+    status: str | None = None,
+    source_type: str | None = None,
+    trust_tier: str | None = None,
+    session_id: str | None = None,
+    text: str | None = None,
+    include_descendants: bool = False,
+    after: Any = None,
+    limit: int = 50,
+) -> Page:
+    """Records stored at ``scope`` (or its subtree), newest first, filtered.
+
+    ``text`` is a case-insensitive substring of the content.
+    """
+    parsed = access.require(principal, access.READ, scope)
+    queryset = Record.objects.all()
+    if include_descendants:
+        queryset = queryset.filter(**parsed.subtree_filter()).filter(
+            access.scope_q(principal, access.READ)
+        )
+    else:
+        queryset = queryset.filter(scope=str(parsed))
+    status = _choice("status", status, Status.values)
+    if status:
+        queryset = queryset.filter(status=status)
+    source_type = _choice("source type", source_type, SourceType.values)
+    if source_type:
+        queryset = queryset.filter(source_type=source_type)
+    trust_tier = _choice("trust tier", trust_tier, TrustTier.values)
+    if trust_tier:
+        queryset = queryset.filter(trust_tier=trust_tier)
+    if session_id:
+        queryset = queryset.filter(session_id=session_id)
+    if text:
+        queryset = queryset.filter(content__icontains=text)
+    return _page_desc(queryset, _cursor(after), _limit(limit))
+
+
+def review_queue(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    after: Any = None,
+    limit: int = 50,
+) -> Page:
+    """Quarantined records across every scope the principal may review, oldest first.
+
+    Each item has its source episode loaded (``record.episode``; its text
+    unless purged). ``scope`` narrows to that subtree.
+    """
+    queryset = Record.objects.filter(status=Status.QUARANTINED).filter(
+        access.scope_q(principal, access.REVIEW)
+    )
+    if scope is not None:
+        parsed = access.require(principal, access.REVIEW, scope)
+        queryset = queryset.filter(**parsed.subtree_filter())
+    elif not access.has_capability_anywhere(principal, access.REVIEW):
+        raise access.AccessDenied(f"{principal.label} may not review anywhere")
+    return _page_asc(queryset.select_related("episode"), _cursor(after), _limit(limit))
+
+
+def _visible_record(principal: Principal, record_id: str) -> Record:
+    record = (
+        Record.objects.filter(access.scope_q(principal, access.READ))
+        .filter(record_id=record_id)
+        .select_related("episode")
+        .first()
+    )
+    if record is not None:
+        return record
+    if Record.objects.filter(record_id=record_id).exists():
+        raise access.AccessDenied(f"{principal.label} may not read record {record_id}")
+    raise RecordNotFound(f"no record {record_id}: check the ID")
+
+
+@dataclass(frozen=True)
+class RecordDetail:
+    """A record with everything a reviewer or auditor asks about it."""
+
+    record: Record
+    supersedes_chain: list[Record]  # what it replaced, nearest first
+    superseded_by_chain: list[Record]  # what replaced it, nearest first
+    episode: Episode | None
+    audit_events: list[AuditEvent]
+    recalls: list[RetrievalHit]  # newest first, with .retrieval_event loaded
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "record": record_as_dict(self.record),
+            "supersedes_chain": [record_as_dict(r) for r in self.supersedes_chain],
+            "superseded_by_chain": [record_as_dict(r) for r in self.superseded_by_chain],
+            "episode": episode_as_dict(self.episode) if self.episode else None,
+            "audit_events": [audit_event_as_dict(e) for e in self.audit_events],
+            "recalls": [
+                {
+                    "retrieval_id": hit.retrieval_event.retrieval_id,
+                    "scope": hit.retrieval_event.scope,
+                    "created_at": hit.retrieval_event.created_at.isoformat(),
+                    "rank": hit.rank,
+                    "score": hit.score,
+                    "returned": hit.returned,
+                }
+                for hit in self.recalls
+            ],
+        }
+
+
+def _follow(principal: Principal, start: str | None, attribute: str) -> list[Record]:
+    chain: list[Record] = []
+    seen: set[str] = set()
+    current = start
+    while current and current not in seen and len(chain) < CHAIN_STEPS:
+        seen.add(current)
+        record = (
+            Record.objects.filter(access.scope_q(principal, access.READ))
+            .filter(record_id=current)
+            .first()
+        )
+        if record is None:
+            break
+        chain.append(record)
+        current = getattr(record, attribute)
+    return chain
+
+
+def record_detail(principal: Principal, record_id: str) -> RecordDetail:
+    """The record, its supersession chain both ways, its source episode, the audit
+    events that name it and the recalls that considered it."""
+    record = _visible_record(principal, record_id)
+    sequences = list(
+        RecordAuditLink.objects.filter(record_id=record.record_id)
+        .order_by("event_sequence")
+        .values_list("event_sequence", flat=True)[:DETAIL_EVENTS]
+    )
+    events = [
+        event
+        for event in AuditEvent.objects.filter(sequence__in=sequences).order_by("sequence")
+        # An event in another scope's chain may name this record (a duplicate
+        # noticed below it): show it only to those who may read that scope.
+        if access.may(principal, access.READ, event.subject_id)
+    ]
+    hits = [
+        hit
+        for hit in RetrievalHit.objects.filter(record_id=record.record_id)
+        .select_related("retrieval_event")
+        .order_by("-id")[:DETAIL_RECALLS]
+        if access.may(principal, access.READ, hit.retrieval_event.scope)
+    ]
+    return RecordDetail(
+        record=record,
+        supersedes_chain=_follow(principal, record.supersedes_id, "supersedes_id"),
+        superseded_by_chain=_follow(principal, record.superseded_by_id, "superseded_by_id"),
+        episode=record.episode,
+        audit_events=events,
+        recalls=hits,
+    )
+
+
+def get_episode(principal: Principal, episode_id: str) -> Episode:
+    episode = (
+        Episode.objects.filter(access.scope_q(principal, access.READ))
+        .filter(episode_id=episode_id)
+        .first()
+    )
+    if episode is not None:
+        return episode
+    if Episode.objects.filter(episode_id=episode_id).exists():
+        raise access.AccessDenied(f"{principal.label} may not read episode {episode_id}")
+    raise RecordNotFound(f"no episode {episode_id}: check the ID")
+
+
+# -- retrieval log, receipts -------------------------------------------------------------
+
+
+def retrieval_log(
+    principal: Principal, *, scope: Scope | str, after: Any = None, limit: int = 50
+) -> Page:
+    """Recalls made at exactly ``scope``, newest first, with their candidates."""
+    parsed = access.require(principal, access.READ, scope)
+    return _page_desc(
+        RetrievalEvent.objects.filter(scope=str(parsed)), _cursor(after), _limit(limit)
+    )
+
+
+def list_receipts(
+    principal: Principal, *, scope: Scope | str, after: Any = None, limit: int = 50
+) -> Page:
+    """Deletion receipts issued at exactly ``scope`` (forget and reject), newest first."""
+    parsed = access.require(principal, access.READ, scope)
+    return _page_desc(
+        DeletionReceipt.objects.filter(scope=str(parsed)), _cursor(after), _limit(limit)
+    )
+
+
+def get_receipt(principal: Principal, audit_event_id: str) -> dict[str, Any]:
+    """The receipt bound to one ``memory.forget`` / ``memory.record_rejected`` event."""
+    row = (
+        DeletionReceipt.objects.filter(access.scope_q(principal, access.READ))
+        .filter(audit_event_id=audit_event_id)
+        .first()
+    )
+    if row is None:
+        if DeletionReceipt.objects.filter(audit_event_id=audit_event_id).exists():
+            raise access.AccessDenied(f"{principal.label} may not read that receipt")
+        raise RecordNotFound(f"no deletion receipt for event {audit_event_id}")
+    return dict(row.receipt)
+
+
+# -- scopes ----------------------------------------------------------------------------------
+
+
+def _counts(row: ScopeStats | None) -> dict[str, int]:
+    if row is None:
+        return {"active": 0, "quarantined": 0, "superseded": 0, "tombstoned": 0, "episodes": 0}
+    return {
+        "active": row.active,
+        "quarantined": row.quarantined,
+        "superseded": row.superseded,
+        "tombstoned": row.tombstoned,
+        "episodes": row.episodes,
+    }
+
+
+def inspect(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
+    """What is stored at exactly ``scope``: the latest records (all statuses), episodes,
+    retrieval events and audit events, the counters, and whether its chain verifies."""
+    parsed = access.require(principal, access.READ, scope)
+    name = str(parsed)
+    records = Record.objects.filter(scope=name).order_by("-id")[:INSPECT_ROWS]
+    episodes = Episode.objects.filter(scope=name).order_by("-id")[:INSPECT_ROWS]
+    retrievals = RetrievalEvent.objects.filter(scope=name).order_by("-id")[:INSPECT_ROWS]
+    events = AuditEvent.objects.filter(subject_id=name).order_by("-sequence")[:INSPECT_ROWS]
+    chain = verify_subject(name)
+    return {
+        "scope": name,
+        "counts": _counts(ScopeStats.objects.filter(scope=name).first()),
+        "records": [record_as_dict(r) for r in records],
+        "episodes": [episode_as_dict(e) for e in episodes],
+        "retrieval_events": [retrieval_as_dict(r) for r in retrievals],
+        "audit_events": [audit_event_as_dict(e) for e in events],
+        "chain": chain.as_dict(),
+    }
+
+
+def effective_recall_scopes(principal: Principal, *, scope: Scope | str) -> list[dict[str, Any]]:
+    """What a recall at ``scope`` reads: the scope and each ancestor, with weight and count."""
+    parsed = access.require(principal, access.READ, scope)
+    lineage = parsed.lineage()
+    stats = {
+        row.scope: row for row in ScopeStats.objects.filter(scope__in=[str(s) for s in lineage])
+    }
+    return [
+        {
+            "scope": str(item),
+            "level": item.level,
+            "weight": parsed.weight(item),
+            "active": stats[str(item)].active if str(item) in stats else 0,
+        }
+        for item in lineage
+    ]
+
+
+def scope_tree(principal: Principal, *, tenant: str | None = None) -> list[dict[str, Any]]:
+    """Scopes that hold memory, as tenant -> user -> project nodes with their counters.
+
+    The platform scope, when present, is the first node. Only scopes the
+    principal may read appear; a level with no memory of its own shows zeros.
+    """
+    queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
+    if tenant is not None:
+        queryset = queryset.filter(tenant=tenant)
+    rows = list(queryset.order_by("tenant", "user", "project")[:TREE_MAX_SCOPES])
+    by_scope = {row.scope: row for row in rows}
+
+    def node(scope: Scope) -> dict[str, Any]:
+        return {
+            "scope": str(scope),
+            "level": scope.level,
+            "counts": _counts(by_scope.get(str(scope))),
+            "children": [],
+        }
+
+    roots: list[dict[str, Any]] = []
+    tenants: dict[str, dict[str, Any]] = {}
+    users: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        scope = Scope.parse(row.scope)
+        if scope.is_platform:
+            roots.insert(0, node(scope))
+            continue
+        if scope.tenant not in tenants:
+            tenants[scope.tenant] = node(Scope.of(scope.tenant))
+            roots.append(tenants[scope.tenant])
+        if scope.depth >= 2 and (scope.tenant, scope.user) not in users:
+            users[(scope.tenant, scope.user)] = node(Scope.of(scope.tenant, scope.user))
+            tenants[scope.tenant]["children"].append(users[(scope.tenant, scope.user)])
+        if scope.depth == 3:
+            users[(scope.tenant, scope.user)]["children"].append(node(scope))
+    return roots
+
+
+def counts_by_tenant(principal: Principal) -> list[dict[str, Any]]:
+    """Active and quarantined record counts per tenant the principal may read (from counters)."""
+    rows = (
+        ScopeStats.objects.filter(access.scope_q(principal, access.READ))
+        .values("tenant")
+        .annotate(active=Sum("active"), quarantined=Sum("quarantined"))
+        .order_by("tenant")
+    )
+    return [
+        {
+            "tenant": row["tenant"],
+            "active": row["active"] or 0,
+            "quarantined": row["quarantined"] or 0,
+        }
+        for row in rows
+    ]
+
+
+def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 50) -> Page:
+    """Scopes that hold memory and the principal may read, by internal id (stable keys)."""
+    queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
+    return _page_asc(queryset, _cursor(after), _limit(limit))
+
+
+__all__ = [
+    "Page",
+    "RecordDetail",
+    "counts_by_tenant",
+    "effective_recall_scopes",
+    "get_episode",
+    "get_receipt",
+    "inspect",
+    "list_receipts",
+    "list_records",
+    "record_detail",
+    "retrieval_log",
+    "review_queue",
+    "scope_tree",
+    "scopes_with_memory",
+]

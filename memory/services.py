@@ -1,0 +1,1747 @@
+"""The memory engine's Python API: every write, and every read that leaves evidence.
+
+Each verb of shared/spec/memory-engine.md is one keyword-only function here.
+Views, the HTTP API, MCP tools, management commands and tests all call these
+same functions. Each one:
+
+- validates the scope (``ScopeError``) and checks the principal with
+  :func:`aetnaweb.access.require` (``AccessDenied``) before touching anything;
+- runs in one database transaction, so memory rows, the full-text index and
+  the audit events describing them commit together or not at all;
+- takes the scope's audit-chain lock first, so concurrent writers to one
+  scope are serialized (no chain fork, no lost supersession);
+- writes digests, IDs and fact slot names to the audit chain, never message
+  text, fact values, queries or selectors.
+
+``principal`` defaults to the trusted in-process caller (management commands,
+scripts); ``actor`` is the audit label and defaults per verb (``user`` for
+remember and capture, ``agent`` for recall, the operator's username for an
+operator, ``system`` otherwise).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Max
+from django.utils import timezone
+
+from aetnaweb import access
+from aetnaweb.access import Principal, system_principal
+from aetnaweb.scopes import Scope
+from audit.canonical import digest, sha256_text
+from audit.chain import EVENT_TYPE_RE
+from audit.models import AuditEvent
+from audit.receipts import build_deletion_receipt
+from audit.services import append_event, lock_subject
+from memory import search
+from memory.errors import (
+    ActionLogError,
+    CaptureError,
+    ExtractionError,
+    ForgetPreviewStale,
+    MemoryEngineError,
+    ProposalError,
+    RecordNotFound,
+    RecordStateError,
+    SelectorError,
+)
+from memory.extraction import (
+    MAX_TEXT_CHARS,
+    UNTRUSTED_CONFIDENCE_CAP,
+    Candidate,
+    content_digest,
+    explicit_fact,
+    extract,
+    forced_note,
+    forget_needle,
+    normalise_key,
+    read_source,
+)
+from memory.models import (
+    DeletionReceipt,
+    Episode,
+    Record,
+    RecordAuditLink,
+    RetrievalEvent,
+    RetrievalHit,
+    ScopeStats,
+    SourceType,
+    Status,
+    TrustTier,
+)
+
+__all__ = [
+    "ForgetPreview",
+    "MemoryEngineError",
+    "RecallBlock",
+    "RecallResult",
+    "RememberResult",
+    "capture",
+    "consolidate",
+    "forget",
+    "forget_preview",
+    "inspect",
+    "log_action",
+    "persona",
+    "promote",
+    "propose_facts",
+    "recall",
+    "recall_block",
+    "reject",
+    "remember",
+    "remember_fact",
+    "scenes",
+]
+
+SYSTEM = system_principal()
+
+# Recall (memory-engine.md "Recall").
+CANDIDATE_LIMIT = 50  # candidates asked of the index, and logged, per recall
+MAX_RECALL_LIMIT = 50
+MAX_QUERY_CHARS = 10_000
+RELEVANCE_WEIGHT = 0.75
+TRUST_WEIGHT = 0.15
+RECENCY_WEIGHT = 0.10
+TRUST_SCORES = {
+    TrustTier.TRUSTED_USER: 1.0,
+    TrustTier.USER_CONFIRMED: 0.9,
+    TrustTier.UNTRUSTED_CONTENT: 0.4,
+}
+RECALL_BLOCK_MIN_SCORE = 0.3
+PERSONA_MAX_CHARS = 1500
+PERSONA_MAX_LINES = 200
+MAX_FORGET_RECORDS = 1000
+SCENES_LIMIT = 20
+SCENE_ITEMS_LIMIT = 50
+MAX_CONTEXT_CHARS = 200
+CAPTURE_EVENT_TYPES = {
+    "assistant": "agent.assistant_message",
+    "tool_call": "agent.tool_call",
+    "tool_result": "agent.tool_result",
+}
+
+
+# -- results ---------------------------------------------------------------------
+
+
+class _AsDict:
+    def as_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))  # type: ignore[call-overload]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+@dataclass(frozen=True)
+class StoredRecord(_AsDict):
+    record_id: str
+    status: str
+    fact_key: str
+    content: str
+    superseded_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RememberResult(_AsDict):
+    """What one remember did: the episode, the records made, what they replaced or repeated."""
+
+    scope: str
+    episode_id: str | None
+    source_type: str
+    trust_tier: str
+    records: tuple[StoredRecord, ...]
+    superseded_ids: tuple[str, ...]
+    duplicate_of: tuple[str, ...]
+    ignored: bool
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [record.record_id for record in self.records]
+
+
+@dataclass(frozen=True)
+class RecallCandidate(_AsDict):
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    score: float
+    parts: dict[str, float]
+    rank: int
+    above_threshold: bool
+    returned: bool
+
+
+@dataclass(frozen=True)
+class RecallResult(_AsDict):
+    """Every candidate considered (best first) and the ones returned."""
+
+    scope: str
+    retrieval_id: str
+    audit_event_id: str
+    candidates: tuple[RecallCandidate, ...]
+
+    @property
+    def returned(self) -> list[RecallCandidate]:
+        return [candidate for candidate in self.candidates if candidate.returned]
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [candidate.record_id for candidate in self.returned]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["returned_ids"] = self.record_ids
+        return data
+
+
+@dataclass(frozen=True)
+class RecallBlock(_AsDict):
+    """The ``<relevant_memories>`` block for a prompt ("" when nothing qualifies)."""
+
+    scope: str
+    text: str
+    record_ids: tuple[str, ...]
+    retrieval_id: str
+    audit_event_id: str | None
+
+
+@dataclass(frozen=True)
+class ForgetPreview(_AsDict):
+    """Exactly what a forget would purge. Writes nothing."""
+
+    scope: str
+    mode: str
+    record_ids: tuple[str, ...]
+    episode_ids: tuple[str, ...]
+    records: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class PromoteResult(_AsDict):
+    scope: str
+    record_id: str
+    status: str
+    trust_tier: str
+    superseded_ids: tuple[str, ...]
+    audit_event_id: str
+
+
+@dataclass(frozen=True)
+class ProposeResult(_AsDict):
+    scope: str
+    accepted: tuple[StoredRecord, ...]
+    duplicates: tuple[dict[str, Any], ...]
+    rejected: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ConsolidateResult(_AsDict):
+    scope: str
+    changed: bool
+    duplicates: tuple[dict[str, Any], ...]
+    keys: tuple[dict[str, Any], ...]
+    audit_event_id: str | None
+
+
+@dataclass(frozen=True)
+class Persona(_AsDict):
+    scope: str
+    text: str
+    record_ids: tuple[str, ...]
+    persona_sha256: str
+    audit_event_id: str
+
+
+@dataclass(frozen=True)
+class CaptureResult(_AsDict):
+    role: str
+    audit_event_id: str | None
+    remembered: RememberResult | None = None
+
+
+@dataclass(frozen=True)
+class Scene(_AsDict):
+    session_id: str
+    episodes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    records: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+
+# -- shared steps ------------------------------------------------------------------
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def _actor(actor: str | None, principal: Principal, fallback: str) -> str:
+    if actor:
+        return actor
+    if principal.is_operator:
+        return principal.label
+    return fallback
+
+
+def _context(name: str, value: str | None) -> str:
+    """A session or turn ID: optional, at most 200 characters."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_CONTEXT_CHARS:
+        raise ExtractionError(f"{name} must be text of at most {MAX_CONTEXT_CHARS} characters")
+    return value
+
+
+def _audit(
+    *,
+    scope: Scope,
+    event_type: str,
+    actor: str,
+    payload: dict[str, Any],
+    session_id: str = "",
+    turn_id: str = "",
+    record_id: str | None = None,
+    mentions: Iterable[str] = (),
+) -> AuditEvent:
+    """Append to the scope's chain and index which records the event names."""
+    event = append_event(
+        subject=scope,
+        event_type=event_type,
+        actor=actor,
+        payload=payload,
+        session_id=session_id or None,
+        turn_id=turn_id or None,
+        record_id=record_id,
+    )
+    named = dict.fromkeys(item for item in (record_id, *mentions) if item)
+    if named:
+        RecordAuditLink.objects.bulk_create(
+            RecordAuditLink(
+                record_id=item,
+                event_sequence=event.sequence,
+                event_id=event.event_id,
+                event_type=event_type,
+            )
+            for item in named
+        )
+    return event
+
+
+def _bump(scope: Scope, **deltas: int) -> None:
+    """Keep the per-scope counters in step (same transaction as the change)."""
+    deltas = {name: value for name, value in deltas.items() if value}
+    if not deltas:
+        return
+    now = timezone.now()
+    updated = ScopeStats.objects.filter(scope=str(scope)).update(
+        updated_at=now, **{name: F(name) + value for name, value in deltas.items()}
+    )
+    if not updated:
+        ScopeStats.objects.create(
+            scope=str(scope), depth=scope.depth, updated_at=now, **scope.columns(), **deltas
+        )
+
+
+def _status_deltas(records: Iterable[Record], new_status: str) -> dict[str, int]:
+    deltas: dict[str, int] = {}
+    for record in records:
+        deltas[record.status] = deltas.get(record.status, 0) - 1
+        deltas[new_status] = deltas.get(new_status, 0) + 1
+    return deltas
+
+
+def _record_at(scope: Scope, record_id: Any) -> Record:
+    """The record with that ID at exactly ``scope`` (a write lands at one scope)."""
+    if not isinstance(record_id, str) or not record_id or len(record_id) > 40:
+        raise RecordNotFound(f"{record_id!r} is not a record ID (they look like mem_<32 hex>)")
+    record = (
+        Record.objects.select_for_update().filter(scope=str(scope), record_id=record_id).first()
+    )
+    if record is None:
+        raise RecordNotFound(
+            f"no record {record_id} at scope {scope}: check the ID and that it was "
+            "written at exactly this scope"
+        )
+    return record
+
+
+def _supersede(scope: Scope, newcomer: Record, now: datetime) -> list[Record]:
+    """Make every other active record with the newcomer's slot at this scope superseded."""
+    if not newcomer.fact_key or newcomer.status != Status.ACTIVE:
+        return []
+    older = list(
+        Record.objects.select_for_update()
+        .filter(scope=str(scope), fact_key=newcomer.fact_key, status=Status.ACTIVE)
+        .exclude(pk=newcomer.pk)
+        .order_by("id")
+    )
+    if not older:
+        return []
+    Record.objects.filter(pk__in=[r.pk for r in older]).update(
+        status=Status.SUPERSEDED, superseded_by=newcomer.record_id, updated_at=now
+    )
+    search.unindex_records([r.pk for r in older])
+    _bump(scope, **_status_deltas(older, Status.SUPERSEDED))
+    newcomer.supersedes_id = older[-1].record_id
+    Record.objects.filter(pk=newcomer.pk).update(supersedes=older[-1].record_id)
+    return older
+
+
+def _visible_duplicates(scope: Scope, digest_value: str, *, trusted: bool) -> list[str]:
+    statuses = [Status.ACTIVE] if trusted else [Status.ACTIVE, Status.QUARANTINED]
+    return list(
+        Record.objects.filter(
+            scope__in=scope.visible_strings(), content_digest=digest_value, status__in=statuses
+        )
+        .order_by("-id")
+        .values_list("record_id", flat=True)[:5]
+    )
+
+
+def _store_candidate(
+    *,
+    scope: Scope,
+    candidate: Candidate,
+    trusted: bool,
+    source_type: str,
+    episode: Episode | None,
+    session_id: str,
+    turn_id: str,
+    actor: str,
+    now: datetime,
+    kind: str = "",
+    evidence: Sequence[str] = (),
+    extra_payload: dict[str, Any] | None = None,
+) -> tuple[StoredRecord | None, list[str]]:
+    """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of)."""
+    digest_value = content_digest(candidate.content)
+    duplicates = _visible_duplicates(scope, digest_value, trusted=trusted)
+    trust_tier = TrustTier.TRUSTED_USER if trusted else TrustTier.UNTRUSTED_CONTENT
+    episode_id = episode.episode_id if episode else None
+    if duplicates:
+        _audit(
+            scope=scope,
+            event_type="memory.duplicate_ignored",
+            actor=actor,
+            payload={
+                "episode_id": episode_id,
+                "duplicate_of": duplicates,
+                "fact_key": candidate.fact_key,
+                "source_type": source_type,
+                "trust_tier": trust_tier,
+                **(extra_payload or {}),
+            },
+            session_id=session_id,
+            turn_id=turn_id,
+            mentions=duplicates,
+        )
+        return None, duplicates
+    status = Status.ACTIVE if trusted else Status.QUARANTINED
+    confidence = (
+        candidate.confidence if trusted else min(candidate.confidence, UNTRUSTED_CONFIDENCE_CAP)
+    )
+    record = Record.objects.create(
+        record_id=_new_id("mem"),
+        **scope.columns(),
+        scope=str(scope),
+        episode=episode,
+        session_id=session_id,
+        turn_id=turn_id,
+        source_type=source_type,
+        trust_tier=trust_tier,
+        confidence=confidence,
+        status=status,
+        fact_key=candidate.fact_key,
+        kind=kind,
+        content=candidate.content,
+        content_digest=digest_value,
+        evidence=list(evidence),
+        created_at=now,
+        updated_at=now,
+    )
+    _bump(scope, **{status: 1})
+    if status == Status.ACTIVE:
+        search.index_records([(record.pk, record.record_id, record.scope, record.content)])
+    superseded = _supersede(scope, record, now)
+    superseded_ids = [r.record_id for r in superseded]
+    _audit(
+        scope=scope,
+        event_type="memory.record_created" if trusted else "memory.record_quarantined",
+        actor=actor,
+        payload={
+            "record_id": record.record_id,
+            "episode_id": episode_id,
+            "source_type": source_type,
+            "trust_tier": trust_tier,
+            "status": status,
+            "fact_key": candidate.fact_key,
+            "superseded_ids": superseded_ids,
+            "rule": candidate.rule,
+            **(extra_payload or {}),
+        },
+        session_id=session_id,
+        turn_id=turn_id,
+        record_id=record.record_id,
+        mentions=superseded_ids,
+    )
+    stored = StoredRecord(
+        record.record_id, status, candidate.fact_key, candidate.content, tuple(superseded_ids)
+    )
+    return stored, []
+
+
+def _check_text(text: Any, what: str = "text") -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ExtractionError(f"the {what} is empty: there is nothing to remember")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ExtractionError(f"the {what} is longer than {MAX_TEXT_CHARS} characters")
+    return text
+
+
+# -- remember --------------------------------------------------------------------
+
+
+@transaction.atomic
+def remember(
+    *,
+    scope: Scope | str,
+    text: str,
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    source_type: str | None = None,
+    force: bool = False,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> RememberResult:
+    """Store a message as an episode and the facts it states at exactly ``scope``.
+
+    Trusted user text lands active (superseding the same slot at this scope);
+    webpage and tool content lands quarantined; duplicates are not stored twice.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    text = _check_text(text)
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    reading = read_source(text, source_type)
+    if reading.trusted:
+        candidates = extract(text)
+        if not candidates and force:
+            note = forced_note(text)
+            candidates = [note] if note else []
+    else:
+        candidates = [c for block in reading.texts for c in extract(block)]
+        if not candidates and force:
+            # A forced note from third-party content is still third-party content.
+            note = forced_note("\n".join(reading.texts))
+            candidates = [note] if note else []
+    actor_label = _actor(actor, principal, "user")
+    trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
+
+    lock_subject(str(parsed))
+    now = timezone.now()
+    episode = Episode.objects.create(
+        episode_id=_new_id("ep"),
+        scope=str(parsed),
+        **parsed.columns(),
+        session_id=session,
+        turn_id=turn,
+        source_type=reading.source_type,
+        text=text,
+        created_at=now,
+    )
+    _bump(parsed, episodes=1)
+    _audit(
+        scope=parsed,
+        event_type="episode.ingested",
+        actor=actor_label,
+        payload={
+            "episode_id": episode.episode_id,
+            "message_sha256": sha256_text(text),
+            "source_type": reading.source_type,
+            "trust_tier": trust_tier,
+            "chars": len(text),
+        },
+        session_id=session,
+        turn_id=turn,
+    )
+    stored: list[StoredRecord] = []
+    duplicate_of: list[str] = []
+    for candidate in candidates:
+        record, duplicates = _store_candidate(
+            scope=parsed,
+            candidate=candidate,
+            trusted=reading.trusted,
+            source_type=reading.source_type,
+            episode=episode,
+            session_id=session,
+            turn_id=turn,
+            actor=actor_label,
+            now=now,
+        )
+        if record:
+            stored.append(record)
+        duplicate_of.extend(duplicates)
+    if not candidates and not reading.trusted:
+        _audit(
+            scope=parsed,
+            event_type="memory.untrusted_source_ignored",
+            actor=actor_label,
+            payload={"episode_id": episode.episode_id, "source_type": reading.source_type},
+            session_id=session,
+            turn_id=turn,
+        )
+    return RememberResult(
+        scope=str(parsed),
+        episode_id=episode.episode_id,
+        source_type=reading.source_type,
+        trust_tier=trust_tier,
+        records=tuple(stored),
+        superseded_ids=tuple(i for r in stored for i in r.superseded_ids),
+        duplicate_of=tuple(dict.fromkeys(duplicate_of)),
+        ignored=not candidates,
+    )
+
+
+@transaction.atomic
+def remember_fact(
+    *,
+    scope: Scope | str,
+    key: str,
+    value: str,
+    kind: str | None = None,
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> RememberResult:
+    """Store an explicit key/value fact as a trusted active record with ``fact_key`` = key.
+
+    It supersedes the same slot at this scope, like "my <key> is <value>" does.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    candidate = explicit_fact(key, value)
+    kind_label = kind or ""
+    if not isinstance(kind_label, str) or len(kind_label) > 64:
+        raise ExtractionError("a fact kind must be text of at most 64 characters")
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    lock_subject(str(parsed))
+    record, duplicates = _store_candidate(
+        scope=parsed,
+        candidate=candidate,
+        trusted=True,
+        source_type=SourceType.USER_MESSAGE,
+        episode=None,
+        session_id=session,
+        turn_id=turn,
+        actor=_actor(actor, principal, "user"),
+        now=timezone.now(),
+        kind=kind_label,
+        extra_payload={"kind": kind_label},
+    )
+    return RememberResult(
+        scope=str(parsed),
+        episode_id=None,
+        source_type=SourceType.USER_MESSAGE,
+        trust_tier=TrustTier.TRUSTED_USER,
+        records=(record,) if record else (),
+        superseded_ids=record.superseded_ids if record else (),
+        duplicate_of=tuple(duplicates),
+        ignored=False,
+    )
+
+
+# -- recall ---------------------------------------------------------------------------
+
+
+def _check_query(query: Any) -> str:
+    if not isinstance(query, str):
+        raise ExtractionError("a recall query must be text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ExtractionError(f"a recall query may be at most {MAX_QUERY_CHARS} characters")
+    return query
+
+
+def _check_limit(name: str, value: Any, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise ExtractionError(f"{name} must be a whole number from 1 to {high}")
+    return value
+
+
+def _check_min_score(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ExtractionError("min_score must be a number from 0 to 1")
+    return float(value)
+
+
+def _score_candidates(
+    scope: Scope, query: str, limit: int, min_score: float
+) -> list[RecallCandidate]:
+    terms = search.query_terms(query)
+    hits = search.search(visible_scopes=scope.visible_strings(), terms=terms, limit=CANDIDATE_LIMIT)
+    rows = Record.objects.in_bulk([hit.pk for hit in hits])
+    usable = []
+    for hit in hits:
+        record = rows.get(hit.pk)
+        if record is None or record.record_id != hit.record_id or record.status != Status.ACTIVE:
+            continue
+        memory_scope = Scope.parse(record.scope)
+        # Segment-wise re-check of what the database returned (scopes.md): a
+        # row outside the lineage is dropped. The exact IN makes this unreachable.
+        if not scope.sees(memory_scope):
+            continue
+        usable.append((hit, record, memory_scope))
+    if not usable:
+        return []
+    best_raw = max(hit.raw for hit, _, _ in usable)
+    by_age = sorted(record.pk for _, record, _ in usable)
+    age_rank = {pk: index for index, pk in enumerate(by_age)}
+    span = len(by_age) - 1
+    scored = []
+    for hit, record, memory_scope in usable:
+        share = hit.raw / best_raw if best_raw > 0 else 0.0
+        coverage = hit.matched_terms / len(terms)
+        relevance = round(min(1.0, 0.5 * share + 0.5 * coverage), 6)
+        trust = TRUST_SCORES.get(record.trust_tier, 0.4)
+        recency = round(age_rank[record.pk] / span, 6) if span else 1.0
+        weight = scope.weight(memory_scope)
+        score = round(
+            weight
+            * (RELEVANCE_WEIGHT * relevance + TRUST_WEIGHT * trust + RECENCY_WEIGHT * recency),
+            6,
+        )
+        parts = {"weight": weight, "relevance": relevance, "trust": trust, "recency": recency}
+        scored.append((score, record, parts))
+    scored.sort(key=lambda item: (-item[0], -item[1].pk))
+    candidates = []
+    returned = 0
+    for rank, (score, record, parts) in enumerate(scored, start=1):
+        above = score >= min_score
+        is_returned = above and returned < limit
+        returned += int(is_returned)
+        candidates.append(
+            RecallCandidate(
+                record_id=record.record_id,
+                scope=record.scope,
+                content=record.content,
+                fact_key=record.fact_key,
+                trust_tier=record.trust_tier,
+                score=score,
+                parts=parts,
+                rank=rank,
+                above_threshold=above,
+                returned=is_returned,
+            )
+        )
+    return candidates
+
+
+def _log_retrieval(
+    *,
+    scope: Scope,
+    query: str,
+    limit: int,
+    min_score: float,
+    session: str,
+    actor: str,
+    purpose: str,
+    candidates: list[RecallCandidate],
+) -> tuple[RetrievalEvent, AuditEvent]:
+    now = timezone.now()
+    query_sha256 = sha256_text(query)
+    returned_ids = [c.record_id for c in candidates if c.returned]
+    event = RetrievalEvent.objects.create(
+        retrieval_id=_new_id("ret"),
+        scope=str(scope),
+        **scope.columns(),
+        session_id=session,
+        actor=actor,
+        purpose=purpose,
+        query_sha256=query_sha256,
+        query_text=query if settings.AETNAWEB_STORE_RECALL_QUERIES else "",
+        limit=limit,
+        min_score=min_score,
+        candidates=[
+            {
+                "record_id": c.record_id,
+                "scope": c.scope,
+                "rank": c.rank,
+                "score": c.score,
+                "parts": c.parts,
+                "above_threshold": c.above_threshold,
+                "returned": c.returned,
+            }
+            for c in candidates
+        ],
+        returned_ids=returned_ids,
+        created_at=now,
+    )
+    RetrievalHit.objects.bulk_create(
+        RetrievalHit(
+            retrieval_event=event,
+            record_id=c.record_id,
+            rank=c.rank,
+            score=c.score,
+            returned=c.returned,
+        )
+        for c in candidates
+    )
+    audit_event = _audit(
+        scope=scope,
+        event_type="memory.recall",
+        actor=actor,
+        payload={
+            "retrieval_id": event.retrieval_id,
+            "query_sha256": query_sha256,
+            "candidate_count": len(candidates),
+            "returned_ids": returned_ids,
+            "limit": limit,
+            "purpose": purpose,
+        },
+        session_id=session,
+        mentions=returned_ids,
+    )
+    RetrievalEvent.objects.filter(pk=event.pk).update(audit_event_id=audit_event.event_id)
+    event.audit_event_id = audit_event.event_id
+    return event, audit_event
+
+
+@transaction.atomic
+def recall(
+    *,
+    scope: Scope | str,
+    query: str,
+    limit: int = 5,
+    min_score: float = 0.0,
+    session_id: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> RecallResult:
+    """Top ``limit`` active records visible from ``scope`` (itself and its ancestors), scored.
+
+    Every recall is logged as a retrieval event and a ``memory.recall`` audit event.
+    """
+    parsed = access.require(principal, access.READ, scope)
+    query = _check_query(query)
+    limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
+    threshold = _check_min_score(min_score)
+    session = _context("session_id", session_id)
+    actor_label = _actor(actor, principal, "agent")
+    candidates = _score_candidates(parsed, query, limit, threshold)
+    event, audit_event = _log_retrieval(
+        scope=parsed,
+        query=query,
+        limit=limit,
+        min_score=threshold,
+        session=session,
+        actor=actor_label,
+        purpose="recall",
+        candidates=candidates,
+    )
+    return RecallResult(str(parsed), event.retrieval_id, audit_event.event_id, tuple(candidates))
+
+
+def _block_line(candidate: RecallCandidate) -> str:
+    # Stored content may come from a promoted webpage: angle brackets are
+    # escaped so it cannot close the block or open a new one.
+    content = " ".join(candidate.content.split()).replace("<", "&lt;").replace(">", "&gt;")
+    return f"- [{candidate.record_id}] {content}"
+
+
+@transaction.atomic
+def recall_block(
+    *,
+    scope: Scope | str,
+    query: str,
+    max_items: int = 5,
+    max_chars: int = 2000,
+    min_score: float = RECALL_BLOCK_MIN_SCORE,
+    session_id: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> RecallBlock:
+    """A ``<relevant_memories>`` block of at most ``max_items`` lines and ``max_chars`` characters.
+
+    Only candidates scoring at least ``min_score`` (0.3) are injected, so trust
+    and recency alone never inject; the injection is audited.
+    """
+    parsed = access.require(principal, access.READ, scope)
+    query = _check_query(query)
+    max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
+    max_chars = _check_limit("max_chars", max_chars, 100_000)
+    threshold = _check_min_score(min_score)
+    session = _context("session_id", session_id)
+    actor_label = _actor(actor, principal, "agent")
+    candidates = _score_candidates(parsed, query, max_items, threshold)
+    header, footer = "<relevant_memories>\n", "</relevant_memories>"
+    lines: list[str] = []
+    injected: list[str] = []
+    used = len(header) + len(footer)
+    for candidate in candidates:
+        if not candidate.returned:
+            continue
+        line = _block_line(candidate) + "\n"
+        if used + len(line) > max_chars:
+            break
+        lines.append(line)
+        injected.append(candidate.record_id)
+        used += len(line)
+    # What the retrieval log calls "returned" is what actually reached the prompt.
+    injected_set = set(injected)
+    candidates = [
+        RecallCandidate(**{**asdict(c), "returned": c.record_id in injected_set})
+        for c in candidates
+    ]
+    event, _ = _log_retrieval(
+        scope=parsed,
+        query=query,
+        limit=max_items,
+        min_score=threshold,
+        session=session,
+        actor=actor_label,
+        purpose="recall_block",
+        candidates=candidates,
+    )
+    text = header + "".join(lines) + footer if lines else ""
+    audit_event_id = None
+    if injected:
+        audit_event = _audit(
+            scope=parsed,
+            event_type="memory.context_injected",
+            actor=actor_label,
+            payload={
+                "retrieval_id": event.retrieval_id,
+                "record_ids": injected,
+                "block_sha256": sha256_text(text),
+                "chars": len(text),
+            },
+            session_id=session,
+            mentions=injected,
+        )
+        audit_event_id = audit_event.event_id
+    return RecallBlock(str(parsed), text, tuple(injected), event.retrieval_id, audit_event_id)
+
+
+# -- forget -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ForgetRequest:
+    mode: str
+    selector_sha256: str
+    utterance_sha256: str | None
+    records: list[Record]
+
+
+def _forget_request(
+    scope: Scope,
+    *,
+    selector: str | None,
+    record_ids: Sequence[str] | None,
+    utterance: str | None,
+    lock: bool,
+) -> _ForgetRequest:
+    given = [
+        name
+        for name, value in (
+            ("selector", selector),
+            ("record_ids", record_ids),
+            ("utterance", utterance),
+        )
+        if value is not None
+    ]
+    if not given:
+        raise SelectorError(
+            "a forget needs a selector, record IDs or an utterance; an empty request is "
+            "never read as 'everything'",
+            reason="empty_selector",
+        )
+    if len(given) > 1:
+        raise SelectorError(
+            f"give exactly one of selector, record_ids or utterance (got {', '.join(given)})",
+            reason="ambiguous_request",
+        )
+    base = Record.objects.filter(scope=str(scope))
+    if lock:
+        base = base.select_for_update()
+    forgettable = [Status.ACTIVE, Status.QUARANTINED]
+    if record_ids is not None:
+        if isinstance(record_ids, str) or not all(isinstance(i, str) for i in record_ids):
+            raise SelectorError("record_ids must be a list of record IDs", reason="bad_record_ids")
+        wanted = list(dict.fromkeys(i.strip() for i in record_ids if i.strip()))
+        if not wanted:
+            raise SelectorError(
+                "no record IDs given: an empty list is never read as 'everything'",
+                reason="empty_selector",
+            )
+        if len(wanted) > MAX_FORGET_RECORDS:
+            raise SelectorError(
+                f"at most {MAX_FORGET_RECORDS} records per forget", reason="too_broad"
+            )
+        found = {r.record_id: r for r in base.filter(record_id__in=wanted)}
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise RecordNotFound(
+                f"no record {', '.join(missing)} at scope {scope}: a forget acts on exactly "
+                "the scope named"
+            )
+        unforgettable = [r for r in found.values() if r.status not in forgettable]
+        if unforgettable:
+            detail = ", ".join(f"{r.record_id} is {r.status}" for r in unforgettable)
+            raise RecordStateError(
+                f"only active or quarantined records can be forgotten ({detail})"
+            )
+        records = sorted(found.values(), key=lambda r: r.pk)
+        return _ForgetRequest("record_ids", digest(sorted(wanted)), None, records)
+    utterance_sha256 = None
+    if utterance is not None:
+        if not isinstance(utterance, str):
+            raise SelectorError("an utterance must be text", reason="empty_selector")
+        utterance_sha256 = sha256_text(utterance)
+        try:
+            needle = forget_needle(utterance)
+        except SelectorError as exc:
+            reason = "embedded_content" if "embeds third-party" in str(exc) else "empty_selector"
+            raise SelectorError(str(exc), reason=reason) from exc
+        mode = "utterance"
+    else:
+        if not isinstance(selector, str):
+            raise SelectorError("a selector must be text", reason="empty_selector")
+        needle = selector.strip()
+        mode = "selector"
+        if not needle:
+            raise SelectorError(
+                "the selector is empty; an empty selector is never read as 'everything': "
+                "give the text the records to forget contain",
+                reason="empty_selector",
+            )
+    matches = list(
+        base.filter(status__in=forgettable, content__icontains=needle).order_by("id")[
+            : MAX_FORGET_RECORDS + 1
+        ]
+    )
+    if len(matches) > MAX_FORGET_RECORDS:
+        raise SelectorError(
+            f"the selector matches more than {MAX_FORGET_RECORDS} records at {scope}; "
+            "narrow it or forget by record IDs",
+            reason="too_broad",
+        )
+    return _ForgetRequest(mode, sha256_text(needle), utterance_sha256, matches)
+
+
+def _episode_ids(records: Iterable[Record]) -> list[str]:
+    return sorted({r.episode_id for r in records if r.episode_id})
+
+
+def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str], list[str]]:
+    """Tombstone records and clear their source episodes' text; returns the purged IDs."""
+    if not records:
+        return [], []
+    pks = [r.pk for r in records]
+    search.unindex_records([r.pk for r in records if r.status == Status.ACTIVE])
+    Record.objects.filter(pk__in=pks).update(
+        status=Status.TOMBSTONED,
+        content="",
+        fact_key="",
+        content_digest="",
+        deleted_at=now,
+        updated_at=now,
+    )
+    _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
+    episode_ids = _episode_ids(records)
+    if episode_ids:
+        Episode.objects.filter(episode_id__in=episode_ids).update(text="", purged_at=now)
+    return [r.record_id for r in records], episode_ids
+
+
+def _preview_rows(records: list[Record]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "record_id": r.record_id,
+            "status": r.status,
+            "fact_key": r.fact_key,
+            "content": r.content,
+            "source_type": r.source_type,
+            "trust_tier": r.trust_tier,
+            "episode_id": r.episode_id,
+            "created_at": r.created_at.isoformat(),
+        }
+        for r in records
+    )
+
+
+@transaction.atomic
+def forget_preview(
+    *,
+    scope: Scope | str,
+    selector: str | None = None,
+    record_ids: Sequence[str] | None = None,
+    utterance: str | None = None,
+    principal: Principal = SYSTEM,
+) -> ForgetPreview:
+    """Exactly the records (and source episodes) a forget with these arguments would purge.
+
+    Writes nothing; an empty request raises :class:`SelectorError`.
+    """
+    parsed = access.require(principal, access.FORGET, scope)
+    request = _forget_request(
+        parsed, selector=selector, record_ids=record_ids, utterance=utterance, lock=False
+    )
+    return ForgetPreview(
+        scope=str(parsed),
+        mode=request.mode,
+        record_ids=tuple(r.record_id for r in request.records),
+        episode_ids=tuple(_episode_ids(request.records)),
+        records=_preview_rows(request.records),
+    )
+
+
+@transaction.atomic
+def _record_forget_rejected(
+    scope: Scope, *, actor: str, reason: str, mode: str, utterance: str | None
+) -> AuditEvent:
+    payload: dict[str, Any] = {"reason": reason, "mode": mode}
+    if isinstance(utterance, str):
+        payload["utterance_sha256"] = sha256_text(utterance)
+    lock_subject(str(scope))
+    return _audit(scope=scope, event_type="memory.forget_rejected", actor=actor, payload=payload)
+
+
+def forget(
+    *,
+    scope: Scope | str,
+    selector: str | None = None,
+    record_ids: Sequence[str] | None = None,
+    utterance: str | None = None,
+    expected_record_ids: Sequence[str] | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Purge matching active and quarantined records at exactly ``scope``; return the receipt.
+
+    Content, fact key and source episode text are cleared, the records leave
+    the full-text index, and an ``aetnamem-deletion-receipt-v1`` bound to the
+    ``memory.forget`` event is returned. With ``expected_record_ids`` (the
+    previewed IDs) it purges exactly those or refuses with
+    :class:`ForgetPreviewStale`. An empty request is refused with
+    :class:`SelectorError` and recorded as ``memory.forget_rejected`` (that
+    one event commits even though the call raises; nothing else is written).
+    """
+    parsed = access.require(principal, access.FORGET, scope)
+    actor_label = _actor(actor, principal, "user")
+    try:
+        return _forget_apply(
+            parsed,
+            selector=selector,
+            record_ids=record_ids,
+            utterance=utterance,
+            expected_record_ids=expected_record_ids,
+            actor=actor_label,
+        )
+    except SelectorError as exc:
+        mode = (
+            "record_ids"
+            if record_ids is not None
+            else "utterance"
+            if utterance is not None
+            else "selector"
+        )
+        _record_forget_rejected(
+            parsed, actor=actor_label, reason=exc.reason, mode=mode, utterance=utterance
+        )
+        raise
+
+
+@transaction.atomic
+def _forget_apply(
+    scope: Scope,
+    *,
+    selector: str | None,
+    record_ids: Sequence[str] | None,
+    utterance: str | None,
+    expected_record_ids: Sequence[str] | None,
+    actor: str,
+) -> dict[str, Any]:
+    lock_subject(str(scope))
+    request = _forget_request(
+        scope, selector=selector, record_ids=record_ids, utterance=utterance, lock=True
+    )
+    if expected_record_ids is not None:
+        expected = set(expected_record_ids)
+        actual = {r.record_id for r in request.records}
+        if expected != actual:
+            added = sorted(actual - expected)
+            gone = sorted(expected - actual)
+            raise ForgetPreviewStale(
+                "the records this forget matches changed since the preview "
+                f"(now also matches: {added or 'none'}; no longer matches: {gone or 'none'}); "
+                "preview again and confirm the new list"
+            )
+    now = timezone.now()
+    purged_ids, episode_ids = _purge(scope, request.records, now)
+    payload: dict[str, Any] = {
+        "mode": request.mode,
+        "selector_sha256": request.selector_sha256,
+        "purged_record_ids": purged_ids,
+        "purged_episode_ids": episode_ids,
+        "count": len(purged_ids),
+    }
+    if request.utterance_sha256:
+        payload["utterance_sha256"] = request.utterance_sha256
+    event = _audit(
+        scope=scope, event_type="memory.forget", actor=actor, payload=payload, mentions=purged_ids
+    )
+    return _keep_receipt(scope, event, request.selector_sha256, purged_ids, episode_ids)
+
+
+def _keep_receipt(
+    scope: Scope,
+    event: AuditEvent,
+    selector_sha256: str,
+    purged_ids: list[str],
+    episode_ids: list[str],
+) -> dict[str, Any]:
+    receipt = build_deletion_receipt(
+        event=event,
+        selector_sha256=selector_sha256,
+        purged_record_ids=purged_ids,
+        purged_episode_ids=episode_ids,
+    )
+    DeletionReceipt.objects.create(
+        scope=str(scope),
+        **scope.columns(),
+        audit_event_id=event.event_id,
+        event_type=event.event_type,
+        receipt=receipt,
+        record_count=len(purged_ids),
+        created_at=timezone.now(),
+    )
+    return receipt
+
+
+# -- review: promote and reject -------------------------------------------------------
+
+
+def _require_quarantined(record: Record, verb: str) -> None:
+    if record.status == Status.QUARANTINED:
+        return
+    why = {
+        Status.ACTIVE: "it is already active (someone may have promoted it already)",
+        Status.SUPERSEDED: "it is superseded by a newer record",
+        Status.TOMBSTONED: "it was rejected or forgotten and its content purged",
+    }.get(record.status, f"its status is {record.status}")
+    raise RecordStateError(
+        f"cannot {verb} {record.record_id}: only quarantined records can be {verb}ed, and {why}; "
+        "reload the review queue"
+    )
+
+
+def _reason_payload(reason: str | None) -> dict[str, Any]:
+    if reason is None or reason == "":
+        return {}
+    if not isinstance(reason, str) or len(reason) > 2000:
+        raise RecordStateError("a reason must be text of at most 2000 characters")
+    # The reason may quote content, so the chain keeps its digest only.
+    return {"reason_sha256": sha256_text(reason)}
+
+
+@transaction.atomic
+def promote(
+    *,
+    scope: Scope | str,
+    record_id: str,
+    reason: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> PromoteResult:
+    """Make a quarantined record at ``scope`` active and ``user_confirmed``.
+
+    It supersedes active records with its ``fact_key`` at that scope.
+    """
+    parsed = access.require(principal, access.REVIEW, scope)
+    reason_fields = _reason_payload(reason)
+    lock_subject(str(parsed))
+    record = _record_at(parsed, record_id)
+    _require_quarantined(record, "promote")
+    now = timezone.now()
+    Record.objects.filter(pk=record.pk).update(
+        status=Status.ACTIVE, trust_tier=TrustTier.USER_CONFIRMED, updated_at=now
+    )
+    _bump(parsed, **_status_deltas([record], Status.ACTIVE))
+    record.status = Status.ACTIVE
+    record.trust_tier = TrustTier.USER_CONFIRMED
+    search.index_records([(record.pk, record.record_id, record.scope, record.content)])
+    superseded_ids = [r.record_id for r in _supersede(parsed, record, now)]
+    event = _audit(
+        scope=parsed,
+        event_type="memory.record_promoted",
+        actor=_actor(actor, principal, "system"),
+        payload={
+            "record_id": record.record_id,
+            "status": Status.ACTIVE,
+            "trust_tier": TrustTier.USER_CONFIRMED,
+            "fact_key": record.fact_key,
+            "superseded_ids": superseded_ids,
+            **reason_fields,
+        },
+        record_id=record.record_id,
+        mentions=superseded_ids,
+    )
+    return PromoteResult(
+        str(parsed),
+        record.record_id,
+        Status.ACTIVE,
+        TrustTier.USER_CONFIRMED,
+        tuple(superseded_ids),
+        event.event_id,
+    )
+
+
+@transaction.atomic
+def reject(
+    *,
+    scope: Scope | str,
+    record_id: str,
+    reason: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Purge a quarantined record at ``scope`` the way forget does; return the deletion receipt."""
+    parsed = access.require(principal, access.REVIEW, scope)
+    reason_fields = _reason_payload(reason)
+    lock_subject(str(parsed))
+    record = _record_at(parsed, record_id)
+    _require_quarantined(record, "reject")
+    selector_sha256 = digest([record.record_id])
+    purged_ids, episode_ids = _purge(parsed, [record], timezone.now())
+    event = _audit(
+        scope=parsed,
+        event_type="memory.record_rejected",
+        actor=_actor(actor, principal, "system"),
+        payload={
+            "record_id": record.record_id,
+            "selector_sha256": selector_sha256,
+            "purged_record_ids": purged_ids,
+            "purged_episode_ids": episode_ids,
+            "count": len(purged_ids),
+            **reason_fields,
+        },
+        record_id=record.record_id,
+    )
+    return _keep_receipt(parsed, event, selector_sha256, purged_ids, episode_ids)
+
+
+# -- proposals, consolidation --------------------------------------------------------
+
+
+def _proposal_rejection(index: int, reason: str, message: str) -> dict[str, Any]:
+    return {"index": index, "reason": reason, "message": message}
+
+
+def _check_evidence(scope: Scope, evidence: Any) -> tuple[list[str], str, str]:
+    """Return (evidence IDs, rejection code, message); code is "" when acceptable."""
+    if not isinstance(evidence, list) or not evidence:
+        return [], "no_evidence", "cite at least one episode or record ID of this scope as evidence"
+    if not all(isinstance(item, str) and item for item in evidence) or len(evidence) > 100:
+        return [], "bad_evidence", "evidence must be a list of at most 100 episode or record IDs"
+    ids = list(dict.fromkeys(evidence))
+    episodes = dict(
+        Episode.objects.filter(scope=str(scope), episode_id__in=ids).values_list(
+            "episode_id", "purged_at"
+        )
+    )
+    records = dict(
+        Record.objects.filter(scope=str(scope), record_id__in=ids).values_list(
+            "record_id", "status"
+        )
+    )
+    for item in ids:
+        if item in episodes:
+            if episodes[item] is not None:
+                return ids, "evidence_forgotten", f"evidence {item} was forgotten"
+        elif item in records:
+            if records[item] == Status.TOMBSTONED:
+                return ids, "evidence_forgotten", f"evidence {item} was forgotten"
+        else:
+            return (
+                ids,
+                "unknown_evidence",
+                f"evidence {item} is not an episode or record of {scope}",
+            )
+    return ids, "", ""
+
+
+@transaction.atomic
+def propose_facts(
+    *,
+    scope: Scope | str,
+    facts: Sequence[dict[str, Any]],
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> ProposeResult:
+    """Accept outside proposals that cite this scope's episodes or records, into quarantine.
+
+    Each fact is ``{"content", "evidence": [ids], "fact_key"?, "confidence"?}``;
+    a fact without valid evidence is rejected with the reason, a duplicate is
+    not stored twice, accepted ones wait for review as ``derived``.
+    """
+    parsed = access.require(principal, access.PROPOSE, scope)
+    if not isinstance(facts, list | tuple) or not facts:
+        raise ProposalError("facts must be a non-empty list of objects")
+    if len(facts) > 500:
+        raise ProposalError("at most 500 facts per proposal")
+    actor_label = _actor(actor, principal, "system")
+    lock_subject(str(parsed))
+    now = timezone.now()
+    accepted: list[StoredRecord] = []
+    duplicates: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    for index, fact in enumerate(facts):
+        if not isinstance(fact, dict):
+            rejected.append(
+                _proposal_rejection(index, "not_an_object", "each fact must be an object")
+            )
+            continue
+        content = fact.get("content")
+        if not isinstance(content, str) or not content.strip() or len(content) > 10_000:
+            rejected.append(
+                _proposal_rejection(index, "bad_content", "content must be 1 to 10000 characters")
+            )
+            continue
+        content = " ".join(content.split())
+        key = fact.get("fact_key") or ""
+        if not isinstance(key, str) or len(key) > 200:
+            rejected.append(
+                _proposal_rejection(index, "bad_fact_key", "fact_key must be short text")
+            )
+            continue
+        confidence = fact.get("confidence", UNTRUSTED_CONFIDENCE_CAP)
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not 0 <= confidence <= 1
+        ):
+            rejected.append(
+                _proposal_rejection(index, "bad_confidence", "confidence must be from 0 to 1")
+            )
+            continue
+        evidence, code, message = _check_evidence(parsed, fact.get("evidence"))
+        content_sha256 = sha256_text(content)
+        if code:
+            rejected.append(_proposal_rejection(index, code, message))
+            _audit(
+                scope=parsed,
+                event_type="memory.proposal_rejected",
+                actor=actor_label,
+                payload={"index": index, "reason": code, "content_sha256": content_sha256},
+            )
+            continue
+        candidate = Candidate(content, normalise_key(key), float(confidence), "proposed")
+        stored, dupes = _store_candidate(
+            scope=parsed,
+            candidate=candidate,
+            trusted=False,
+            source_type=SourceType.DERIVED,
+            episode=None,
+            session_id="",
+            turn_id="",
+            actor=actor_label,
+            now=now,
+            evidence=evidence,
+            extra_payload={"content_sha256": content_sha256, "evidence": evidence},
+        )
+        if stored:
+            accepted.append(stored)
+        else:
+            duplicates.append({"index": index, "duplicate_of": dupes})
+    return ProposeResult(str(parsed), tuple(accepted), tuple(duplicates), tuple(rejected))
+
+
+@transaction.atomic
+def consolidate(
+    *, scope: Scope | str, principal: Principal = SYSTEM, actor: str | None = None
+) -> ConsolidateResult:
+    """Collapse duplicate active contents and leave one active record per ``fact_key`` at ``scope``.
+
+    Newest wins in both steps; older ones become superseded (kept, linked).
+    A second run changes nothing and writes nothing.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    lock_subject(str(parsed))
+    now = timezone.now()
+    active = Record.objects.select_for_update().filter(scope=str(parsed), status=Status.ACTIVE)
+    collapsed: list[dict[str, Any]] = []
+    retired: list[Record] = []
+
+    def retire(group: list[Record]) -> dict[str, Any]:
+        keeper, older = group[-1], group[:-1]
+        Record.objects.filter(pk__in=[r.pk for r in older]).update(
+            status=Status.SUPERSEDED, superseded_by=keeper.record_id, updated_at=now
+        )
+        if keeper.supersedes_id is None:
+            Record.objects.filter(pk=keeper.pk).update(supersedes=older[-1].record_id)
+        retired.extend(older)
+        return {"kept": keeper.record_id, "superseded_ids": [r.record_id for r in older]}
+
+    repeated = active.values("content_digest").annotate(n=Count("id")).filter(n__gt=1).order_by()
+    for digest_value in sorted(row["content_digest"] for row in repeated):
+        group = list(active.filter(content_digest=digest_value).order_by("id"))
+        collapsed.append(retire(group))
+    keys: list[dict[str, Any]] = []
+    clashing = (
+        active.exclude(fact_key="")
+        .values("fact_key")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .order_by()
+    )
+    for fact_key in sorted(row["fact_key"] for row in clashing):
+        group = list(active.filter(fact_key=fact_key).order_by("id"))
+        keys.append({"fact_key": fact_key, **retire(group)})
+    if not retired:
+        return ConsolidateResult(str(parsed), False, (), (), None)
+    search.unindex_records([r.pk for r in retired])
+    _bump(parsed, **_status_deltas(retired, Status.SUPERSEDED))
+    retired_ids = [r.record_id for r in retired]
+    event = _audit(
+        scope=parsed,
+        event_type="memory.consolidated",
+        actor=_actor(actor, principal, "system"),
+        payload={"duplicates": collapsed, "fact_keys": keys, "superseded_count": len(retired)},
+        mentions=retired_ids,
+    )
+    return ConsolidateResult(str(parsed), True, tuple(collapsed), tuple(keys), event.event_id)
+
+
+# -- derived views: persona, scenes -------------------------------------------------------
+
+
+@transaction.atomic
+def persona(
+    *,
+    scope: Scope | str,
+    max_chars: int = PERSONA_MAX_CHARS,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> Persona:
+    """A bounded text of the active facts visible from ``scope``; building it is audited.
+
+    Keyed facts first, by key (the nearest scope's value when a slot is set at
+    several levels), then unkeyed facts newest first; one ``- [record_id]
+    content`` line each, cut at ``max_chars``.
+    """
+    parsed = access.require(principal, access.READ, scope)
+    max_chars = _check_limit("max_chars", max_chars, 100_000)
+    visible = parsed.visible_strings()
+    depth = {name: index for index, name in enumerate(visible)}  # 0 = nearest
+    keyed_rows = (
+        Record.objects.filter(scope__in=visible, status=Status.ACTIVE)
+        .exclude(fact_key="")
+        .order_by("fact_key", "-id")[: PERSONA_MAX_LINES * 4]
+    )
+    chosen: dict[str, Record] = {}
+    for record in keyed_rows:
+        current = chosen.get(record.fact_key)
+        if current is None or depth[record.scope] < depth[current.scope]:
+            chosen[record.fact_key] = record
+    unkeyed = Record.objects.filter(scope__in=visible, status=Status.ACTIVE, fact_key="").order_by(
+        "-id"
+    )[:PERSONA_MAX_LINES]
+    lines: list[str] = []
+    record_ids: list[str] = []
+    used = 0
+    for record in [*(chosen[key] for key in sorted(chosen)), *unkeyed]:
+        line = f"- [{record.record_id}] {' '.join(record.content.split())}\n"
+        if used + len(line) > max_chars or len(lines) >= PERSONA_MAX_LINES:
+            break
+        lines.append(line)
+        record_ids.append(record.record_id)
+        used += len(line)
+    text = "".join(lines)
+    persona_sha256 = sha256_text(text)
+    event = _audit(
+        scope=parsed,
+        event_type="memory.persona_built",
+        actor=_actor(actor, principal, "agent"),
+        payload={"record_ids": record_ids, "persona_sha256": persona_sha256, "chars": len(text)},
+        mentions=record_ids,
+    )
+    return Persona(str(parsed), text, tuple(record_ids), persona_sha256, event.event_id)
+
+
+@transaction.atomic
+def scenes(
+    *, scope: Scope | str, limit: int = SCENES_LIMIT, principal: Principal = SYSTEM
+) -> list[Scene]:
+    """One scene per session at exactly ``scope``, newest first, with its episodes and records.
+
+    Derived on the fly; nothing is stored or audited.
+    """
+    parsed = access.require(principal, access.READ, scope)
+    limit = _check_limit("limit", limit, 200)
+    sessions = list(
+        Episode.objects.filter(scope=str(parsed))
+        .values("session_id")
+        .annotate(last=Max("id"))
+        .order_by("-last")
+        .values_list("session_id", flat=True)[:limit]
+    )
+    result = []
+    for session in sessions:
+        episodes = Episode.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
+            :SCENE_ITEMS_LIMIT
+        ]
+        records = Record.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
+            :SCENE_ITEMS_LIMIT
+        ]
+        result.append(
+            Scene(
+                session_id=session,
+                episodes=tuple(
+                    {
+                        "episode_id": e.episode_id,
+                        "turn_id": e.turn_id,
+                        "source_type": e.source_type,
+                        "text": e.text,
+                        "purged": e.purged_at is not None,
+                        "created_at": e.created_at.isoformat(),
+                    }
+                    for e in episodes
+                ),
+                records=tuple(
+                    {
+                        "record_id": r.record_id,
+                        "status": r.status,
+                        "fact_key": r.fact_key,
+                        "content": r.content,
+                        "trust_tier": r.trust_tier,
+                        "episode_id": r.episode_id,
+                        "created_at": r.created_at.isoformat(),
+                    }
+                    for r in records
+                ),
+            )
+        )
+    return result
+
+
+# -- host hooks: capture and log_action ------------------------------------------------------
+
+
+@transaction.atomic
+def capture(
+    *,
+    scope: Scope | str,
+    role: str,
+    content: str,
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> CaptureResult:
+    """A host's turn hook: a ``user`` turn is remembered; agent turns leave digests only.
+
+    ``assistant``, ``tool_call`` and ``tool_result`` append ``agent.*`` events
+    with a digest and size, never content, so an agent cannot poison its own
+    memory. Any other role is refused.
+    """
+    if role == "user":
+        result = remember(
+            scope=scope,
+            text=content,
+            session_id=session_id,
+            turn_id=turn_id,
+            principal=principal,
+            actor=actor,
+        )
+        return CaptureResult(role, None, result)
+    if role not in CAPTURE_EVENT_TYPES:
+        raise CaptureError(f"unknown role {role!r}: use user, assistant, tool_call or tool_result")
+    parsed = access.require(principal, access.WRITE, scope)
+    if not isinstance(content, str):
+        raise CaptureError("captured content must be text")
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    lock_subject(str(parsed))
+    event = _audit(
+        scope=parsed,
+        event_type=CAPTURE_EVENT_TYPES[role],
+        actor=_actor(actor, principal, "agent"),
+        payload={"role": role, "content_sha256": sha256_text(content), "chars": len(content)},
+        session_id=session,
+        turn_id=turn,
+    )
+    return CaptureResult(role, event.event_id, None)
+
+
+@transaction.atomic
+def log_action(
+    *,
+    scope: Scope | str,
+    event_type: str,
+    payload: dict[str, Any],
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Append the caller's ``agent.*`` event to the scope's chain.
+
+    The payload is the caller's: it must hold digests, IDs and counts, not content.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    if not isinstance(event_type, str) or not event_type.startswith("agent."):
+        raise ActionLogError(f"event type {event_type!r} must start with 'agent.'")
+    if not EVENT_TYPE_RE.fullmatch(event_type) or len(event_type) > 100:
+        raise ActionLogError(
+            f"event type {event_type!r} must be dotted lower-case words, e.g. agent.file_written"
+        )
+    if not isinstance(payload, dict):
+        raise ActionLogError("the payload must be a JSON object")
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    lock_subject(str(parsed))
+    try:
+        event = _audit(
+            scope=parsed,
+            event_type=event_type,
+            actor=_actor(actor, principal, "agent"),
+            payload=payload,
+            session_id=session,
+            turn_id=turn,
+        )
+    except ValueError as exc:
+        raise ActionLogError(str(exc)) from exc
+    return {
+        "audit_event_id": event.event_id,
+        "sequence": event.sequence,
+        "event_hash": event.event_hash,
+        "subject_id": event.subject_id,
+    }
+
+
+# -- inspection (a read, here for the API's convenience) ------------------------------------
+
+
+def inspect(*, scope: Scope | str, principal: Principal = SYSTEM) -> dict[str, Any]:
+    """Records (all statuses), episodes, retrieval events, audit events and chain status at ``scope``."""
+    from memory import selectors
+
+    return selectors.inspect(principal, scope=scope)
