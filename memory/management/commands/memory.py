@@ -1,0 +1,405 @@
+"""``manage.py memory``: the memory engine from the command line.
+
+Sub-verbs, each a thin wrapper over :mod:`memory.services` or
+:mod:`memory.selectors`::
+
+    memory remember SCOPE TEXT [--session S] [--turn T] [--source-type T] [--force]
+    memory remember SCOPE --key KEY --value VALUE [--kind KIND]
+    memory recall SCOPE QUERY [--limit N] [--min-score X] [--block [--max-chars N]]
+    memory list SCOPE [--status S] [--source-type T] [--trust-tier T] [--session S]
+                      [--text T] [--subtree] [--after CURSOR] [--limit N]
+    memory show RECORD_ID
+    memory forget SCOPE (--selector TEXT | --record-id ID ... | --utterance TEXT)
+                        [--preview] [--expect ID ...] [--receipt-out FILE]
+    memory promote SCOPE RECORD_ID [--reason TEXT]
+    memory reject SCOPE RECORD_ID [--reason TEXT] [--receipt-out FILE]
+    memory consolidate SCOPE
+    memory persona SCOPE [--max-chars N]
+    memory scenes SCOPE [--limit N]
+    memory inspect SCOPE
+    memory propose SCOPE FILE        (a JSON list of facts, or {"facts": [...]})
+    memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
+
+``--json`` (before or after the verb) prints machine-readable JSON. Every
+refusal (an invalid scope, an unknown record, a record in the wrong state, an
+empty forget) is one line on stderr and exit status 2, and writes nothing
+(an empty forget is recorded as ``memory.forget_rejected``, as the spec asks).
+The command runs as the trusted system principal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from aetnaweb.access import AccessDenied, system_principal
+from aetnaweb.scopes import Scope, ScopeError
+from memory import selectors, services
+from memory.errors import MemoryEngineError, ProposalError
+
+REFUSED = 2
+
+
+def _refuse(message: object) -> CommandError:
+    return CommandError(" ".join(str(message).split()), returncode=REFUSED)
+
+
+def _scope(raw: str) -> Scope:
+    try:
+        return Scope.parse(raw)
+    except ScopeError as exc:
+        raise _refuse(exc) from exc
+
+
+class Command(BaseCommand):
+    help = "Remember, recall, review, forget and inspect scoped memory."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+        def verb(name: str, help_text: str, *, scope: bool = True) -> Any:
+            sub = verbs.add_parser(name, help=help_text)
+            sub.add_argument("--json", action="store_true", dest="json_out", help="print JSON")
+            if scope:
+                sub.add_argument("scope", help="tenant:user:project, e.g. acme:alice:*")
+            return sub
+
+        remember = verb("remember", "store a message (or --key/--value) at exactly SCOPE")
+        remember.add_argument("text", nargs="?", help="the message as received")
+        remember.add_argument("--session")
+        remember.add_argument("--turn")
+        remember.add_argument(
+            "--source-type", dest="source_type", help="user_message, webpage or tool_output"
+        )
+        remember.add_argument("--force", action="store_true", help="store plain prose as a note")
+        remember.add_argument("--key", help="explicit fact key (with --value)")
+        remember.add_argument("--value", help="explicit fact value (with --key)")
+        remember.add_argument("--kind", help="optional kind label for an explicit fact")
+        remember.add_argument("--actor")
+
+        recall = verb("recall", "recall memories visible from SCOPE")
+        recall.add_argument("query")
+        recall.add_argument("--limit", type=int, default=5)
+        recall.add_argument("--min-score", dest="min_score", type=float, default=None)
+        recall.add_argument("--block", action="store_true", help="print the prompt block")
+        recall.add_argument("--max-chars", dest="max_chars", type=int, default=2000)
+        recall.add_argument("--session")
+
+        listing = verb("list", "list records stored at SCOPE, newest first")
+        listing.add_argument("--status")
+        listing.add_argument("--source-type", dest="source_type")
+        listing.add_argument("--trust-tier", dest="trust_tier")
+        listing.add_argument("--session")
+        listing.add_argument("--text", help="case-insensitive substring of the content")
+        listing.add_argument("--subtree", action="store_true", help="include descendants")
+        listing.add_argument("--after", help="cursor printed by the previous page")
+        listing.add_argument("--limit", type=int, default=50)
+
+        show = verb(
+            "show", "a record with its supersession chain, audit events and recalls", scope=False
+        )
+        show.add_argument("record_id")
+
+        forget = verb("forget", "purge records at exactly SCOPE and print the deletion receipt")
+        forget.add_argument("--selector", help="substring of the content to forget")
+        forget.add_argument(
+            "--record-id", dest="record_ids", action="append", help="repeat for several"
+        )
+        forget.add_argument("--utterance", help='the user\'s words, e.g. "forget my backup email"')
+        forget.add_argument(
+            "--preview", action="store_true", help="show what would go; write nothing"
+        )
+        forget.add_argument(
+            "--expect",
+            action="append",
+            help="a previewed record ID (repeat); refuse if the match changed",
+        )
+        forget.add_argument("--receipt-out", dest="receipt_out", help="also write the receipt here")
+        forget.add_argument("--actor")
+
+        for name, help_text in (
+            ("promote", "activate a quarantined record (user_confirmed)"),
+            ("reject", "purge a quarantined record and print the deletion receipt"),
+        ):
+            sub = verb(name, help_text)
+            sub.add_argument("record_id")
+            sub.add_argument("--reason", default="")
+            sub.add_argument("--actor")
+            if name == "reject":
+                sub.add_argument("--receipt-out", dest="receipt_out")
+
+        verb("consolidate", "collapse duplicates and one active record per fact key")
+        persona = verb("persona", "the bounded persona text of SCOPE")
+        persona.add_argument("--max-chars", dest="max_chars", type=int, default=1500)
+        scenes = verb("scenes", "sessions at SCOPE with their episodes and records")
+        scenes.add_argument("--limit", type=int, default=20)
+        verb("inspect", "everything stored at SCOPE and whether its chain verifies")
+        propose = verb("propose", "propose facts from a JSON file (they land quarantined)")
+        propose.add_argument("file", help='JSON: [{"content", "evidence": [ids], "fact_key"?}]')
+        capture = verb("capture", "a host turn hook: user turns are remembered")
+        capture.add_argument("role", help="user, assistant, tool_call or tool_result")
+        capture.add_argument("content")
+        capture.add_argument("--session")
+        capture.add_argument("--turn")
+
+    # -- dispatch -----------------------------------------------------------------
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.as_json = bool(options.get("json") or options.get("json_out"))
+        handler = getattr(self, f"_{options['verb']}")
+        try:
+            handler(options)
+        except (MemoryEngineError, AccessDenied) as exc:
+            raise _refuse(exc) from exc
+        except ScopeError as exc:
+            raise _refuse(exc) from exc
+
+    def _emit(self, data: Any, text: str) -> None:
+        if self.as_json:
+            self.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str))
+        else:
+            self.stdout.write(text)
+
+    # -- verbs ------------------------------------------------------------------------
+
+    def _remember(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["key"] is not None or options["value"] is not None:
+            if options["key"] is None or options["value"] is None or options["text"]:
+                raise _refuse("give either TEXT or both --key and --value")
+            result = services.remember_fact(
+                scope=scope,
+                key=options["key"],
+                value=options["value"],
+                kind=options["kind"],
+                session_id=options["session"],
+                turn_id=options["turn"],
+                actor=options["actor"],
+            )
+        else:
+            if not options["text"]:
+                raise _refuse("nothing to remember: give TEXT (or --key and --value)")
+            result = services.remember(
+                scope=scope,
+                text=options["text"],
+                session_id=options["session"],
+                turn_id=options["turn"],
+                source_type=options["source_type"],
+                force=options["force"],
+                actor=options["actor"],
+            )
+        lines = [f"episode {result.episode_id or '-'} ({result.source_type}, {result.trust_tier})"]
+        for record in result.records:
+            extra = (
+                f" supersedes {', '.join(record.superseded_ids)}" if record.superseded_ids else ""
+            )
+            lines.append(f"  {record.record_id} {record.status}: {record.content}{extra}")
+        if result.duplicate_of:
+            lines.append(f"  duplicate of {', '.join(result.duplicate_of)} (not stored again)")
+        if result.ignored:
+            lines.append("  no fact found (use --force to keep it as a note)")
+        self._emit(result.as_dict(), "\n".join(lines))
+
+    def _recall(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["block"]:
+            min_score = options["min_score"]
+            block = services.recall_block(
+                scope=scope,
+                query=options["query"],
+                max_items=options["limit"],
+                max_chars=options["max_chars"],
+                min_score=services.RECALL_BLOCK_MIN_SCORE if min_score is None else min_score,
+                session_id=options["session"],
+            )
+            self._emit(block.as_dict(), block.text or "(nothing relevant enough to inject)")
+            return
+        result = services.recall(
+            scope=scope,
+            query=options["query"],
+            limit=options["limit"],
+            min_score=options["min_score"] or 0.0,
+            session_id=options["session"],
+        )
+        lines = [
+            f"{c.score:.3f} {c.record_id} [{c.scope}] {c.content}" for c in result.returned
+        ] or ["(no memory matched)"]
+        lines.append(f"retrieval {result.retrieval_id}: {len(result.candidates)} candidates")
+        self._emit(result.as_dict(), "\n".join(lines))
+
+    def _list(self, options: dict[str, Any]) -> None:
+        page = selectors.list_records(
+            system_principal(),
+            scope=_scope(options["scope"]),
+            status=options["status"],
+            source_type=options["source_type"],
+            trust_tier=options["trust_tier"],
+            session_id=options["session"],
+            text=options["text"],
+            include_descendants=options["subtree"],
+            after=options["after"],
+            limit=options["limit"],
+        )
+        items = [selectors.record_as_dict(r) for r in page.items]
+        lines = [
+            f"{r['record_id']} {r['status']:<11} {r['scope']} {r['content'] or '(purged)'}"
+            for r in items
+        ] or ["(no records)"]
+        if page.next_cursor:
+            lines.append(f"more: --after {page.next_cursor}")
+        self._emit({"items": items, "next_cursor": page.next_cursor}, "\n".join(lines))
+
+    def _show(self, options: dict[str, Any]) -> None:
+        detail = selectors.record_detail(system_principal(), options["record_id"]).as_dict()
+        record = detail["record"]
+        lines = [
+            f"{record['record_id']} at {record['scope']}: {record['status']} "
+            f"({record['source_type']}, {record['trust_tier']}, confidence {record['confidence']})",
+            f"  content: {record['content'] or '(purged)'}",
+            f"  fact key: {record['fact_key'] or '-'}",
+            f"  supersedes: {' <- '.join(r['record_id'] for r in detail['supersedes_chain']) or '-'}",
+            f"  superseded by: {' -> '.join(r['record_id'] for r in detail['superseded_by_chain']) or '-'}",
+            f"  episode: {record['episode_id'] or '-'}",
+            f"  audit events: {len(detail['audit_events'])}",
+        ]
+        lines += [
+            f"    #{e['sequence']} {e['event_type']} by {e['actor']}"
+            for e in detail["audit_events"]
+        ]
+        lines.append(f"  recalls: {len(detail['recalls'])}")
+        self._emit(detail, "\n".join(lines))
+
+    def _write_receipt(self, receipt: dict[str, Any], path: str | None) -> None:
+        if path:
+            Path(path).write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
+
+    def _receipt_text(self, receipt: dict[str, Any]) -> str:
+        return (
+            f"purged {len(receipt['purged_record_ids'])} record(s), "
+            f"{len(receipt['purged_episode_ids'])} episode(s) at {receipt['subject_id']}\n"
+            + json.dumps(receipt, indent=2, sort_keys=True)
+        )
+
+    def _forget(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        request = {
+            "selector": options["selector"],
+            "record_ids": options["record_ids"],
+            "utterance": options["utterance"],
+        }
+        if options["preview"]:
+            preview = services.forget_preview(scope=scope, **request)
+            lines = [f"would purge {len(preview.record_ids)} record(s) at {scope}:"]
+            lines += [f"  {r['record_id']} {r['status']}: {r['content']}" for r in preview.records]
+            lines.append(f"source episodes cleared: {', '.join(preview.episode_ids) or '-'}")
+            self._emit(preview.as_dict(), "\n".join(lines))
+            return
+        receipt = services.forget(
+            scope=scope,
+            expected_record_ids=options["expect"],
+            actor=options["actor"],
+            **request,
+        )
+        self._write_receipt(receipt, options["receipt_out"])
+        self._emit(receipt, self._receipt_text(receipt))
+
+    def _promote(self, options: dict[str, Any]) -> None:
+        result = services.promote(
+            scope=_scope(options["scope"]),
+            record_id=options["record_id"],
+            reason=options["reason"],
+            actor=options["actor"],
+        )
+        extra = f"; superseded {', '.join(result.superseded_ids)}" if result.superseded_ids else ""
+        self._emit(result.as_dict(), f"{result.record_id} is now active (user_confirmed){extra}")
+
+    def _reject(self, options: dict[str, Any]) -> None:
+        receipt = services.reject(
+            scope=_scope(options["scope"]),
+            record_id=options["record_id"],
+            reason=options["reason"],
+            actor=options["actor"],
+        )
+        self._write_receipt(receipt, options["receipt_out"])
+        self._emit(receipt, self._receipt_text(receipt))
+
+    def _consolidate(self, options: dict[str, Any]) -> None:
+        result = services.consolidate(scope=_scope(options["scope"]))
+        if not result.changed:
+            text = "nothing to consolidate"
+        else:
+            retired = sum(len(g["superseded_ids"]) for g in [*result.duplicates, *result.keys])
+            text = (
+                f"superseded {retired} record(s): {len(result.duplicates)} duplicate group(s), "
+                f"{len(result.keys)} fact key(s)"
+            )
+        self._emit(result.as_dict(), text)
+
+    def _persona(self, options: dict[str, Any]) -> None:
+        result = services.persona(scope=_scope(options["scope"]), max_chars=options["max_chars"])
+        self._emit(result.as_dict(), result.text or "(no active facts)")
+
+    def _scenes(self, options: dict[str, Any]) -> None:
+        result = services.scenes(scope=_scope(options["scope"]), limit=options["limit"])
+        lines = []
+        for scene in result:
+            lines.append(
+                f"session {scene.session_id or '(none)'}: {len(scene.episodes)} episode(s), "
+                f"{len(scene.records)} record(s)"
+            )
+            lines += [f"  {r['record_id']} {r['status']}: {r['content']}" for r in scene.records]
+        self._emit([s.as_dict() for s in result], "\n".join(lines) or "(no sessions)")
+
+    def _inspect(self, options: dict[str, Any]) -> None:
+        data = selectors.inspect(system_principal(), scope=_scope(options["scope"]))
+        counts = data["counts"]
+        chain = data["chain"]
+        text = "\n".join(
+            [
+                f"{data['scope']}: {counts['active']} active, {counts['quarantined']} quarantined, "
+                f"{counts['superseded']} superseded, {counts['tombstoned']} tombstoned, "
+                f"{counts['episodes']} episodes",
+                f"chain: {'verifies' if chain['ok'] else 'BROKEN'} "
+                f"({chain['events_checked']} events)",
+                *chain["reasons"],
+            ]
+        )
+        self._emit(data, text)
+
+    def _propose(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        try:
+            data = json.loads(Path(options["file"]).read_text())
+        except OSError as exc:
+            raise _refuse(f"cannot read {options['file']}: {exc.strerror}") from exc
+        except json.JSONDecodeError as exc:
+            raise _refuse(f"{options['file']} is not JSON: {exc}") from exc
+        facts = data.get("facts") if isinstance(data, dict) else data
+        if not isinstance(facts, list):
+            raise ProposalError('the file must hold a JSON list of facts or {"facts": [...]}')
+        result = services.propose_facts(scope=scope, facts=facts)
+        lines = [f"accepted {len(result.accepted)} (quarantined for review)"]
+        lines += [f"  {r.record_id}: {r.content}" for r in result.accepted]
+        lines += [
+            f"duplicate #{d['index']} of {', '.join(d['duplicate_of'])}" for d in result.duplicates
+        ]
+        lines += [f"rejected #{r['index']}: {r['message']}" for r in result.rejected]
+        self._emit(result.as_dict(), "\n".join(lines))
+
+    def _capture(self, options: dict[str, Any]) -> None:
+        result = services.capture(
+            scope=_scope(options["scope"]),
+            role=options["role"],
+            content=options["content"],
+            session_id=options["session"],
+            turn_id=options["turn"],
+        )
+        if result.remembered is not None:
+            text = f"remembered: {len(result.remembered.records)} record(s)"
+        else:
+            text = f"logged {result.role} turn as audit event {result.audit_event_id}"
+        self._emit(result.as_dict(), text)
