@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -35,6 +35,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
+from pydantic import AfterValidator, Field
 
 from aetnaweb import access, tokens
 from aetnaweb.access import AccessDenied, Principal
@@ -70,6 +71,26 @@ def bad_request(
 def not_found() -> ApiError:
     # One message for "does not exist" and "not yours": existence never leaks.
     return ApiError(404, "not_found", "no such resource for this token")
+
+
+def _canonical_scope(raw: str) -> str:
+    return str(Scope.parse(raw))  # ScopeError is a ValueError: a 400 naming the field
+
+
+ScopeStr = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="A scope 'tenant:user:project' (see scopes.md), e.g. 'acme:alice:proj'.",
+        examples=["acme:alice:proj"],
+    ),
+    AfterValidator(_canonical_scope),
+]
+"""A scope in a body or query: validated by :meth:`Scope.parse`, never repaired."""
+
+ContextStr = Annotated[str, Field(min_length=1, max_length=200)]
+"""A session or turn ID."""
 
 
 class ErrorOut(Schema):
@@ -244,9 +265,12 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
     field = _field_of(first.get("loc", ()))
     reason = str(first.get("msg", "invalid value"))
     reason = reason.removeprefix("Value error, ")
+    error = "invalid_field"
     if first.get("type") == "missing":
-        reason = "this field is required"
-    return error_response(request, 400, "invalid_request", reason, field)
+        reason, error = "this field is required", "missing_field"
+    elif field is not None and field.rsplit(".", 1)[-1] == "scope":
+        error = "invalid_scope"
+    return error_response(request, 400, error, reason, field)
 
 
 @api.exception_handler(HttpError)
@@ -319,6 +343,18 @@ def whoami(request: HttpRequest) -> dict[str, Any]:
 
 
 # -- URL patterns ---------------------------------------------
+
+
+def _mount_app_routers() -> None:
+    # Imported here: the routers import this module's helpers.
+    from actions.api import mount as mount_actions
+    from memory.api import mount as mount_memory
+
+    mount_memory(api)
+    mount_actions(api)
+
+
+_mount_app_routers()
 
 
 def _exempt_from_login(patterns: list[Any]) -> None:

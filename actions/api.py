@@ -1,0 +1,139 @@
+"""HTTP endpoints for guarded actions, under ``/api/v1/actions/``.
+
+An agent stages an exact plan, reads it back, lists its plans and verifies
+them. There is deliberately no endpoint to approve, deny, commit, abort,
+recover or purge: those stay with people in the dashboard (decision 5), and
+no token can hold the ``approve`` capability anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Query, Router
+
+from actions import selectors, services
+from actions.api_schemas import (
+    StageIn,
+    TransactionsOut,
+    TransactionsQuery,
+    VerificationOut,
+    WorldPatchOut,
+)
+from actions.errors import (
+    ActionError,
+    ActionInputError,
+    ActionPolicyViolation,
+    AdapterNotRegistered,
+    TransactionNotFound,
+)
+from aetnaweb import access
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    bad_request,
+    error_response,
+    not_found,
+    principal_of,
+    require,
+    require_capability,
+)
+
+router = Router(tags=["actions"])
+
+MAX_TRANSACTION_ID = 64
+
+
+@router.post(
+    "/stage",
+    response={200: WorldPatchOut, **ERROR_RESPONSES},
+    summary="Stage an exact plan (a world patch) for a person to approve",
+)
+def stage(request: HttpRequest, payload: StageIn) -> dict[str, Any]:
+    """Record an exact, hashed plan at ``scope`` (capability ``stage``).
+
+    In ``enforce`` mode it waits for a person's approval in the dashboard;
+    ``observe`` and ``preview`` plans can never execute. Nothing is written
+    unless every operation prepares and passes the guard policy.
+    """
+    require(request, access.STAGE, payload.scope)
+    try:
+        return services.stage(
+            scope=payload.scope,
+            operations=[operation.model_dump() for operation in payload.operations],
+            mode=payload.mode,
+            session_id=payload.session_id,
+            turn_id=payload.turn_id,
+            principal=principal_of(request),
+        )
+    except ActionPolicyViolation as exc:
+        raise bad_request(str(exc), field="operations", error="policy_violation") from exc
+    except AdapterNotRegistered as exc:
+        raise bad_request(str(exc), field="operations", error="unknown_adapter") from exc
+    except ActionInputError as exc:
+        raise bad_request(str(exc), field="operations", error="invalid_operation") from exc
+
+
+@router.get(
+    "",
+    response={200: TransactionsOut, **ERROR_RESPONSES},
+    summary="List the guarded-action transactions the token may read, newest first",
+)
+def list_transactions(request: HttpRequest, params: Query[TransactionsQuery]) -> dict[str, Any]:
+    """Transactions inside the token's subtree (or ``scope``), optionally in some states;
+    pass ``next_after`` back as ``after`` for the next page. Capability ``read``."""
+    if params.scope is not None:
+        require(request, access.READ, params.scope)
+    else:
+        require_capability(request, access.READ)
+    page = selectors.list_transactions(
+        principal_of(request),
+        scope=params.scope,
+        states=params.state,
+        after=params.after,
+        limit=params.limit,
+    )
+    return {"items": page.items, "next_after": page.next_after}
+
+
+@router.get(
+    "/{transaction_id}",
+    response={200: dict[str, Any], **ERROR_RESPONSES},
+    summary="One transaction: operations with previews, evidence, approvals, attempts, receipt",
+)
+def show_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any]:
+    """A transaction the token may read (capability ``read``); any other ID is a 404."""
+    require_capability(request, access.READ)
+    if len(transaction_id) > MAX_TRANSACTION_ID:
+        raise not_found()
+    try:
+        return selectors.transaction_detail(principal_of(request), transaction_id)
+    except access.AccessDenied:
+        raise not_found() from None
+
+
+@router.get(
+    "/{transaction_id}/verify",
+    response={200: VerificationOut, **ERROR_RESPONSES},
+    summary="Verify a transaction: plan hash, approvals, receipts and the scope's chain",
+)
+def verify_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any]:
+    """The V-1 verification of one transaction (capability ``audit``); read-only."""
+    require_capability(request, access.AUDIT)
+    if len(transaction_id) > MAX_TRANSACTION_ID:
+        raise not_found()
+    try:
+        return services.verify(transaction_id=transaction_id, principal=principal_of(request))
+    except (TransactionNotFound, access.AccessDenied):
+        raise not_found() from None
+
+
+def mount(api: NinjaAPI) -> None:
+    api.add_router("/actions/", router)
+
+    @api.exception_handler(ActionError)
+    def _action_error(request: HttpRequest, exc: ActionError) -> HttpResponse:
+        # Endpoints name the field; this is the safety net for any refusal they did not.
+        if isinstance(exc, TransactionNotFound):
+            return error_response(request, 404, "not_found", "no such resource for this token")
+        return error_response(request, 400, "action_refused", str(exc))

@@ -1,0 +1,407 @@
+"""HTTP endpoints for the memory engine, under ``/api/v1/memory/``.
+
+Each endpoint validates the body (:mod:`memory.api_schemas`), checks the
+token's reach (:func:`aetnaweb.api.require`: 404 outside its subtree, 403
+without the capability) and calls the same service or selector the
+dashboard, the commands and the MCP server call. The audit actor is the
+token's label (``agent:<token name>``), so the chain says which credential
+acted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Query, Router
+
+from aetnaweb import access
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    ApiError,
+    bad_request,
+    error_response,
+    not_found,
+    principal_of,
+    require,
+    require_capability,
+)
+from memory import selectors, services
+from memory.api_schemas import (
+    CaptureIn,
+    CaptureOut,
+    DeletionReceiptOut,
+    ForgetIn,
+    ForgetPreviewOut,
+    LogActionIn,
+    LogActionOut,
+    PersonaIn,
+    PersonaOut,
+    ProposeIn,
+    ProposeOut,
+    RecallBlockIn,
+    RecallBlockOut,
+    RecallIn,
+    RecallOut,
+    RecordDetailOut,
+    RecordListOut,
+    RecordsQuery,
+    RememberIn,
+    RememberOut,
+    ScenesOut,
+    ScenesQuery,
+)
+from memory.errors import (
+    ForgetPreviewStale,
+    MemoryEngineError,
+    RecordNotFound,
+    RecordStateError,
+    SelectorError,
+)
+
+router = Router(tags=["memory"])
+
+CONFLICT_RESPONSES = {**ERROR_RESPONSES, 409: ERROR_RESPONSES[400]}
+
+
+@contextmanager
+def refusals(field: str | None = None, **fields: str) -> Iterator[None]:
+    """Turn the engine's refusals into API errors naming ``field`` (or a per-class field).
+
+    ``fields`` maps an error class name to the request field it is about,
+    e.g. ``refusals("text", RecordNotFound="record_ids")``.
+    """
+    try:
+        yield
+    except (RecordStateError, ForgetPreviewStale) as exc:
+        # The request was well formed; the records are not in the state it assumed.
+        raise ApiError(409, _code(exc), str(exc), fields.get(type(exc).__name__, field)) from exc
+    except SelectorError as exc:
+        raise bad_request(
+            str(exc), field=fields.get("SelectorError", field), error=exc.reason
+        ) from exc
+    except MemoryEngineError as exc:
+        raise bad_request(
+            str(exc), field=fields.get(type(exc).__name__, field), error=_code(exc)
+        ) from exc
+
+
+def _code(exc: Exception) -> str:
+    """``RecordNotFound`` -> ``record_not_found``."""
+    name = type(exc).__name__
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def _actor(request: HttpRequest) -> str:
+    return principal_of(request).label
+
+
+# -- writes ---------------------------------------------------------------------------
+
+
+@router.post(
+    "/remember",
+    response={200: RememberOut, **ERROR_RESPONSES},
+    summary="Remember a message, a forced note, or an explicit key and value",
+)
+def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
+    """Store a message at exactly ``scope`` (capability ``write``).
+
+    Give ``text`` (a message: facts are extracted; ``<webpage>`` or tool blocks
+    land quarantined) or ``key`` and ``value`` (an explicit trusted fact).
+    """
+    require(request, access.WRITE, payload.scope)
+    if payload.text is not None:
+        if payload.key is not None or payload.value is not None:
+            raise bad_request("give either text, or key and value, not both", field="key")
+        with refusals("text", ExtractionError="text"):
+            result = services.remember(
+                scope=payload.scope,
+                text=payload.text,
+                session_id=payload.session_id,
+                turn_id=payload.turn_id,
+                source_type=payload.source_type,
+                force=payload.force,
+                principal=principal_of(request),
+                actor=_actor(request),
+            )
+        return result.as_dict()
+    if payload.key is None:
+        raise bad_request("this field is required (or give key and value)", field="text")
+    if payload.value is None:
+        raise bad_request("this field is required with key", field="value")
+    with refusals("value"):
+        result = services.remember_fact(
+            scope=payload.scope,
+            key=payload.key,
+            value=payload.value,
+            kind=payload.kind,
+            session_id=payload.session_id,
+            turn_id=payload.turn_id,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return result.as_dict()
+
+
+@router.post(
+    "/capture",
+    response={200: CaptureOut, **ERROR_RESPONSES},
+    summary="Capture one turn from an agent host",
+)
+def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
+    """A host's turn hook (capability ``write``): a ``user`` turn is remembered;
+    ``assistant``, ``tool_call`` and ``tool_result`` turns leave only a digest and a size."""
+    require(request, access.WRITE, payload.scope)
+    with refusals("content", CaptureError="role"):
+        result = services.capture(
+            scope=payload.scope,
+            role=payload.role,
+            content=payload.content,
+            session_id=payload.session_id,
+            turn_id=payload.turn_id,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return result.as_dict()
+
+
+@router.post(
+    "/forget/preview",
+    response={200: ForgetPreviewOut, **CONFLICT_RESPONSES},
+    summary="Preview a forget: exactly what would be purged (writes nothing)",
+)
+def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
+    """The records and episodes a forget with this body would purge (capability ``forget``)."""
+    require(request, access.FORGET, payload.scope)
+    with refusals(_forget_field(payload), RecordNotFound="record_ids"):
+        preview = services.forget_preview(
+            scope=payload.scope,
+            selector=payload.selector,
+            record_ids=payload.record_ids,
+            utterance=payload.utterance,
+            principal=principal_of(request),
+        )
+    return preview.as_dict()
+
+
+@router.post(
+    "/forget",
+    response={200: DeletionReceiptOut, **CONFLICT_RESPONSES},
+    summary="Forget records at exactly one scope and get the deletion receipt",
+)
+def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
+    """Purge matching active and quarantined records at exactly ``scope`` (capability ``forget``).
+
+    Give exactly one of ``selector`` (text the records contain), ``record_ids``
+    or ``utterance`` ("forget my backup email"). With ``expected_record_ids``
+    (from a preview) exactly those are purged, or 409 if the match changed.
+    Returns an ``aetnamem-deletion-receipt-v1``. An empty selector is refused
+    (400) and the refusal itself is recorded as ``memory.forget_rejected``.
+    """
+    require(request, access.FORGET, payload.scope)
+    with refusals(
+        _forget_field(payload),
+        RecordNotFound="record_ids",
+        ForgetPreviewStale="expected_record_ids",
+    ):
+        return services.forget(
+            scope=payload.scope,
+            selector=payload.selector,
+            record_ids=payload.record_ids,
+            utterance=payload.utterance,
+            expected_record_ids=payload.expected_record_ids,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+
+
+def _forget_field(payload: ForgetIn) -> str:
+    for name in ("record_ids", "utterance", "selector"):
+        if getattr(payload, name) is not None:
+            return name
+    return "selector"
+
+
+@router.post(
+    "/propose",
+    response={200: ProposeOut, **ERROR_RESPONSES},
+    summary="Propose facts for review (they land quarantined)",
+)
+def propose(request: HttpRequest, payload: ProposeIn) -> dict[str, Any]:
+    """Each fact must cite episode or record IDs of this scope as evidence
+    (capability ``propose``); accepted facts wait in quarantine for a person."""
+    require(request, access.PROPOSE, payload.scope)
+    with refusals("facts", ProposalError="facts"):
+        result = services.propose_facts(
+            scope=payload.scope,
+            facts=[fact.model_dump(exclude_none=True) for fact in payload.facts],
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return result.as_dict()
+
+
+@router.post(
+    "/log-action",
+    response={200: LogActionOut, **ERROR_RESPONSES},
+    summary="Append an agent.* event to the scope's audit chain",
+)
+def log_action(request: HttpRequest, payload: LogActionIn) -> dict[str, Any]:
+    """Record what the agent did (capability ``write``). The payload goes into the
+    audit chain as given: it must hold digests, IDs and counts, never content."""
+    require(request, access.WRITE, payload.scope)
+    with refusals("payload", ActionLogError="payload"):
+        return services.log_action(
+            scope=payload.scope,
+            event_type=payload.event_type,
+            payload=payload.payload,
+            session_id=payload.session_id,
+            turn_id=payload.turn_id,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+
+
+# -- reads that leave evidence (recall and persona are audited) ----------------------------
+
+
+@router.post(
+    "/recall",
+    response={200: RecallOut, **ERROR_RESPONSES},
+    summary="Recall the most relevant active memories visible from a scope",
+)
+def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
+    """Top ``limit`` active records at ``scope`` and its ancestors, weighted by distance
+    (capability ``read``). Every recall is logged and audited (the query only as a digest)."""
+    require(request, access.READ, payload.scope)
+    with refusals("query"):
+        result = services.recall(
+            scope=payload.scope,
+            query=payload.query,
+            limit=payload.limit,
+            min_score=payload.min_score,
+            session_id=payload.session_id,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return result.as_dict()
+
+
+@router.post(
+    "/recall-block",
+    response={200: RecallBlockOut, **ERROR_RESPONSES},
+    summary="A <relevant_memories> block to inject into a prompt",
+)
+def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]:
+    """At most ``max_items`` lines and ``max_chars`` characters of memories scoring at
+    least ``min_score`` (0.3 by default, so trust and recency alone never inject);
+    ``text`` is empty when nothing qualifies. Capability ``read``."""
+    require(request, access.READ, payload.scope)
+    with refusals("query"):
+        block = services.recall_block(
+            scope=payload.scope,
+            query=payload.query,
+            max_items=payload.max_items,
+            max_chars=payload.max_chars,
+            min_score=payload.min_score,
+            session_id=payload.session_id,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return block.as_dict()
+
+
+@router.post(
+    "/persona",
+    response={200: PersonaOut, **ERROR_RESPONSES},
+    summary="The persona: a bounded text of the active facts visible from a scope",
+)
+def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
+    """Keyed facts first (by key), then unkeyed ones newest first, one
+    ``- [record_id] content`` line each, cut at ``max_chars``. Audited. Capability ``read``."""
+    require(request, access.READ, payload.scope)
+    with refusals("max_chars"):
+        result = services.persona(
+            scope=payload.scope,
+            max_chars=payload.max_chars,
+            principal=principal_of(request),
+            actor=_actor(request),
+        )
+    return result.as_dict()
+
+
+# -- plain reads ---------------------------------------------------------------------------
+
+
+@router.get(
+    "/scenes",
+    response={200: ScenesOut, **ERROR_RESPONSES},
+    summary="Scenes: one per session at exactly a scope, newest first",
+)
+def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
+    """Each session's episodes and records at ``scope`` (capability ``read``)."""
+    require(request, access.READ, params.scope)
+    with refusals("limit"):
+        result = services.scenes(
+            scope=params.scope, limit=params.limit, principal=principal_of(request)
+        )
+    return {"scope": params.scope, "scenes": [scene.as_dict() for scene in result]}
+
+
+@router.get(
+    "/records",
+    response={200: RecordListOut, **ERROR_RESPONSES},
+    summary="List records stored at a scope, newest first",
+)
+def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str, Any]:
+    """Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
+    and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``."""
+    require(request, access.READ, params.scope)
+    with refusals("after"):
+        page = selectors.list_records(
+            principal_of(request),
+            scope=params.scope,
+            status=params.status,
+            source_type=params.source_type,
+            trust_tier=params.trust_tier,
+            session_id=params.session_id,
+            text=params.text,
+            include_descendants=params.include_descendants,
+            after=params.after,
+            limit=params.limit,
+        )
+    return {
+        "scope": params.scope,
+        "items": [selectors.record_as_dict(record) for record in page.items],
+        "next_cursor": page.next_cursor,
+    }
+
+
+@router.get(
+    "/records/{record_id}",
+    response={200: RecordDetailOut, **ERROR_RESPONSES},
+    summary="One record with its supersession chain, source episode, audit events and recalls",
+)
+def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
+    """A record the token may read (capability ``read``); any other ID is a 404,
+    whether it exists elsewhere or not at all."""
+    require_capability(request, access.READ)
+    if len(record_id) > 64:
+        raise not_found()
+    try:
+        detail = selectors.record_detail(principal_of(request), record_id)
+    except (RecordNotFound, access.AccessDenied):
+        raise not_found() from None
+    return detail.as_dict()
+
+
+def mount(api: NinjaAPI) -> None:
+    api.add_router("/memory/", router)
+
+    @api.exception_handler(MemoryEngineError)
+    def _memory_error(request: HttpRequest, exc: MemoryEngineError) -> HttpResponse:
+        # Endpoints name the field; this is the safety net for any refusal they did not.
+        return error_response(request, 400, _code(exc), str(exc))

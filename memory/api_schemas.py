@@ -1,0 +1,365 @@
+"""Request and response bodies of the memory API (``/api/v1/memory/``).
+
+Requests are validated here before any service runs, so a malformed body is a
+400 naming the field and writes nothing. Responses mirror the services'
+``as_dict()`` results.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field
+
+from aetnaweb.api import ContextStr, ScopeStr
+from memory.extraction import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
+from memory.services import (
+    MAX_FORGET_RECORDS,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+    PERSONA_MAX_CHARS,
+    RECALL_BLOCK_MIN_SCORE,
+)
+
+RecordId = Annotated[str, Field(min_length=1, max_length=64)]
+Score = Annotated[float, Field(ge=0.0, le=1.0)]
+
+# -- requests ---------------------------------------------------------------------------
+
+
+class RememberIn(Schema):
+    scope: ScopeStr
+    text: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="A message as said. Facts are extracted from it; <webpage> and tool "
+        "blocks make it untrusted (quarantined).",
+        examples=["My backup email is alice@example.org"],
+    )
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_KEY_CHARS,
+        description="An explicit fact slot (with value), instead of text.",
+    )
+    value: str | None = Field(None, min_length=1, max_length=MAX_VALUE_CHARS)
+    kind: str | None = Field(
+        None, max_length=64, description="Optional label for an explicit fact."
+    )
+    session_id: ContextStr | None = None
+    turn_id: ContextStr | None = None
+    source_type: Literal["user_message", "webpage", "tool_output"] | None = Field(
+        None, description="State third-party content explicitly; it can never be upgraded."
+    )
+    force: bool = Field(
+        False, description="Store plain prose with no fact shape as an unkeyed note."
+    )
+
+
+class CaptureIn(Schema):
+    scope: ScopeStr
+    role: Literal["user", "assistant", "tool_call", "tool_result"]
+    content: str = Field(..., max_length=MAX_TEXT_CHARS)
+    session_id: ContextStr | None = None
+    turn_id: ContextStr | None = None
+
+
+class ForgetIn(Schema):
+    scope: ScopeStr
+    selector: str | None = Field(
+        None,
+        max_length=10_000,
+        description="Forget the records whose content contains this text.",
+    )
+    record_ids: list[RecordId] | None = Field(None, max_length=MAX_FORGET_RECORDS)
+    utterance: str | None = Field(
+        None,
+        max_length=10_000,
+        description="A spoken request, e.g. 'forget my backup email'.",
+    )
+    expected_record_ids: list[RecordId] | None = Field(
+        None,
+        max_length=MAX_FORGET_RECORDS,
+        description="The record IDs a preview showed: purge exactly these, or 409.",
+    )
+
+
+class ProposedFact(Schema):
+    content: str = Field(..., min_length=1, max_length=10_000)
+    evidence: list[RecordId] = Field(
+        ...,
+        min_length=1,
+        max_length=100,
+        description="Episode or record IDs of this scope the fact is drawn from.",
+    )
+    fact_key: str | None = Field(None, max_length=MAX_KEY_CHARS)
+    confidence: Score | None = None
+
+
+class ProposeIn(Schema):
+    scope: ScopeStr
+    facts: list[ProposedFact] = Field(..., min_length=1, max_length=500)
+
+
+class LogActionIn(Schema):
+    scope: ScopeStr
+    event_type: str = Field(
+        ...,
+        min_length=1,
+        max_length=100,
+        description="'agent.' followed by dotted lower-case words, e.g. agent.file_written.",
+        examples=["agent.file_written"],
+    )
+    payload: dict[str, Any] = Field(
+        ...,
+        description="Stored in the audit chain as given: digests, IDs and counts only, never content.",
+    )
+    session_id: ContextStr | None = None
+    turn_id: ContextStr | None = None
+
+
+class RecallIn(Schema):
+    scope: ScopeStr
+    query: str = Field(..., max_length=MAX_QUERY_CHARS)
+    limit: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
+    min_score: Score = 0.0
+    session_id: ContextStr | None = None
+
+
+class RecallBlockIn(Schema):
+    scope: ScopeStr
+    query: str = Field(..., max_length=MAX_QUERY_CHARS)
+    max_items: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
+    max_chars: int = Field(2000, ge=1, le=100_000)
+    min_score: Score = RECALL_BLOCK_MIN_SCORE
+    session_id: ContextStr | None = None
+
+
+class PersonaIn(Schema):
+    scope: ScopeStr
+    max_chars: int = Field(PERSONA_MAX_CHARS, ge=1, le=100_000)
+
+
+class ScenesQuery(Schema):
+    scope: ScopeStr
+    limit: int = Field(20, ge=1, le=200)
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+class StoredRecordOut(Schema):
+    record_id: str
+    status: str
+    fact_key: str
+    content: str
+    superseded_ids: list[str]
+
+
+class RememberOut(Schema):
+    scope: str
+    episode_id: str | None
+    source_type: str
+    trust_tier: str
+    records: list[StoredRecordOut]
+    superseded_ids: list[str]
+    duplicate_of: list[str]
+    ignored: bool
+
+
+class RecallCandidateOut(Schema):
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    score: float
+    parts: dict[str, float]
+    rank: int
+    above_threshold: bool
+    returned: bool
+
+
+class RecallOut(Schema):
+    scope: str
+    retrieval_id: str
+    audit_event_id: str
+    candidates: list[RecallCandidateOut]
+    returned_ids: list[str]
+
+
+class RecallBlockOut(Schema):
+    scope: str
+    text: str
+    record_ids: list[str]
+    retrieval_id: str
+    audit_event_id: str | None
+
+
+class CaptureOut(Schema):
+    role: str
+    audit_event_id: str | None
+    remembered: RememberOut | None
+
+
+class PreviewRecordOut(Schema):
+    record_id: str
+    status: str
+    fact_key: str
+    content: str
+    source_type: str
+    trust_tier: str
+    episode_id: str | None
+    created_at: str
+
+
+class ForgetPreviewOut(Schema):
+    scope: str
+    mode: str
+    record_ids: list[str]
+    episode_ids: list[str]
+    records: list[PreviewRecordOut]
+
+
+class DeletionReceiptOut(Schema):
+    """``aetnamem-deletion-receipt-v1``, passed through byte for byte (extra fields kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str
+    subject_id: str
+    created_at: str
+    selector_sha256: str
+    purged_record_ids: list[str]
+    purged_episode_ids: list[str]
+    audit_event_id: str
+    audit_event_hash: str
+    receipt_sha256: str
+
+
+class ProposalRejectionOut(Schema):
+    index: int
+    reason: str
+    message: str
+
+
+class ProposeOut(Schema):
+    scope: str
+    accepted: list[StoredRecordOut]
+    duplicates: list[dict[str, Any]]
+    rejected: list[ProposalRejectionOut]
+
+
+class LogActionOut(Schema):
+    audit_event_id: str
+    sequence: int
+    event_hash: str
+    subject_id: str
+
+
+class PersonaOut(Schema):
+    scope: str
+    text: str
+    record_ids: list[str]
+    persona_sha256: str
+    audit_event_id: str
+
+
+class SceneOut(Schema):
+    session_id: str
+    episodes: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+
+
+class ScenesOut(Schema):
+    scope: str
+    scenes: list[SceneOut]
+
+
+class RecordsQuery(Schema):
+    scope: ScopeStr
+    status: Literal["active", "quarantined", "superseded", "tombstoned"] | None = None
+    source_type: Literal["user_message", "webpage", "tool_output", "derived"] | None = None
+    trust_tier: Literal["trusted_user", "user_confirmed", "untrusted_content"] | None = None
+    session_id: ContextStr | None = None
+    text: str | None = Field(None, max_length=1000, description="A substring of the content.")
+    include_descendants: bool = Field(
+        False, description="Also list records stored below the scope (inside the token's reach)."
+    )
+    after: str | None = Field(
+        None, max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page."
+    )
+    limit: int = Field(50, ge=1, le=200)
+
+
+class RecordOut(Schema):
+    record_id: str
+    scope: str
+    status: str
+    content: str
+    fact_key: str
+    kind: str
+    source_type: str
+    trust_tier: str
+    confidence: float
+    episode_id: str | None
+    session_id: str
+    turn_id: str
+    supersedes: str | None
+    superseded_by: str | None
+    evidence: Any
+    created_at: str
+    updated_at: str
+    deleted_at: str | None
+
+
+class RecordListOut(Schema):
+    scope: str
+    items: list[RecordOut]
+    next_cursor: str | None
+
+
+class EpisodeOut(Schema):
+    episode_id: str
+    scope: str
+    session_id: str
+    turn_id: str
+    source_type: str
+    text: str
+    purged: bool
+    created_at: str
+
+
+class AuditEventOut(Schema):
+    sequence: int
+    event_id: str
+    subject_id: str
+    event_type: str
+    created_at: str
+    actor: str
+    session_id: str | None
+    turn_id: str | None
+    record_id: str | None
+    payload: str
+    prev_hash: str | None
+    event_hash: str
+
+
+class RecordRecallOut(Schema):
+    retrieval_id: str
+    scope: str
+    created_at: str
+    rank: int
+    score: float
+    returned: bool
+
+
+class RecordDetailOut(Schema):
+    record: RecordOut
+    supersedes_chain: list[RecordOut]
+    superseded_by_chain: list[RecordOut]
+    episode: EpisodeOut | None
+    audit_events: list[AuditEventOut]
+    recalls: list[RecordRecallOut]
