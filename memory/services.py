@@ -718,7 +718,10 @@ def _score_candidates(
     for hit, record, memory_scope in usable:
         share = hit.raw / best_raw if best_raw > 0 else 0.0
         coverage = hit.matched_terms / len(terms)
-        relevance = round(min(1.0, 0.5 * share + 0.5 * coverage), 6)
+        # How much of the query the record contains, scaled by how strongly the
+        # index ranks it against the best candidate: a record that matches one
+        # word of many stays weakly relevant even when it is the only match.
+        relevance = round(min(1.0, coverage * (0.5 + 0.5 * share)), 6)
         trust = TRUST_SCORES.get(record.trust_tier, 0.4)
         recency = round(age_rank[record.pk] / span, 6) if span else 1.0
         weight = scope.weight(memory_scope)
