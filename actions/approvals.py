@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from actions import formats
-from actions.errors import ApprovalUnavailable
+from actions.errors import ApprovalKeyError, ApprovalUnavailable
 from audit.canonical import canonical_bytes
 
 MIN_KEY_BYTES = 32
@@ -39,12 +39,12 @@ class ApprovalAuthority:
 
     def __init__(self, secret: bytes, *, ttl_seconds: int = 900) -> None:
         if not isinstance(secret, bytes) or len(secret) < MIN_KEY_BYTES:
-            raise ApprovalUnavailable(
+            raise ApprovalKeyError(
                 f"the approval key must be at least {MIN_KEY_BYTES} bytes; approval stays "
                 "disabled until a longer key is configured"
             )
         if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
-            raise ApprovalUnavailable("approval ttl_seconds must be positive")
+            raise ApprovalKeyError("approval ttl_seconds must be positive")
         self._secret = secret
         self.ttl_seconds = ttl_seconds
 

@@ -50,6 +50,10 @@ class ApprovalUnavailable(ActionError, RuntimeError):
     """No usable approval key is configured, so approval and commit are disabled (decision 6)."""
 
 
+class ApprovalKeyError(ApprovalUnavailable, ValueError):
+    """A configured key that cannot be used (shorter than 32 bytes) or a bad TTL (AP-6)."""
+
+
 class ApprovalInvalid(ActionError, ValueError):
     """An approval does not verify: signature, scope, plan hash or expiry (AP-4, CM-4)."""
 

@@ -316,7 +316,7 @@ def _order_by_dependencies(proposals: list[OperationProposal]) -> list[Operation
                 break
         else:
             raise ActionInputError(
-                "operation dependencies contain a cycle and cannot be ordered: "
+                "the dependency graph contains a cycle and cannot be ordered: "
                 f"{[proposal.key for proposal in remaining]}"
             )
     return ordered

@@ -95,3 +95,70 @@ def approver_principal(approver) -> access.Principal:
 def agent() -> access.Principal:
     """The in-process agent side: stages as the trusted caller labelled ``agent``."""
     return access.system_principal("agent")
+
+
+@pytest.fixture
+def scripted(actions_root: Path):
+    """The scripted test adapter, registered for one test."""
+    from actions.adapters import registered_adapter
+    from tests.actions.fakes import ScriptedAdapter
+
+    with registered_adapter("scripted", lambda: ScriptedAdapter(actions_root)):
+        yield actions_root
+
+
+def stage_and_approve(operations: list, principal: access.Principal, **kwargs) -> str:
+    from actions import services
+
+    patch = services.stage(scope=kwargs.pop("scope", SCOPE), operations=operations, **kwargs)
+    services.approve(transaction_id=patch["transaction_id"], principal=principal)
+    return patch["transaction_id"]
+
+
+def audit_dump(subject: str = SCOPE) -> str:
+    """Every stored byte of a subject's audit rows, for "no content leaked" checks."""
+    from audit.models import AuditEvent
+
+    rows = AuditEvent.objects.filter(subject_id=subject).order_by("sequence")
+    return "\n".join(
+        "|".join(
+            str(value)
+            for value in (
+                row.event_id,
+                row.event_type,
+                row.actor,
+                row.session_id,
+                row.turn_id,
+                row.record_id,
+                row.payload,
+            )
+        )
+        for row in rows
+    )
+
+
+def event_types(transaction_id: str) -> list[str]:
+    from audit.models import AuditEvent
+
+    return list(
+        AuditEvent.objects.filter(record_id=transaction_id)
+        .order_by("sequence")
+        .values_list("event_type", flat=True)
+    )
+
+
+def table_counts() -> dict[str, int]:
+    from actions import models
+    from audit.models import AuditEvent
+
+    return {
+        "transactions": models.ActionTransaction.objects.count(),
+        "operations": models.ActionOperation.objects.count(),
+        "dependencies": models.ActionDependency.objects.count(),
+        "evidence": models.ActionEvidence.objects.count(),
+        "approvals": models.ActionApproval.objects.count(),
+        "attempts": models.ActionAttempt.objects.count(),
+        "payloads": models.ActionPayload.objects.count(),
+        "receipts": models.ActionReceipt.objects.count(),
+        "audit": AuditEvent.objects.count(),
+    }
