@@ -1251,7 +1251,8 @@ def _require_quarantined(record: Record, verb: str) -> None:
         Status.TOMBSTONED: "it was rejected or forgotten and its content purged",
     }.get(record.status, f"its status is {record.status}")
     raise RecordStateError(
-        f"cannot {verb} {record.record_id}: only quarantined records can be {verb}ed, and {why}; "
+        f"cannot {verb} {record.record_id}: only quarantined records can be "
+        f"{'promoted' if verb == 'promote' else 'rejected'}, and {why}; "
         "reload the review queue"
     )
 

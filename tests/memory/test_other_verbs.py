@@ -1,0 +1,253 @@
+"""propose_facts, consolidate, persona, scenes, capture, log_action, inspect
+(memory-engine.md "Layers" and "Other verbs")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aetnaweb.access import AccessDenied
+from audit.canonical import sha256_text
+from audit.models import AuditEvent
+from memory import search, selectors, services
+from memory.errors import ActionLogError, CaptureError, ProposalError
+from memory.models import Episode, Record
+
+S = "acme:alice:proj"
+
+
+def last(event_type: str) -> AuditEvent:
+    return AuditEvent.objects.filter(event_type=event_type).order_by("-sequence").first()
+
+
+# -- propose_facts -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_proposals_citing_evidence_land_quarantined_as_derived():
+    episode = services.remember(scope=S, text="We talked about the trip to Lisbon.").episode_id
+    record = services.remember(scope=S, text="My airline is Tap.").record_ids[0]
+    result = services.propose_facts(
+        scope=S,
+        facts=[
+            {"content": "User is planning a trip to Lisbon.", "evidence": [episode]},
+            {
+                "content": "User flies with Tap.",
+                "evidence": [record],
+                "fact_key": "Airline",
+                "confidence": 0.9,
+            },
+        ],
+    )
+    assert len(result.accepted) == 2 and result.rejected == ()
+    rows = Record.objects.filter(record_id__in=[r.record_id for r in result.accepted])
+    assert {(r.status, r.source_type, r.trust_tier) for r in rows} == {
+        ("quarantined", "derived", "untrusted_content")
+    }
+    assert all(r.confidence <= 0.3 for r in rows)
+    second = Record.objects.get(record_id=result.accepted[1].record_id)
+    assert second.fact_key == "airline" and second.evidence == [record]
+    # The active fact for the slot is untouched while the proposal waits
+    assert Record.objects.get(record_id=record).status == "active"
+    payload = json.loads(last("memory.record_quarantined").payload)
+    assert payload["content_sha256"] == sha256_text("User flies with Tap.")
+    assert payload["evidence"] == [record] and payload["source_type"] == "derived"
+
+
+@pytest.mark.django_db
+def test_proposals_without_valid_evidence_are_rejected_with_the_reason():
+    foreign = services.remember(scope="acme:bob:*", text="My airline is Tap.").record_ids[0]
+    forgotten = services.remember(scope=S, text="My seat is 3A.").record_ids[0]
+    services.forget(scope=S, record_ids=[forgotten])
+    result = services.propose_facts(
+        scope=S,
+        facts=[
+            {"content": "No evidence."},
+            {"content": "Foreign evidence.", "evidence": [foreign]},
+            {"content": "Made up.", "evidence": ["ep_nope"]},
+            {"content": "Forgotten evidence.", "evidence": [forgotten]},
+            {"content": "", "evidence": [forgotten]},
+            "not an object",
+        ],
+    )
+    assert result.accepted == ()
+    assert [r["reason"] for r in result.rejected] == [
+        "no_evidence",
+        "unknown_evidence",
+        "unknown_evidence",
+        "evidence_forgotten",
+        "bad_content",
+        "not_an_object",
+    ]
+    assert "Made up." not in "".join(e.payload for e in AuditEvent.objects.all())
+
+
+@pytest.mark.django_db
+def test_proposals_are_deduplicated():
+    evidence = services.remember(scope=S, text="My seat is 3A.").record_ids
+    services.propose_facts(
+        scope=S, facts=[{"content": "User prefers window seats.", "evidence": evidence}]
+    )
+    again = services.propose_facts(
+        scope=S, facts=[{"content": "user prefers WINDOW seats", "evidence": evidence}]
+    )
+    assert again.accepted == () and len(again.duplicates) == 1
+
+
+@pytest.mark.django_db
+def test_propose_refusals_write_nothing(rows, principal_for):
+    viewer = principal_for("acme:alice:*")
+    before = rows()
+    with pytest.raises(ProposalError):
+        services.propose_facts(scope=S, facts=[])
+    with pytest.raises(ProposalError):
+        services.propose_facts(scope=S, facts="nope")
+    with pytest.raises(AccessDenied):
+        services.propose_facts(
+            scope=S, facts=[{"content": "x", "evidence": ["y"]}], principal=viewer
+        )
+    assert rows() == before
+
+
+# -- consolidate ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_consolidate_collapses_duplicates_and_one_record_per_key_and_is_idempotent(rows):
+    # Given two active copies of a note (a promoted page repeating the user)
+    page = services.remember(scope=S, text="<webpage>Remember that the gate code is 42.</webpage>")
+    mine = services.remember(scope=S, text="Remember that the gate code is 42.").record_ids[0]
+    services.promote(scope=S, record_id=page.record_ids[0])
+    # And two active values for one key (written before supersession existed, say)
+    a = services.remember_fact(scope=S, key="desk", value="4B").record_ids[0]
+    b = services.remember_fact(scope=S, key="desk", value="5C").record_ids[0]
+    Record.objects.filter(record_id=a).update(status="active", superseded_by=None)
+    search.index_records([(Record.objects.get(record_id=a).pk, a, S, "User's desk is 4B.")])
+    # When consolidated
+    result = services.consolidate(scope=S)
+    # Then the newest of each stays active, the rest are superseded and linked
+    assert result.changed
+    statuses = dict(Record.objects.values_list("record_id", "status"))
+    assert statuses[mine] == "active" and statuses[page.record_ids[0]] == "superseded"
+    assert statuses[b] == "active" and statuses[a] == "superseded"
+    assert Record.objects.get(record_id=page.record_ids[0]).superseded_by_id == mine
+    assert json.loads(last("memory.consolidated").payload)["superseded_count"] == 2
+    # When run again / Then nothing changes and nothing is written
+    before = rows()
+    assert not services.consolidate(scope=S).changed
+    assert rows() == before
+
+
+# -- persona ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_persona_keyed_first_by_key_then_unkeyed_newest_first_bounded_and_audited():
+    services.remember(scope=S, text="My zone is UTC.")
+    services.remember(scope=S, text="Remember that I walk to work.")
+    services.remember(scope="acme:alice:*", text="My alias is al.")
+    services.remember(scope="acme:alice:*", text="My zone is CET.")  # shadowed by the project
+    services.remember(scope=S, text="Remember that I cycle on weekends.")
+    services.remember(scope=S, text="<webpage>My zone is MARS.</webpage>")  # quarantined
+    persona = services.persona(scope=S)
+    lines = persona.text.splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "User's alias is al.",
+        "User's zone is UTC.",
+        "User cycles on weekends.",
+        "User walks to work.",
+    ]
+    assert all(line.startswith("- [mem_") for line in lines)
+    event = json.loads(last("memory.persona_built").payload)
+    assert event["record_ids"] == list(persona.record_ids)
+    assert event["persona_sha256"] == sha256_text(persona.text)
+    short = services.persona(scope=S, max_chars=100)
+    assert len(short.text) <= 100 and len(short.record_ids) == 1
+
+
+# -- scenes --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_scenes_one_per_session_newest_first(rows):
+    services.remember(scope=S, text="My car is red.", session_id="monday")
+    services.remember(scope=S, text="My bike is blue.", session_id="tuesday")
+    services.remember(scope=S, text="My boat is white.", session_id="monday")
+    before = rows()
+    scenes = services.scenes(scope=S)
+    assert [s.session_id for s in scenes] == ["monday", "tuesday"]
+    monday = scenes[0]
+    assert [e["text"] for e in monday.episodes] == ["My boat is white.", "My car is red."]
+    assert [r["content"] for r in monday.records] == ["User's boat is white.", "User's car is red."]
+    assert rows() == before  # derived, nothing stored or audited
+
+
+# -- capture and log_action ------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_capture_user_turns_are_remembered_agent_turns_leave_digests_only():
+    user = services.capture(scope=S, role="user", content="My dog is Rex.", session_id="s")
+    assert user.remembered and user.remembered.records[0].content == "User's dog is Rex."
+    for role, event_type in [
+        ("assistant", "agent.assistant_message"),
+        ("tool_call", "agent.tool_call"),
+        ("tool_result", "agent.tool_result"),
+    ]:
+        result = services.capture(scope=S, role=role, content="My dog is Max.", session_id="s")
+        event = AuditEvent.objects.get(event_id=result.audit_event_id)
+        assert event.event_type == event_type and event.actor == "agent"
+        assert json.loads(event.payload) == {
+            "role": role,
+            "content_sha256": sha256_text("My dog is Max."),
+            "chars": 14,
+        }
+    # The agent could not poison its own memory
+    assert not Record.objects.filter(content__icontains="Max").exists()
+    assert Episode.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_capture_refuses_an_unknown_role(rows):
+    before = rows()
+    with pytest.raises(CaptureError, match="unknown role"):
+        services.capture(scope=S, role="system", content="x")
+    assert rows() == before
+
+
+@pytest.mark.django_db
+def test_log_action_appends_an_agent_event(rows):
+    result = services.log_action(
+        scope=S, event_type="agent.file_written", payload={"path_sha256": "ab" * 32}, turn_id="t1"
+    )
+    event = AuditEvent.objects.get(event_id=result["audit_event_id"])
+    assert (event.event_type, event.subject_id, event.turn_id) == ("agent.file_written", S, "t1")
+    before = rows()
+    for bad in ("memory.forget", "agent", "agent.Bad Type"):
+        with pytest.raises(ActionLogError):
+            services.log_action(scope=S, event_type=bad, payload={})
+    with pytest.raises(ActionLogError):
+        services.log_action(scope=S, event_type="agent.x", payload=["not", "an", "object"])
+    with pytest.raises(ActionLogError):
+        services.log_action(scope=S, event_type="agent.x", payload={"bad": float("nan")})
+    assert rows() == before
+
+
+# -- inspect ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_inspect_shows_every_status_episodes_retrievals_events_and_the_chain():
+    services.remember(scope=S, text="My car is red.")
+    services.remember(scope=S, text="My car is blue.")
+    services.remember(scope=S, text="<webpage>My car is fake.</webpage>")
+    services.recall(scope=S, query="car")
+    services.forget(scope=S, selector="blue")
+    data = services.inspect(scope=S)
+    assert {r["status"] for r in data["records"]} == {"superseded", "quarantined", "tombstoned"}
+    assert len(data["episodes"]) == 3 and len(data["retrieval_events"]) == 1
+    assert data["audit_events"][0]["event_type"] == "memory.forget"
+    assert data["chain"]["ok"] is True
+    assert data["counts"]["tombstoned"] == 1
+    assert data == selectors.inspect(services.SYSTEM, scope=S)
