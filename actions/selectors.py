@@ -35,6 +35,7 @@ from actions.models import (
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
+from audit.canonical import digest
 
 MAX_PAGE = 200
 ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
@@ -118,12 +119,20 @@ def _operation_view(
     preview: dict[str, Any] | None = None
     description: dict[str, Any] = {"target": "", "diff": ""}
     payload_state = "absent"
+    # Whether the content shown (diff, preview) is exactly what the plan hash binds:
+    # the stored payload re-digests to the operation's hashed digests.
+    payload_bound: bool | None = None
     if prepared_row is not None:
         payload_state = "purged" if prepared_row.purged_at else "kept"
         if not prepared_row.purged_at:
             prepared = json.loads(prepared_row.payload)
             preview = prepared.get("preview")
             description = describe(op.adapter, prepared)
+            payload_bound = (
+                digest(prepared.get("arguments")) == op.arguments_digest
+                and digest(prepared.get("preview")) == op.preview_digest
+                and digest(prepared.get("preconditions")) == op.precondition_digest
+            )
     evidence_items = [
         {
             "id": row.id,
@@ -156,6 +165,7 @@ def _operation_view(
         "target": description["target"],
         "diff": description["diff"],
         "payload": payload_state,
+        "payload_bound": payload_bound,
         "authorized_by": [e for e in evidence_items if e["relation"] == formats.AUTHORIZED_BY],
         "informed_by": [e for e in evidence_items if e["relation"] == formats.INFORMED_BY],
     }
@@ -177,11 +187,56 @@ def _approval_view(row: ActionApproval, now: datetime) -> dict[str, Any]:
     }
 
 
+def _plan_body(txn: ActionTransaction, op_views: list[dict[str, Any]]) -> dict[str, Any]:
+    """The exact world-patch body (F-1) rebuilt from the rows already loaded for the page."""
+    return formats.plan_body(
+        transaction_id=txn.id,
+        subject_id=txn.subject_id,
+        actor_id=txn.actor_id,
+        mode=txn.mode,
+        plan_version=txn.plan_version,
+        policy_hash=txn.policy_hash,
+        operations=[
+            formats.plan_operation(
+                operation_id=op["operation_id"],
+                key=op["key"],
+                ordinal=op["ordinal"],
+                adapter=op["adapter"],
+                operation=op["operation"],
+                effect_class=op["effect_class"],
+                arguments_digest=op["arguments_digest"],
+                preview_digest=op["preview_digest"],
+                precondition_digest=op["precondition_digest"],
+                manifest_digest=op["manifest_digest"],
+                depends_on=op["depends_on"],
+                evidence=op["authorized_by"] + op["informed_by"],
+            )
+            for op in op_views
+        ],
+    )
+
+
+def visible_transaction(
+    principal: Principal, transaction_id: str, capability: str = access.READ
+) -> dict[str, Any]:
+    """One transaction's summary if ``principal`` holds ``capability`` on its scope, else ``AccessDenied``.
+
+    One query; for views that must refuse (404) before touching a service.
+    """
+    txn = ActionTransaction.objects.filter(pk=transaction_id).first()
+    if txn is None or not access.may(principal, capability, txn.subject_id):
+        raise access.AccessDenied(f"no guarded-action transaction {transaction_id!r} for you")
+    return _summary(txn, principal)
+
+
 def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, Any]:
     """Everything a reviewer needs about one transaction, or ``AccessDenied`` (404).
 
     Operations carry their preview and, for a file write whose payload is
-    kept, a unified diff of the approved before/after text.
+    kept, a unified diff of the approved before/after text, and whether that
+    payload re-digests to the hashed plan (``payload_bound``). ``plan`` is the
+    exact hashed world-patch body and ``plan_matches_hash`` says it hashes to
+    the stored plan hash.
     """
     txn = ActionTransaction.objects.filter(pk=transaction_id).first()
     if txn is None or not access.may(principal, access.READ, txn.subject_id):
@@ -212,9 +267,12 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
     ]
     authorized = [item for op in op_views for item in op["authorized_by"]]
     informed = [item for op in op_views for item in op["informed_by"]]
+    plan = _plan_body(txn, op_views)
     return {
         "transaction": _summary(txn, principal),
         "abort_reason": txn.abort_reason,
+        "plan": plan,
+        "plan_matches_hash": formats.plan_hash(plan) == txn.plan_hash,
         "operations": op_views,
         "evidence": {"authorized_by": authorized, "informed_by": informed},
         "approvals": [
