@@ -28,41 +28,15 @@ from actions.models import (
     ActionReceipt,
     ActionTransaction,
 )
+from aetnaweb.access import system_principal
 from audit.canonical import digest
-from audit.chain import row_event_hash
 from audit.models import AuditEvent
+from audit.verification import verify_subject
 
 
 def subject_chain_valid(subject_id: str) -> bool:
-    """The chain rule for one subject (audit-log-v1), streamed in sequence order."""
-    previous: str | None = None
-    rows = (
-        AuditEvent.objects.filter(subject_id=subject_id)
-        .order_by("sequence")
-        .only(
-            "event_id",
-            "subject_id",
-            "event_type",
-            "created_at",
-            "actor",
-            "session_id",
-            "turn_id",
-            "record_id",
-            "payload",
-            "prev_hash",
-            "event_hash",
-        )
-    )
-    for row in rows.iterator(chunk_size=2000):
-        if row.prev_hash != previous:
-            return False
-        try:
-            if row_event_hash(row) != row.event_hash:
-                return False
-        except ValueError:
-            return False
-        previous = row.event_hash
-    return True
+    """The chain rule for one subject, by the audit layer's own verifier (one definition)."""
+    return verify_subject(subject_id, principal=system_principal()).ok
 
 
 def recompute_plan(txn: ActionTransaction) -> dict[str, Any]:

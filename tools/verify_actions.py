@@ -37,6 +37,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import verify_audit  # the sibling standalone tool (standard library only)
+
 WORLD_PATCH_FORMAT = "aetna-world-patch-v1"
 APPROVAL_FORMAT = "aetna-action-approval-v1"
 TERMINAL_STATES = {
@@ -48,26 +51,10 @@ TERMINAL_STATES = {
     "recovery_required",
 }
 MIN_KEY_BYTES = 32
-EVENT_FIELDS = (
-    "event_id",
-    "subject_id",
-    "event_type",
-    "created_at",
-    "actor",
-    "session_id",
-    "turn_id",
-    "record_id",
-    "payload",
-    "prev_hash",
-)
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+canonical_json = verify_audit.canonical_json
+digest = verify_audit.digest
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
@@ -77,26 +64,13 @@ def open_read_only(path: Path) -> sqlite3.Connection:
 
 
 def chain_valid(connection: sqlite3.Connection, subject_id: str) -> bool:
-    """audit-log-v1 chain rule for one subject."""
-    previous = None
-    rows = connection.execute(
-        "SELECT event_id, subject_id, event_type, created_at, actor, session_id, turn_id, "
-        "record_id, payload, prev_hash, event_hash FROM audit_log WHERE subject_id = ? "
-        "ORDER BY sequence",
-        (subject_id,),
-    )
-    for row in rows:
-        if row["prev_hash"] != previous:
-            return False
-        try:
-            preimage = {name: row[name] for name in EVENT_FIELDS}
-            preimage["payload"] = json.loads(row["payload"])
-        except ValueError:
-            return False
-        if digest(preimage) != row["event_hash"]:
-            return False
-        previous = row["event_hash"]
-    return True
+    """audit-log-v1 chain rule for one subject, by the sibling audit verifier."""
+    row_factory = connection.row_factory
+    connection.row_factory = None  # verify_audit reads plain tuples
+    try:
+        return not verify_audit.verify_chain(connection, subject_id)
+    finally:
+        connection.row_factory = row_factory
 
 
 def recompute_plan_hash(connection: sqlite3.Connection, txn: sqlite3.Row) -> str:

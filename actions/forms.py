@@ -1,0 +1,98 @@
+"""Forms for the guarded-actions pages: parsing and validating input, no side effects."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from actions import formats
+from aetnaweb.scopes import Scope, ScopeError
+
+MAX_REASON_LENGTH = 2000
+TRANSACTION_ID = re.compile(r"^act_[0-9a-f]{32}$")
+
+
+class DenyForm(forms.Form):
+    """A reviewer's refusal. The reason is required; it stays on the transaction, never in the audit log."""
+
+    reason = forms.CharField(
+        label="Reason for denying",
+        max_length=MAX_REASON_LENGTH,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Why this plan must not run"}),
+        help_text="Kept on the transaction for the proposer to read; the audit chain records only its digest.",
+        error_messages={"required": "Say why you deny this plan; the proposer needs the reason."},
+    )
+
+
+class AbortForm(forms.Form):
+    """Abort an approved (or staged) plan before it runs; the reason is optional."""
+
+    reason = forms.CharField(
+        label="Reason (optional)",
+        max_length=MAX_REASON_LENGTH,
+        required=False,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Why this plan should not run"}),
+    )
+
+
+class PurgeForm(forms.Form):
+    """The confirmation step before payloads are purged."""
+
+    confirm = forms.BooleanField(
+        label="I understand that the file content, arguments and before-images of this "
+        "transaction are erased and cannot be restored.",
+        error_messages={"required": "Tick the box to confirm the purge; nothing was erased."},
+    )
+
+
+class HistoryFilterForm(forms.Form):
+    """Filters for the transaction history: a scope subtree, a state, and the page cursor."""
+
+    scope = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Scope",
+        widget=forms.TextInput(attrs={"placeholder": "acme:alice:*", "autocomplete": "off"}),
+        help_text="Only this scope and the scopes under it.",
+    )
+    state = forms.ChoiceField(
+        required=False,
+        label="State",
+        choices=[("", "any state")]
+        + [
+            (state, state.replace("_", " "))
+            for state in formats.TRANSACTION_STATES
+            if state != formats.DRAFT
+        ],
+    )
+    after = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+
+    def clean_scope(self) -> str | None:
+        raw = self.cleaned_data.get("scope") or ""
+        if not raw:
+            return None
+        try:
+            return str(Scope.parse(raw))
+        except ScopeError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_after(self) -> str | None:
+        raw = self.cleaned_data.get("after") or ""
+        if not raw:
+            return None
+        if not TRANSACTION_ID.match(raw):
+            raise forms.ValidationError("the page cursor must be a transaction ID (act_…)")
+        return raw
+
+    def filters(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`actions.selectors.list_transactions`."""
+        data = self.cleaned_data
+        return {
+            "scope": data.get("scope"),
+            "states": [data["state"]] if data.get("state") else None,
+            "after": data.get("after"),
+        }
