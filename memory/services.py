@@ -1490,7 +1490,9 @@ def consolidate(
     parsed = access.require(principal, access.WRITE, scope)
     lock_subject(str(parsed))
     now = timezone.now()
-    active = Record.objects.select_for_update().filter(scope=str(parsed), status=Status.ACTIVE)
+    # The scope's chain lock (taken above) already serializes writers here;
+    # PostgreSQL refuses FOR UPDATE on the GROUP BY queries below.
+    active = Record.objects.filter(scope=str(parsed), status=Status.ACTIVE)
     collapsed: list[dict[str, Any]] = []
     retired: list[Record] = []
 
