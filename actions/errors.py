@@ -70,6 +70,10 @@ class JournalError(ActionError, ValueError):
     """A file that is not a compatible transaction journal (IJ-2)."""
 
 
+class JournalNotFound(ActionError, FileNotFoundError):
+    """The journal path is not a file (IJ-1)."""
+
+
 class NotDispatched(Exception):
     """Raised by an adapter when it knows the effect was never dispatched (decision 2).
 

@@ -45,6 +45,7 @@ from actions.errors import (
     ApprovalUnavailable,
     ConcurrentTransitionError,
     JournalError,
+    JournalNotFound,
     NotDispatched,
     PayloadPurged,
     SeparationOfDutiesError,
@@ -1328,7 +1329,7 @@ def import_journal(
     label = _actor_label(principal, actor, "journal-importer")
     journal = Path(path)
     if not journal.is_file():
-        raise JournalError(f"transaction journal not found (not a file): {str(path)!r}")
+        raise JournalNotFound(f"transaction journal not found (not a file): {str(path)!r}")
     source = source_id or str(journal.resolve())
     source_id_digest = digest(source)
     try:
