@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from aetnaweb.api import ContextStr, ScopeStr
 
+EXAMPLE_DIGEST = hashlib.sha256(b"msg-1").hexdigest()
 OperationKey = Annotated[str, Field(min_length=1, max_length=200)]
 TransactionState = Literal[
     "draft",
@@ -49,6 +51,35 @@ class OperationIn(Schema):
 
 
 class StageIn(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scope": "acme:alice:proj",
+                    "mode": "enforce",
+                    "operations": [
+                        {
+                            "key": "w1",
+                            "adapter": "filesystem",
+                            "operation": "write_text",
+                            "arguments": {"path": "todo.txt", "content": "buy milk\n"},
+                            "evidence": [
+                                {
+                                    "kind": "message",
+                                    "ref_id": "msg-1",
+                                    "digest": EXAMPLE_DIGEST,
+                                    "relation": "authorized_by",
+                                    "trust_tier": "trusted_user",
+                                    "attested": True,
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
     scope: ScopeStr
     operations: list[OperationIn] = Field(..., min_length=1, max_length=100)
     mode: Literal["observe", "preview", "enforce"] = Field(

@@ -29,6 +29,20 @@ Score = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class RememberIn(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scope": "acme:alice:proj",
+                    "text": "My backup email is alice@example.org",
+                    "session_id": "s1",
+                    "turn_id": "t1",
+                },
+                {"scope": "acme:alice:proj", "key": "deploy window", "value": "Tuesdays 9-11"},
+            ]
+        }
+    )
+
     scope: ScopeStr
     text: str | None = Field(
         None,
@@ -67,6 +81,15 @@ class CaptureIn(Schema):
 
 
 class ForgetIn(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"scope": "acme:alice:proj", "utterance": "forget my backup email"},
+                {"scope": "acme:alice:proj", "selector": "backup email"},
+            ]
+        }
+    )
+
     scope: ScopeStr
     selector: str | None = Field(
         None,
