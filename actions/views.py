@@ -250,12 +250,16 @@ def deny(request: HttpRequest, transaction_id: str) -> HttpResponse:
         context = _detail_context(principal, txn_id, deny_form=form)
         return render(request, DETAIL, context, status=400)
     try:
-        services.deny(transaction_id=txn_id, reason=form.cleaned_data["reason"], principal=principal)
+        services.deny(
+            transaction_id=txn_id, reason=form.cleaned_data["reason"], principal=principal
+        )
     except TransactionNotFound as exc:
         raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc, deny_form=form)
-    messages.success(request, "Denied. The plan is aborted and its receipt issued; it can never run.")
+    messages.success(
+        request, "Denied. The plan is aborted and its receipt issued; it can never run."
+    )
     return redirect("actions:detail", transaction_id=txn_id)
 
 

@@ -21,4 +21,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
     path("access/tokens/", include("aetnaweb.token_urls")),
+    path("actions/", include("actions.urls")),
 ]
