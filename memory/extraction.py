@@ -129,6 +129,9 @@ _FORGET_REQUEST = re.compile(
     re.IGNORECASE,
 )
 _KEY_STOP = frozenset({"is", "are"})
+_CLAUSE_END = re.compile(
+    r"\s*[,;:()]\s*|\s+(?:but|because|since|unless|although|though|so|which|as)\s+", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -277,7 +280,8 @@ def extract_sentence(sentence: str) -> Candidate | None:
         return keyed
     match = _AVOID.match(body)
     if match:
-        what = _clean_value(match.group("what"))
+        # Only Z: the object ends at the first clause boundary.
+        what = _clean_value(_CLAUSE_END.split(match.group("what"), maxsplit=1)[0])
         if what:
             return Candidate(f"User avoids {what}.", "", 0.8, "avoid")
     return None
@@ -306,7 +310,7 @@ def forced_note(text: str) -> Candidate | None:
 
 
 def explicit_fact(key: str, value: str) -> Candidate:
-    """An explicit key/value write, in the same form as the "my X is Y" shape."""
+    """An explicit key/value write: a keyed fact that supersedes the same slot as "my X is Y"."""
     if not isinstance(key, str) or not isinstance(value, str):
         raise ExtractionError("a fact needs a text key and a text value")
     display = _display_key(key)
@@ -320,7 +324,9 @@ def explicit_fact(key: str, value: str) -> Candidate:
         raise ExtractionError(f"the value for {fact_key!r} may not be empty")
     if len(clean_value) > MAX_VALUE_CHARS:
         raise ExtractionError(f"a fact value may be at most {MAX_VALUE_CHARS} characters")
-    return Candidate(f"User's {display} is {clean_value}.", fact_key, 1.0, "explicit")
+    # A neutral "key: value" form: explicit facts are also written at tenant
+    # and platform level, where "User's ..." would not be true.
+    return Candidate(f"{display}: {clean_value}", fact_key, 1.0, "explicit")
 
 
 # -- spoken forget requests ------------------------------------------------------

@@ -423,6 +423,19 @@ def inspect(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
     }
 
 
+def scope_counts(principal: Principal, *, scope: Scope | str) -> dict[str, int]:
+    """The counters of exactly ``scope`` (records by status, episodes); zeros when it holds nothing."""
+    parsed = access.require(principal, access.READ, scope)
+    return _counts(ScopeStats.objects.filter(scope=str(parsed)).first())
+
+
+def chain_status(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
+    """Whether ``scope``'s audit chain verifies (as :func:`inspect` reports it): ok, events
+    checked, first bad sequence and the reasons. Reveals no content, so readers may ask."""
+    parsed = access.require(principal, access.READ, scope)
+    return verify_subject(str(parsed)).as_dict()
+
+
 def effective_recall_scopes(principal: Principal, *, scope: Scope | str) -> list[dict[str, Any]]:
     """What a recall at ``scope`` reads: the scope and each ancestor, with weight and count."""
     parsed = access.require(principal, access.READ, scope)
@@ -507,6 +520,7 @@ def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 
 __all__ = [
     "Page",
     "RecordDetail",
+    "chain_status",
     "counts_by_tenant",
     "effective_recall_scopes",
     "get_episode",
@@ -517,6 +531,7 @@ __all__ = [
     "record_detail",
     "retrieval_log",
     "review_queue",
+    "scope_counts",
     "scope_tree",
     "scopes_with_memory",
 ]

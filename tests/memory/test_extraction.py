@@ -84,6 +84,10 @@ def test_avoid_does_not_generalise_beyond_the_sentence():
     assert contents("I avoid murgle soup. Quibbleton is fine.") == [
         ("User avoids murgle soup.", "")
     ]
+    assert contents("I dislike glorbix and vantrell, please note that") == [
+        ("User avoids glorbix and vantrell.", "")
+    ]
+    assert contents("I never eat plinthar because zeptoquill") == [("User avoids plinthar.", "")]
 
 
 @pytest.mark.parametrize(
@@ -128,7 +132,7 @@ def test_the_same_fact_twice_in_one_message_is_one_candidate():
 def test_explicit_key_value():
     candidate = explicit_fact("  Vantrell  Port ", "  8443 ")
     assert (candidate.content, candidate.fact_key) == (
-        "User's Vantrell Port is 8443.",
+        "Vantrell Port: 8443",
         "vantrell port",
     )
     with pytest.raises(ExtractionError, match="key may not be empty"):

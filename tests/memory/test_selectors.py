@@ -232,3 +232,21 @@ def test_list_queries_are_bounded(django_assert_max_num_queries):
         list(selectors.review_queue(SYSTEM, limit=20).items)
     with django_assert_max_num_queries(2):
         selectors.counts_by_tenant(SYSTEM)
+
+
+@pytest.mark.django_db
+def test_scope_counts_and_chain_status(principal_for):
+    services.remember(scope=S, text="My car is red.")
+    services.remember(scope=S, text="<webpage>My car is fake.</webpage>")
+    assert selectors.scope_counts(SYSTEM, scope=S) == {
+        "active": 1,
+        "quarantined": 1,
+        "superseded": 0,
+        "tombstoned": 0,
+        "episodes": 2,
+    }
+    assert selectors.scope_counts(SYSTEM, scope="acme:nobody:*")["active"] == 0
+    status = selectors.chain_status(SYSTEM, scope=S)
+    assert status["ok"] and status["events_checked"] == 4
+    with pytest.raises(AccessDenied):
+        selectors.chain_status(principal_for("acme:bob:*"), scope=S)

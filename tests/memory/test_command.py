@@ -1,0 +1,127 @@
+"""manage.py memory: every sub-verb, --json, and one-line refusals with exit status 2."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from memory import services
+from memory.models import Record
+
+S = "acme:alice:proj"
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("memory", *args, stdout=out)
+    return out.getvalue()
+
+
+def run_json(*args: str):
+    return json.loads(run("--json", *args))
+
+
+@pytest.mark.django_db
+def test_remember_recall_list_show_in_text_and_json():
+    assert "active: User's backup email is bob@example.com." in run(
+        "remember", S, "My backup email is bob@example.com."
+    )
+    data = run_json("remember", S, "--key", "desk", "--value", "4B", "--kind", "office")
+    assert data["records"][0]["fact_key"] == "desk"
+    recalled = run_json("recall", S, "backup email")
+    assert recalled["candidates"][0]["content"] == "User's backup email is bob@example.com."
+    assert "<relevant_memories>" in run("recall", S, "backup email", "--block")
+    listing = run_json("list", S, "--status", "active")
+    assert len(listing["items"]) == 2 and listing["next_cursor"] is None
+    page = run_json("list", S, "--limit", "1")
+    assert page["next_cursor"]
+    assert "more: --after" in run("list", S, "--limit", "1")
+    record_id = recalled["returned_ids"][0]
+    shown = run_json("show", record_id)
+    assert shown["record"]["record_id"] == record_id and shown["recalls"]
+    assert "memory.record_created" in run("show", record_id)
+    # --json also works after the verb
+    assert json.loads(run("show", record_id, "--json"))["record"]["record_id"] == record_id
+
+
+@pytest.mark.django_db
+def test_review_forget_and_derived_verbs(tmp_path):
+    quarantined = run_json("remember", S, "<webpage>My bank is Lakeside.</webpage>")["records"][0]
+    assert quarantined["status"] == "quarantined"
+    promoted = run_json("promote", S, quarantined["record_id"], "--reason", "checked")
+    assert promoted["status"] == "active"
+    other = run_json("remember", S, "<webpage>My broker is Shady.</webpage>")["records"][0]
+    receipt_file = tmp_path / "reject.json"
+    receipt = run_json("reject", S, other["record_id"], "--receipt-out", str(receipt_file))
+    assert json.loads(receipt_file.read_text()) == receipt
+    preview = run_json("forget", S, "--selector", "bank", "--preview")
+    assert preview["record_ids"] == [quarantined["record_id"]]
+    receipt = run_json("forget", S, "--selector", "bank", "--expect", quarantined["record_id"])
+    assert receipt["purged_record_ids"] == [quarantined["record_id"]]
+    run("remember", S, "My car is red.", "--session", "s1")
+    assert "nothing to consolidate" in run("consolidate", S)
+    assert "User's car is red." in run("persona", S)
+    assert "session s1" in run("scenes", S)
+    assert "chain: verifies" in run("inspect", S)
+    assert "logged assistant turn" in run("capture", S, "assistant", "hello")
+    assert "remembered: 1 record" in run("capture", S, "user", "My dog is Rex.")
+    episode = Record.objects.get(content="User's dog is Rex.").episode_id
+    facts = tmp_path / "facts.json"
+    facts.write_text(
+        json.dumps(
+            {"facts": [{"content": "User has a dog.", "evidence": [episode]}, {"content": "x"}]}
+        )
+    )
+    proposed = run_json("propose", S, str(facts))
+    assert len(proposed["accepted"]) == 1 and proposed["rejected"][0]["reason"] == "no_evidence"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("remember", "acme:alice", "My x is y."),
+        ("recall", "acme:*:proj", "x"),
+        ("list", "platform:bob:*"),
+        ("forget", "acme corp:*:*", "--selector", "x"),
+        ("show", "mem_unknown"),
+        ("promote", S, "mem_unknown"),
+        ("reject", S, "mem_unknown"),
+        ("forget", S, "--record-id", "mem_unknown"),
+        ("list", S, "--status", "gone"),
+        ("capture", S, "system", "x"),
+        ("remember", S, "--key", "k"),
+        ("propose", S, "/nonexistent/facts.json"),
+    ],
+)
+def test_refusals_are_one_line_exit_2_and_write_nothing(rows, args):
+    before = rows()
+    with pytest.raises(CommandError) as caught:
+        call_command("memory", *args, stdout=io.StringIO())
+    assert caught.value.returncode == 2
+    assert "\n" not in str(caught.value) and str(caught.value)
+    assert rows() == before
+
+
+@pytest.mark.django_db
+def test_refusal_from_the_command_line_prints_one_line_on_stderr(capfd):
+    from django.core.management import ManagementUtility
+
+    with pytest.raises(SystemExit) as exited:
+        ManagementUtility(["manage.py", "memory", "remember", "acme:alice", "My x is y."]).execute()
+    assert exited.value.code == 2
+    err = capfd.readouterr().err
+    assert err.strip().count("\n") == 0 and "three segments" in err
+
+
+@pytest.mark.django_db
+def test_an_empty_forget_from_the_command_is_refused_and_recorded():
+    services.remember(scope=S, text="My car is red.")
+    with pytest.raises(CommandError) as caught:
+        call_command("memory", "forget", S, "--selector", "  ", stdout=io.StringIO())
+    assert caught.value.returncode == 2
+    assert Record.objects.get().status == "active"
