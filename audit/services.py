@@ -200,6 +200,49 @@ def append_event(
     )
 
 
+AGENT_EVENT_PREFIX = "agent."
+
+
+@transaction.atomic
+def log_agent_event(
+    *,
+    subject: Scope | str,
+    event_type: str,
+    payload: dict[str, Any],
+    actor: str = "agent",
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    record_id: str | None = None,
+    principal: Principal | None = None,
+) -> AuditEvent:
+    """Append a caller-described ``agent.*`` event; every other event type is refused.
+
+    Engine events (``memory.*``, ``action.*``) are written only by the engine
+    that performs the change; an agent may only describe what it did. The
+    payload is the caller's and must hold digests, not content.
+    """
+    principal = principal or access.system_principal()
+    if not isinstance(event_type, str) or not event_type.startswith(AGENT_EVENT_PREFIX):
+        raise AuditError(
+            f"event type {event_type!r} refused: only agent.* events may be logged "
+            "(e.g. agent.tool_call)"
+        )
+    try:
+        scope = Scope.parse(subject)
+    except ScopeError as exc:
+        raise AuditError(f"audit subject refused: {exc}") from exc
+    access.require(principal, access.WRITE, scope)
+    return append_event(
+        subject=scope,
+        event_type=event_type,
+        actor=actor,
+        payload=payload,
+        session_id=session_id,
+        turn_id=turn_id,
+        record_id=record_id,
+    )
+
+
 def _check_actor(actor: Any) -> str:
     if not isinstance(actor, str) or not actor or len(actor) > MAX_ACTOR_LENGTH:
         raise AuditError(

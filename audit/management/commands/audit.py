@@ -1,0 +1,250 @@
+"""``manage.py audit``: log agent events, read a chain, verify, checkpoint, export.
+
+    manage.py audit log SCOPE EVENT_TYPE --payload JSON     append an agent.* event
+    manage.py audit show SCOPE [--json]                      the chain, oldest first
+    manage.py audit verify [--subject S] [--checkpoints FILE] [--receipt FILE ...]
+    manage.py audit checkpoint [--sink FILE]                 pin every chain, append to the sink
+    manage.py audit export [--subject S] [--out FILE]        JSON Lines of the rows
+
+Each verb is a thin wrapper over ``audit.services``/``selectors``/verifiers.
+Bad input (an invalid scope, malformed JSON, a missing or malformed file) is
+one line on stderr and a non-zero exit, with nothing written. ``verify``
+exits 0 only when every chain, checkpoint line and receipt holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from aetnaweb import access
+from aetnaweb.scopes import Scope, ScopeError
+from audit import selectors
+from audit.canonical import canonical_json
+from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
+from audit.receipts import verify_deletion_receipt
+from audit.services import AuditError, create_checkpoint, log_agent_event
+from audit.verification import verify_all, verify_subject
+
+
+class _OneLineParser(CommandParser):
+    """Usage errors as one line on stderr (exit 2), like every other refusal here."""
+
+    def error(self, message: str) -> Any:
+        if self.called_from_command_line:
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        raise CommandError(f"Error: {message}")
+
+
+def _scope(raw: str, what: str) -> str:
+    try:
+        return str(Scope.parse(raw))
+    except ScopeError as exc:
+        raise CommandError(f"{what}: {exc}") from exc
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CommandError(f"cannot read {what} {path}: {reason}") from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class Command(BaseCommand):
+    help = "The audit chain: log agent events, show a chain, verify, checkpoint, export."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # BaseCommand builds a plain CommandParser; the subclass only changes error().
+        parser.__class__ = _OneLineParser
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        verbs = parser.add_subparsers(
+            dest="verb", required=True, metavar="VERB", parser_class=_OneLineParser
+        )
+        log = verbs.add_parser("log", help="append an agent.* event to SCOPE's chain")
+        log.add_argument("scope")
+        log.add_argument("event_type", help="agent.<something>, e.g. agent.tool_call")
+        log.add_argument("--payload", default="{}", help="a JSON object of digests and IDs")
+        log.add_argument("--actor", default="agent")
+        log.add_argument("--session-id")
+        log.add_argument("--turn-id")
+        log.add_argument("--record-id")
+
+        show = verbs.add_parser("show", help="print SCOPE's chain, oldest first")
+        show.add_argument("scope")
+        show.add_argument("--json", action="store_true", help="JSON Lines, one row per line")
+
+        verify = verbs.add_parser("verify", help="check chains, checkpoints and receipts")
+        verify.add_argument("--subject", help="verify only this chain")
+        verify.add_argument("--checkpoints", action="append", default=[], metavar="FILE")
+        verify.add_argument("--receipt", action="append", default=[], nargs="+", metavar="FILE")
+
+        checkpoint = verbs.add_parser("checkpoint", help="pin every chain; append to the sink")
+        checkpoint.add_argument("--sink", help="JSONL file (default AETNAWEB_CHECKPOINT_SINK)")
+        checkpoint.add_argument("--actor", default="system")
+
+        export = verbs.add_parser("export", help="the rows as JSON Lines, by sequence")
+        export.add_argument("--subject")
+        export.add_argument("--out", help="write to FILE instead of stdout")
+
+    def handle(self, *args: Any, verb: str, **options: Any) -> None:
+        handler = getattr(self, f"_{verb}")
+        try:
+            handler(options)
+        except (AuditError, CheckpointError, access.AccessDenied) as exc:
+            raise CommandError(str(exc)) from exc
+
+    # -- verbs ------------------------------------------------------------------------
+
+    def _log(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"], "scope")
+        try:
+            payload = json.loads(options["payload"], parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise CommandError(f"--payload is not JSON: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise CommandError('--payload must be a JSON object, e.g. \'{"tool_sha256": "..."}\'')
+        event = log_agent_event(
+            subject=scope,
+            event_type=options["event_type"],
+            payload=payload,
+            actor=options["actor"],
+            session_id=options["session_id"],
+            turn_id=options["turn_id"],
+            record_id=options["record_id"],
+        )
+        self.stdout.write(
+            f"appended {event.event_id} to {event.subject_id} at sequence {event.sequence} "
+            f"(event_hash {event.event_hash})"
+        )
+
+    def _show(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"], "scope")
+        principal = access.system_principal()
+        if options["json"]:
+            for line in selectors.export_lines(principal, subject=scope):
+                self.stdout.write(line, ending="")
+            return
+        after, shown = 0, 0
+        while True:
+            events = selectors.chain_events(principal, scope, after=after, limit=1000)
+            for event in events:
+                self.stdout.write(_readable(event))
+            shown += len(events)
+            if len(events) < 1000:
+                break
+            after = events[-1].sequence
+        report = verify_subject(scope)
+        verdict = "the chain holds" if report.ok else "the chain FAILS verification"
+        self.stdout.write(f"{scope}: {shown} events; {verdict}")
+
+    def _verify(self, options: dict[str, Any]) -> None:
+        subject = options["subject"]
+        if subject is not None:
+            subject = _scope(subject, "--subject")
+        # Every input is read and parsed before anything is checked or printed.
+        checkpoint_files = []
+        for path in options["checkpoints"]:
+            text = _read(path, "checkpoint file")
+            try:
+                read_checkpoint_lines(text.splitlines())
+            except CheckpointError as exc:
+                raise CommandError(f"{path}: {exc}") from exc
+            checkpoint_files.append((path, text))
+        receipts = []
+        for path in [p for group in options["receipt"] for p in group]:
+            try:
+                receipt = json.loads(_read(path, "receipt"), parse_constant=_reject_constant)
+            except ValueError as exc:
+                raise CommandError(f"receipt {path} is not JSON: {exc}") from exc
+            receipts.append((path, receipt))
+
+        problems = 0
+        reports = [verify_subject(subject)] if subject is not None else verify_all().subjects
+        for report in reports:
+            problems += self._verdict(report.ok, report.subject_id, report.failure_lines())
+        for path, text in checkpoint_files:
+            for result in verify_checkpoints(text.splitlines()):
+                label = f"checkpoint {path} line {result.line_number}"
+                problems += self._verdict(result.ok, label, result.failures)
+        for path, receipt in receipts:
+            failures = verify_deletion_receipt(receipt)
+            problems += self._verdict(not failures, f"receipt {path}", failures)
+        events = sum(report.events_checked for report in reports)
+        if problems:
+            raise CommandError(
+                f"verification FAILED: {problems} chain(s), checkpoint line(s) or receipt(s) "
+                "did not verify (reasons above)"
+            )
+        self.stdout.write(f"verified: {events} events in {len(reports)} chains")
+
+    def _verdict(self, ok: bool, label: str, reasons: list[str]) -> int:
+        self.stdout.write(f"{'OK' if ok else 'FAIL'} {label}")
+        for reason in reasons:
+            self.stdout.write(f"  {reason}")
+        return 0 if ok else 1
+
+    def _checkpoint(self, options: dict[str, Any]) -> None:
+        document = create_checkpoint(actor=options["actor"], sink=options["sink"])
+        self.stdout.write(canonical_json(document))
+        sink = options["sink"] or settings.AETNAWEB_CHECKPOINT_SINK
+        self.stderr.write(f"checkpoint of {len(document['subjects'])} chains appended to {sink}")
+
+    def _export(self, options: dict[str, Any]) -> None:
+        subject = options["subject"]
+        if subject is not None:
+            subject = _scope(subject, "--subject")
+        lines = selectors.export_lines(access.system_principal(), subject=subject)
+        out = options["out"]
+        if out is None:
+            for line in lines:
+                self.stdout.write(line, ending="")
+            return
+        target = Path(out)
+        if not target.parent.is_dir():
+            raise CommandError(f"cannot write {out}: directory {target.parent} does not exist")
+        # Written beside the target and renamed, so a failed export leaves no partial file.
+        fd, temporary = tempfile.mkstemp(prefix=".audit-export-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                count = 0
+                for line in lines:
+                    handle.write(line)
+                    count += 1
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        self.stderr.write(f"exported {count} events to {out}")
+
+
+def _readable(event: Any) -> str:
+    context = " ".join(
+        f"{name}={value}"
+        for name, value in (
+            ("session", event.session_id),
+            ("turn", event.turn_id),
+            ("record", event.record_id),
+        )
+        if value
+    )
+    prev = event.prev_hash[:12] + "…" if event.prev_hash else "(first)"
+    return (
+        f"#{event.sequence} {event.created_at} {event.event_type} by {event.actor}"
+        f"{' ' + context if context else ''}\n"
+        f"    payload {event.payload}\n"
+        f"    prev {prev}  hash {event.event_hash[:12]}…  id {event.event_id}"
+    )

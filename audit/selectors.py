@@ -1,0 +1,316 @@
+"""Every read of the evidence layer, with visibility built in.
+
+``audit_log`` stores only the canonical ``subject_id`` (its columns are fixed
+by audit-log-v1), so visibility is computed on the small subject index
+(:class:`~audit.models.AuditSubject`, one row per chain, with tenant/user/project
+columns that :func:`aetnaweb.access.scope_q` filters) and applied to events as an
+exact ``subject_id IN (...)``. Every subject that comes back is re-checked with
+:func:`aetnaweb.access.may` before use (scopes.md: a row failing that check is
+dropped, and that must be unreachable).
+
+Lists page by key, newest first (``sequence < before``, ``limit + 1`` rows to
+know whether an older page exists): never OFFSET, never ``COUNT(*)`` over
+``audit_log``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, Sum
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope, ScopeError
+from audit.canonical import canonical_json
+from audit.checkpoints import CHECKPOINT_FORMAT
+from audit.models import AuditDailyCount, AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.verification import COLUMNS
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+EXPORT_CHUNK = 2_000
+
+
+class AuditQueryError(ValueError):
+    """A filter that cannot be applied (a malformed scope, a bad limit or date)."""
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of events, newest first; ``next_before`` fetches the older page."""
+
+    events: list[AuditEvent]
+    next_before: int | None
+
+    @property
+    def has_next(self) -> bool:
+        return self.next_before is not None
+
+
+def _may(principal: Principal, capability: str, subject_id: str) -> bool:
+    try:
+        return access.may(principal, capability, subject_id)
+    except ScopeError:  # a malformed subject (tampering) is shown to trusted callers only
+        return principal.is_system
+
+
+def _parse(raw: Scope | str, what: str) -> Scope:
+    try:
+        return Scope.parse(raw)
+    except ScopeError as exc:
+        raise AuditQueryError(f"{what}: {exc}") from exc
+
+
+def subjects_visible(
+    principal: Principal, capability: str = access.READ, *, within: Scope | str | None = None
+) -> list[str]:
+    """Chains ``principal`` may use ``capability`` on (optionally inside ``within``), sorted."""
+    rows = AuditSubject.objects.filter(
+        access.scope_q(principal, capability, canonical_field="subject_id")
+    )
+    if within is not None:
+        rows = rows.filter(**_parse(within, "scope").subtree_filter())
+    subjects = rows.order_by("subject_id").values_list("subject_id", flat=True)
+    return [subject for subject in subjects if _may(principal, capability, subject)]
+
+
+def _event_subjects(
+    principal: Principal,
+    capability: str,
+    *,
+    subject: Scope | str | None,
+    within: Scope | str | None,
+) -> list[str] | None:
+    """The subject filter for an event query; ``None`` means no filter (every chain)."""
+    if subject is not None:
+        subject_id = str(_parse(subject, "subject"))
+        access.require(principal, capability, subject_id)
+        return [subject_id]
+    if within is None and principal.is_system:
+        return None
+    return subjects_visible(principal, capability, within=within)
+
+
+def _iso_bound(value: datetime | str | None, what: str) -> str | None:
+    """An ISO-8601 UTC string comparable with ``created_at`` as stored."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise AuditQueryError(f"{what} is not an ISO-8601 date or time: {value!r}") from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
+
+
+def list_events(
+    principal: Principal,
+    *,
+    subject: Scope | str | None = None,
+    within: Scope | str | None = None,
+    event_type: str | None = None,
+    actor: str | None = None,
+    session_id: str | None = None,
+    record_id: str | None = None,
+    created_from: datetime | str | None = None,
+    created_before: datetime | str | None = None,
+    before: int | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+) -> EventPage:
+    """One page of visible events, newest first.
+
+    ``subject`` is one exact chain; ``within`` is a scope's subtree (the
+    chains at it and below). ``created_from`` is inclusive, ``created_before``
+    exclusive. Pass the page's ``next_before`` as ``before`` for the next page.
+    """
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise AuditQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+    subjects = _event_subjects(principal, access.READ, subject=subject, within=within)
+    if subjects == []:
+        return EventPage(events=[], next_before=None)
+    events = AuditEvent.objects.all()
+    if subjects is not None:
+        events = events.filter(subject_id__in=subjects)
+    exact = {
+        "event_type": event_type,
+        "actor": actor,
+        "session_id": session_id,
+        "record_id": record_id,
+    }
+    events = events.filter(**{name: value for name, value in exact.items() if value})
+    lower = _iso_bound(created_from, "created_from")
+    upper = _iso_bound(created_before, "created_before")
+    if lower is not None:
+        events = events.filter(created_at__gte=lower)
+    if upper is not None:
+        events = events.filter(created_at__lt=upper)
+    if before is not None:
+        events = events.filter(sequence__lt=before)
+    rows = list(events.order_by("-sequence")[: limit + 1])
+    rows = [row for row in rows if _may(principal, access.READ, row.subject_id)]
+    if len(rows) > limit:
+        return EventPage(events=rows[:limit], next_before=rows[limit - 1].sequence)
+    return EventPage(events=rows, next_before=None)
+
+
+def get_event(principal: Principal, event_id: str) -> AuditEvent:
+    """One event by ``aud_`` ID; missing or invisible is ``AuditEvent.DoesNotExist`` (a 404)."""
+    event = AuditEvent.objects.get(event_id=event_id)
+    if not _may(principal, access.READ, event.subject_id):
+        raise AuditEvent.DoesNotExist(f"no audit event {event_id}")
+    return event
+
+
+def events_for_record(
+    principal: Principal, record_id: str, *, limit: int = 200
+) -> list[AuditEvent]:
+    """A record's history across the chains ``principal`` may read, oldest first."""
+    rows = AuditEvent.objects.filter(record_id=record_id).order_by("sequence")[:limit]
+    return [row for row in rows if _may(principal, access.READ, row.subject_id)]
+
+
+def chain_events(
+    principal: Principal, subject: Scope | str, *, after: int = 0, limit: int = 1000
+) -> list[AuditEvent]:
+    """One chain in order, from sequence ``after`` (exclusive), for reading it end to end."""
+    subject_id = str(_parse(subject, "subject"))
+    access.require(principal, access.READ, subject_id)
+    rows = AuditEvent.objects.filter(subject_id=subject_id, sequence__gt=after)
+    return list(rows.order_by("sequence")[:limit])
+
+
+def daily_counts(
+    principal: Principal,
+    *,
+    subjects: Iterable[str] | None = None,
+    days: int = 30,
+    today: date | None = None,
+) -> list[tuple[date, int]]:
+    """Events per UTC day for the last ``days`` days (oldest first, zeros included).
+
+    Read from the per-subject daily counters ``append_event`` keeps, so the
+    cost is bounded by subjects x days, whatever the size of ``audit_log``.
+    """
+    today = today or datetime.now(UTC).date()
+    first = today - timedelta(days=days - 1)
+    visible = None if principal.is_system else set(subjects_visible(principal))
+    if subjects is not None:
+        wanted = set(subjects)
+        visible = wanted if visible is None else visible & wanted
+    rows = AuditDailyCount.objects.filter(day__gte=first, day__lte=today)
+    if visible is not None:
+        if not visible:
+            return [(first + timedelta(days=n), 0) for n in range(days)]
+        rows = rows.filter(subject_id__in=sorted(visible))
+    totals = dict(rows.values("day").annotate(total=Sum("event_count")).values_list("day", "total"))
+    return [(day, int(totals.get(day, 0))) for day in (first + timedelta(n) for n in range(days))]
+
+
+def export_lines(principal: Principal, *, subject: Scope | str | None = None) -> Iterator[str]:
+    """JSON Lines of one chain's (or every auditable chain's) rows, by ascending sequence.
+
+    Each line is the canonical JSON of the row's columns, ``payload`` as the
+    stored text. Access is checked now, before the first line; rows are then
+    read in keyset chunks up to the current newest event, so memory stays
+    constant and the iterator suits ``StreamingHttpResponse``.
+    """
+    if subject is None and access.may(principal, access.AUDIT, Scope.platform()):
+        subjects = None
+    else:
+        subjects = _event_subjects(principal, access.AUDIT, subject=subject, within=None)
+    horizon = AuditEvent.objects.order_by("-sequence").values_list("sequence", flat=True).first()
+    return _export_rows(subjects, horizon or 0)
+
+
+def _export_rows(subjects: list[str] | None, horizon: int) -> Iterator[str]:
+    if subjects == []:
+        return
+    rows = AuditEvent.objects.filter(sequence__lte=horizon).order_by("sequence")
+    if subjects is not None:
+        rows = rows.filter(subject_id__in=subjects)
+    last = 0
+    while True:
+        chunk = list(rows.filter(sequence__gt=last).values_list(*COLUMNS)[:EXPORT_CHUNK])
+        for values in chunk:
+            yield canonical_json(dict(zip(COLUMNS, values, strict=True))) + "\n"
+        if len(chunk) < EXPORT_CHUNK:
+            return
+        last = chunk[-1][0]
+
+
+# -- verification runs and checkpoints -----------------------------------------------------
+
+
+def _run_scope(run: VerificationRun) -> str:
+    return run.scope or str(Scope.platform())
+
+
+def get_verification_run(principal: Principal, run_id: int) -> VerificationRun:
+    """A run ``principal`` may audit (its scope, or every chain); else ``DoesNotExist``."""
+    run = VerificationRun.objects.get(pk=run_id)
+    if not _may(principal, access.AUDIT, _run_scope(run)):
+        raise VerificationRun.DoesNotExist(f"no verification run {run_id}")
+    return run
+
+
+def recent_verification_runs(principal: Principal, *, limit: int = 20) -> list[VerificationRun]:
+    """The newest runs over scopes ``principal`` may audit."""
+    runs = VerificationRun.objects.order_by("-started_at", "-id")
+    if not principal.is_system:
+        runs = runs.filter(Q(tenant__in=_audited_tenants(principal)) | Q(tenant__isnull=True))
+    picked = []
+    for run in runs[: limit * 5]:
+        if _may(principal, access.AUDIT, _run_scope(run)):
+            picked.append(run)
+            if len(picked) == limit:
+                break
+    return picked
+
+
+def _audited_tenants(principal: Principal) -> list[str]:
+    return sorted({scope.tenant for scope in access.granted_scopes(principal, access.AUDIT)})
+
+
+def checkpoint_subjects(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The pinned subjects of a stored checkpoint document."""
+    document = _checkpoint_document(checkpoint)
+    subjects = document.get("subjects")
+    return subjects if isinstance(subjects, dict) else {}
+
+
+def _checkpoint_document(checkpoint: Checkpoint) -> dict[str, Any]:
+    document = json.loads(checkpoint.document)
+    if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"checkpoint {checkpoint.pk} does not hold a v1 document")
+    return document
+
+
+def get_checkpoint(principal: Principal, checkpoint_id: int) -> Checkpoint:
+    """A stored checkpoint, for someone who may audit every chain it pins; else ``DoesNotExist``.
+
+    Its subject list would otherwise reveal chains (and tenants) outside the
+    principal's grants.
+    """
+    checkpoint = Checkpoint.objects.get(pk=checkpoint_id)
+    if not principal.is_system and not all(
+        _may(principal, access.AUDIT, subject) for subject in checkpoint_subjects(checkpoint)
+    ):
+        raise Checkpoint.DoesNotExist(f"no checkpoint {checkpoint_id}")
+    return checkpoint
+
+
+def latest_checkpoint(principal: Principal) -> Checkpoint | None:
+    """The newest checkpoint ``principal`` may download, if any of the recent ones."""
+    for checkpoint in Checkpoint.objects.order_by("-created_at", "-id")[:20]:
+        try:
+            return get_checkpoint(principal, checkpoint.pk)
+        except Checkpoint.DoesNotExist:
+            continue
+    return None
