@@ -162,3 +162,16 @@ def table_counts() -> dict[str, int]:
         "receipts": models.ActionReceipt.objects.count(),
         "audit": AuditEvent.objects.count(),
     }
+
+
+def child_database_url() -> str:
+    """A DATABASE_URL for a child process that must use this test run's database."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings_dict['NAME']}"
+    return (
+        f"postgres://{settings_dict['USER']}:{settings_dict['PASSWORD']}@"
+        f"{settings_dict['HOST'] or '127.0.0.1'}:{settings_dict['PORT'] or 5432}/{settings_dict['NAME']}"
+    )
