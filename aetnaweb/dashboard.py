@@ -192,3 +192,93 @@ def query_string(request: HttpRequest, **changes: Any) -> str:
         else:
             params[name] = str(value)
     return urlencode(sorted(params.lists()), doseq=True)
+
+
+# -- charts --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str  # the full label, for the bar's <title> and the table fallback
+    value: int
+    x: float
+    y: float
+    width: float
+    height: float
+    tick_label: str  # short label under the axis, or "" when this bar has none
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """Geometry for ``templates/dashboard/bar_chart.html``: an accessible server-rendered SVG."""
+
+    title: str
+    bars: tuple[Bar, ...]
+    ticks: tuple[tuple[int, float], ...]  # (value, y) for horizontal grid lines
+    width: int
+    height: int
+    plot_left: int
+    plot_right: int
+    plot_bottom: int
+    total: int
+    y_label: str
+
+
+def nice_step(raw: float) -> int:
+    """The smallest 1, 2 or 5 times a power of ten that is at least ``raw`` (and at least 1)."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if step * factor >= raw:
+                return step * factor
+        step *= 10
+
+
+def bar_chart(
+    points: Sequence[tuple[str, str, int]],
+    *,
+    title: str,
+    y_label: str = "events",
+    width: int = 720,
+    height: int = 220,
+    label_every: int = 5,
+) -> BarChart:
+    """Lay out ``(label, tick_label, value)`` points as bars with a rounded y axis (about 4 ticks)."""
+    left, right, top, bottom = 48, 8, 10, 34
+    plot_w, plot_h = width - left - right, height - top - bottom
+    peak = max((value for _, _, value in points), default=0)
+    step = nice_step(peak / 4) if peak else 1
+    top_value = step * max(1, -(-peak // step))
+    slot = plot_w / max(1, len(points))
+    gap = min(4.0, slot * 0.2)
+    bars = []
+    for index, (label, tick_label, value) in enumerate(points):
+        bar_h = plot_h * value / top_value
+        show = index % label_every == 0 or index == len(points) - 1
+        bars.append(
+            Bar(
+                label=label,
+                value=value,
+                x=round(left + index * slot + gap / 2, 2),
+                y=round(top + plot_h - bar_h, 2),
+                width=round(slot - gap, 2),
+                height=round(bar_h, 2),
+                tick_label=tick_label if show else "",
+            )
+        )
+    ticks = tuple(
+        (value, round(top + plot_h - plot_h * value / top_value, 2))
+        for value in range(0, top_value + 1, step)
+    )
+    return BarChart(
+        title=title,
+        bars=tuple(bars),
+        ticks=ticks,
+        width=width,
+        height=height,
+        plot_left=left,
+        plot_right=width - right,
+        plot_bottom=top + plot_h,
+        total=sum(value for _, _, value in points),
+        y_label=y_label,
+    )

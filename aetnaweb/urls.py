@@ -21,5 +21,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
     path("access/tokens/", include("aetnaweb.token_urls")),
+    path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
 ]

@@ -91,6 +91,14 @@ def browser() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+@pytest.fixture(autouse=True)
+def checkpoint_sink(settings: Any, tmp_path: Path) -> Path:
+    """Checkpoints created in a journey go to a temporary file, never the development one."""
+    sink = tmp_path / "checkpoints.jsonl"
+    settings.AETNAWEB_CHECKPOINT_SINK = str(sink)
+    return sink
+
+
 @pytest.fixture
 def page(browser: Any, live_server: Any, transactional_db: None) -> Iterator[Any]:
     """A new tab on the live server; fails the test on CSP violations or JS errors."""

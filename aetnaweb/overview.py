@@ -1,0 +1,318 @@
+"""Read models for the dashboard's overview and audit pages, composed from the apps' selectors.
+
+Nothing here writes. Every number comes from a selector that applies the
+principal's grants (``memory.selectors.counts_by_tenant``,
+``actions.selectors.counts_by_tenant``, the audit subject index and daily
+counts), and the verification and checkpoint summaries are narrowed to what
+the principal may read: a failure in a chain outside their grants is neither
+shown nor counted against their tenant, and a checkpoint is offered for
+download only to someone who may audit every chain it pins (its subject list
+would otherwise reveal other tenants).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from functools import lru_cache
+from typing import Any
+
+from django.db.models import Q
+
+from actions import selectors as action_selectors
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.dashboard import BarChart, bar_chart
+from aetnaweb.models import ScopeGrant
+from aetnaweb.scopes import PLATFORM, Scope, ScopeError
+from audit import selectors as audit_selectors
+from audit.models import AuditSubject, Checkpoint, VerificationRun
+from memory import selectors as memory_selectors
+
+CHART_DAYS = 30
+RECENT_RUNS = 200  # verification runs scanned for the per-tenant status (newest first)
+RECENT_CHECKPOINTS = 20  # checkpoints scanned for each tenant's latest pin
+
+
+# -- visibility of subjects ------------------------------------------------------------
+
+
+def readable(principal: Principal, subject_id: str, capability: str = access.READ) -> bool:
+    """May ``principal`` use ``capability`` on this chain? A malformed subject is never shown."""
+    try:
+        return access.may(principal, capability, subject_id)
+    except ScopeError:
+        return principal.is_system
+
+
+def visible_tenants(principal: Principal) -> list[str]:
+    """Tenants with anything the principal may read, plus the tenants they are granted.
+
+    ``platform`` (the shared root) is listed when something is stored there.
+    """
+    tenants = {scope.tenant for scope, _ in principal.bindings if not scope.is_platform}
+    tenants.update(
+        AuditSubject.objects.filter(
+            access.scope_q(principal, access.READ, canonical_field="subject_id")
+        )
+        .values_list("tenant", flat=True)
+        .distinct()
+    )
+    return sorted(tenants, key=lambda tenant: (tenant != PLATFORM, tenant))
+
+
+# -- verification status ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """What the latest verification run says about one tenant's chains, for this principal."""
+
+    state: str  # passed, failed, running, error, inconclusive, never
+    run: VerificationRun | None = None
+    first_bad_sequence: int | None = None
+    failed_subjects: tuple[str, ...] = ()
+    running: VerificationRun | None = None  # a newer run still in progress
+
+    @property
+    def scope_label(self) -> str:
+        if self.run is None:
+            return ""
+        return self.run.scope or "every chain"
+
+    @property
+    def checked_at(self) -> datetime | None:
+        return self.run.finished_at if self.run else None
+
+
+def status_from_run(
+    run: VerificationRun, principal: Principal, *, tenant: str | None = None
+) -> ChainStatus:
+    """A finished run's verdict restricted to the chains the principal may read (and ``tenant``).
+
+    A run that failed only outside the principal's reach counts as passed for
+    them; when its failure list was cut short (more than the recorded cap) the
+    verdict for the rest is ``inconclusive``, never a guess.
+    """
+    if run.status == VerificationRun.Status.PASSED:
+        return ChainStatus("passed", run)
+    if run.status == VerificationRun.Status.ERROR:
+        return ChainStatus("error", run)
+    mine = []
+    for failure in run.failures or []:
+        subject = failure.get("subject_id") if isinstance(failure, dict) else None
+        if not isinstance(subject, str) or not readable(principal, subject):
+            continue
+        if tenant is not None and subject.split(":", 1)[0] != tenant:
+            continue
+        mine.append(failure)
+    if mine:
+        bad = [f["first_bad_sequence"] for f in mine if f.get("first_bad_sequence") is not None]
+        return ChainStatus(
+            "failed",
+            run,
+            first_bad_sequence=min(bad) if bad else None,
+            failed_subjects=tuple(str(f["subject_id"]) for f in mine),
+        )
+    from audit.services import MAX_RECORDED_FAILURES
+
+    if len(run.failures or []) >= MAX_RECORDED_FAILURES:
+        return ChainStatus("inconclusive", run)
+    return ChainStatus("passed", run)
+
+
+def _run_applies(run: VerificationRun, tenant: str, principal: Principal) -> bool:
+    if run.tenant is None:  # every chain: it covers this tenant
+        return True
+    return run.tenant == tenant and run.scope is not None and readable(principal, run.scope)
+
+
+def chain_status_by_tenant(principal: Principal, tenants: Iterable[str]) -> dict[str, ChainStatus]:
+    """The latest run covering each tenant (one bounded query over recent runs)."""
+    tenants = list(tenants)
+    runs = list(
+        VerificationRun.objects.filter(Q(tenant__in=tenants) | Q(tenant__isnull=True)).order_by(
+            "-started_at", "-id"
+        )[:RECENT_RUNS]
+    )
+    result: dict[str, ChainStatus] = {}
+    for tenant in tenants:
+        running = None
+        status = ChainStatus("never")
+        for run in runs:
+            if not _run_applies(run, tenant, principal):
+                continue
+            if run.is_running and not run.is_stale:
+                running = running or run
+                continue
+            if run.is_running:  # stale: the process died; it proves nothing
+                continue
+            status = status_from_run(run, principal, tenant=tenant)
+            break
+        result[tenant] = ChainStatus(
+            status.state,
+            status.run,
+            status.first_bad_sequence,
+            status.failed_subjects,
+            running=running,
+        )
+    return result
+
+
+# -- checkpoints -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointCoverage:
+    """The chains one checkpoint pins, summarized for visibility checks."""
+
+    subjects: tuple[str, ...]
+    tenants: frozenset[str]
+
+
+@lru_cache(maxsize=256)
+def _coverage(checkpoint_sha256: str, document: str) -> CheckpointCoverage:
+    # Checkpoint documents never change, so the digest is a safe cache key.
+    try:
+        subjects = tuple(sorted(json.loads(document).get("subjects", {})))
+    except (ValueError, AttributeError):
+        subjects = ()
+    return CheckpointCoverage(
+        subjects=subjects, tenants=frozenset(subject.split(":", 1)[0] for subject in subjects)
+    )
+
+
+def checkpoint_coverage(checkpoint: Checkpoint) -> CheckpointCoverage:
+    return _coverage(checkpoint.checkpoint_sha256, checkpoint.document)
+
+
+def may_see_checkpoint(principal: Principal, checkpoint: Checkpoint) -> bool:
+    """True when the principal may audit every chain the checkpoint pins.
+
+    A checkpoint lists its subjects; showing one that pins chains outside the
+    principal's grants would reveal those scopes.
+    """
+    if principal.is_system or access.may(principal, access.AUDIT, Scope.platform()):
+        return True
+    if not access.has_capability_anywhere(principal, access.AUDIT):
+        return False
+    coverage = checkpoint_coverage(checkpoint)
+    whole_tenants = {
+        scope.tenant
+        for scope, caps in principal.bindings
+        if access.AUDIT in caps and scope.depth == 1
+    }
+    return all(
+        subject.split(":", 1)[0] in whole_tenants or readable(principal, subject, access.AUDIT)
+        for subject in coverage.subjects
+    )
+
+
+def latest_checkpoint_by_tenant(tenants: Iterable[str]) -> dict[str, Checkpoint | None]:
+    """For each tenant, the newest recent checkpoint pinning any of its chains.
+
+    Its age is what the overview shows; the checkpoint's content is not, so a
+    checkpoint that also pins other tenants may be counted here.
+    """
+    recent = list(Checkpoint.objects.order_by("-created_at", "-id")[:RECENT_CHECKPOINTS])
+    result: dict[str, Checkpoint | None] = {}
+    for tenant in tenants:
+        result[tenant] = next(
+            (cp for cp in recent if tenant in checkpoint_coverage(cp).tenants), None
+        )
+    return result
+
+
+# -- the overview ----------------------------------------------------------------------
+
+
+@dataclass
+class TenantRow:
+    tenant: str
+    roles: list[tuple[str, str]] = field(default_factory=list)  # (scope, role) granted in it
+    active: int = 0
+    quarantined: int = 0
+    pending_approvals: int = 0
+    uncertain: int = 0
+    recovery_required: int = 0
+    chain: ChainStatus = ChainStatus("never")
+    last_checkpoint: Checkpoint | None = None
+
+    @property
+    def is_platform(self) -> bool:
+        return self.tenant == PLATFORM
+
+    @property
+    def scope(self) -> str:
+        return str(Scope.platform() if self.is_platform else Scope.of(self.tenant))
+
+    @property
+    def needs_attention(self) -> bool:
+        return bool(
+            self.quarantined
+            or self.pending_approvals
+            or self.uncertain
+            or self.recovery_required
+            or self.chain.state in {"failed", "error", "inconclusive"}
+        )
+
+
+@dataclass
+class Overview:
+    tenants: list[TenantRow]
+    chart: BarChart
+    totals: dict[str, int]
+    latest_checkpoint: Checkpoint | None
+    has_grants: bool
+    can_audit: bool
+    failed: list[TenantRow]
+
+
+def events_per_day_chart(principal: Principal, *, today: date | None = None) -> BarChart:
+    """Audit events per UTC day over the last 30 days, for the chains the principal may read."""
+    counts = audit_selectors.daily_counts(principal, days=CHART_DAYS, today=today)
+    points = [(day.strftime("%a %d %b %Y"), day.strftime("%d %b"), total) for day, total in counts]
+    first, last = counts[0][0], counts[-1][0]
+    return bar_chart(points, title=f"Audit events per day, {first:%d %b} to {last:%d %b %Y} (UTC)")
+
+
+def build_overview(principal: Principal, *, user: Any) -> Overview:
+    """Everything the overview page shows, for one principal (a bounded number of queries)."""
+    tenants = visible_tenants(principal)
+    rows = {tenant: TenantRow(tenant=tenant) for tenant in tenants}
+    for scope, role in (
+        ScopeGrant.objects.filter(user=user).order_by("scope", "role").values_list("scope", "role")
+    ):
+        tenant = scope.split(":", 1)[0]
+        if tenant in rows:
+            rows[tenant].roles.append((scope, role))
+    for entry in memory_selectors.counts_by_tenant(principal):
+        row = rows.setdefault(entry["tenant"], TenantRow(tenant=entry["tenant"]))
+        row.active, row.quarantined = entry["active"], entry["quarantined"]
+    for tenant, counts in action_selectors.counts_by_tenant(principal).items():
+        row = rows.setdefault(tenant, TenantRow(tenant=tenant))
+        row.pending_approvals = counts.get("pending_approvals", 0)
+        row.uncertain = counts.get("uncertain", 0)
+        row.recovery_required = counts.get("recovery_required", 0)
+    ordered = [rows[t] for t in sorted(rows, key=lambda t: (t != PLATFORM, t))]
+    statuses = chain_status_by_tenant(principal, [row.tenant for row in ordered])
+    checkpoints = latest_checkpoint_by_tenant([row.tenant for row in ordered])
+    for row in ordered:
+        row.chain = statuses[row.tenant]
+        row.last_checkpoint = checkpoints[row.tenant]
+    totals = {
+        name: sum(getattr(row, name) for row in ordered)
+        for name in ("active", "quarantined", "pending_approvals", "uncertain", "recovery_required")
+    }
+    pinned = [row.last_checkpoint for row in ordered if row.last_checkpoint is not None]
+    return Overview(
+        tenants=ordered,
+        chart=events_per_day_chart(principal),
+        totals=totals,
+        latest_checkpoint=max(pinned, key=lambda cp: (cp.created_at, cp.pk)) if pinned else None,
+        has_grants=bool(principal.bindings),
+        can_audit=access.has_capability_anywhere(principal, access.AUDIT),
+        failed=[row for row in ordered if row.chain.state == "failed"],
+    )
