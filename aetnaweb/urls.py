@@ -23,4 +23,5 @@ urlpatterns = [
     path("access/tokens/", include("aetnaweb.token_urls")),
     path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
+    path("memory/", include("memory.urls")),
 ]

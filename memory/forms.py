@@ -1,0 +1,291 @@
+"""Parsing the memory pages' input; no side effects (design.md: forms.py).
+
+Scopes typed into a form are validated with :meth:`Scope.parse` and become a
+form error naming the bad segment (a scope in a URL is the view's 404 page
+instead). Record IDs are checked for shape only: whether a record exists, is
+visible and is in the right state is the services' and selectors' business.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+
+from aetnaweb.scopes import Scope, ScopeError
+from memory.models import SourceType, Status, TrustTier
+
+MAX_REASON_CHARS = 2000
+MAX_QUERY_CHARS = 10_000
+MAX_SELECTOR_CHARS = 1000
+MAX_RECEIPT_BYTES = 64 * 1024
+RECORD_ID_RE = re.compile(r"mem_[0-9a-f]{32}")
+REJECT_WORD = "REJECT"
+PROMOTE = "promote"
+REJECT = "reject"
+DECISIONS = [(PROMOTE, "Promote"), (REJECT, "Reject")]
+
+
+def parse_scope_field(raw: str) -> Scope:
+    try:
+        return Scope.parse(raw.strip())
+    except ScopeError as exc:
+        raise forms.ValidationError(str(exc)) from exc
+
+
+def check_record_id(raw: str) -> str:
+    value = raw.strip()
+    if not RECORD_ID_RE.fullmatch(value):
+        raise forms.ValidationError(
+            f"{value[:60]!r} is not a record ID (they look like mem_ followed by 32 hex digits)"
+        )
+    return value
+
+
+class TextListField(forms.Field):
+    """Several values of one parameter (``?x=a&x=b``), as a list of stripped strings.
+
+    Unlike ``MultipleChoiceField`` it has no fixed choices: the values are
+    record IDs or queue items checked by shape in the form's ``clean_*``.
+    """
+
+    widget = forms.MultipleHiddenInput
+    default_error_messages = {"required": "Choose at least one.", "list": "Expected a list."}
+
+    def to_python(self, value: Any) -> list[str]:
+        if not value:
+            return []
+        if not isinstance(value, list | tuple):
+            raise forms.ValidationError(self.error_messages["list"], code="list")
+        return [str(item).strip() for item in value if str(item).strip()]
+
+
+def _optional_choice(choices: list[tuple[str, str]], label: str) -> forms.ChoiceField:
+    return forms.ChoiceField(choices=[("", f"Any {label}"), *choices], required=False, label=label)
+
+
+class ScopeJumpForm(forms.Form):
+    """The scope browser's "open a scope" box."""
+
+    scope = forms.CharField(
+        max_length=200,
+        help_text="tenant:user:project, e.g. acme:alice:website or acme:*:*",
+    )
+
+    def clean_scope(self) -> Scope:
+        return parse_scope_field(self.cleaned_data["scope"])
+
+
+class RecordFilterForm(forms.Form):
+    """Filters of a scope's record list (all optional; GET parameters)."""
+
+    status = _optional_choice(Status.choices, "status")
+    source_type = _optional_choice(SourceType.choices, "source type")
+    trust_tier = _optional_choice(TrustTier.choices, "trust tier")
+    session = forms.CharField(max_length=200, required=False, label="Session")
+    q = forms.CharField(max_length=200, required=False, label="Text contains")
+
+    def selector_filters(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`memory.selectors.list_records`."""
+        data = self.cleaned_data
+        return {
+            "status": data.get("status") or None,
+            "source_type": data.get("source_type") or None,
+            "trust_tier": data.get("trust_tier") or None,
+            "session_id": data.get("session") or None,
+            "text": data.get("q") or None,
+        }
+
+
+class RecallTestForm(forms.Form):
+    """The recall tester: the same arguments an agent's recall takes."""
+
+    query = forms.CharField(
+        max_length=MAX_QUERY_CHARS,
+        strip=True,
+        label="Query",
+        help_text="What an agent would ask, e.g. 'which editor do I use?'",
+    )
+    limit = forms.IntegerField(min_value=1, max_value=50, initial=5, label="Limit")
+    min_score = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.0, label="Minimum score")
+
+
+class DecisionForm(forms.Form):
+    """Promote or reject one quarantined record; the reason is required."""
+
+    scope = forms.CharField(max_length=200, widget=forms.HiddenInput)
+    record_id = forms.CharField(max_length=40, widget=forms.HiddenInput)
+    decision = forms.ChoiceField(choices=DECISIONS)
+    reason = forms.CharField(
+        max_length=MAX_REASON_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Give a reason: it is kept (as a digest) with the decision."},
+    )
+
+    def clean_scope(self) -> Scope:
+        return parse_scope_field(self.cleaned_data["scope"])
+
+    def clean_record_id(self) -> str:
+        return check_record_id(self.cleaned_data["record_id"])
+
+
+class BulkDecisionForm(forms.Form):
+    """Promote or reject several records at once, confirmed by typing.
+
+    Each selected item is ``<scope>|<record_id>`` (a scope never holds ``|``).
+    Promoting needs the number of selected records typed; rejecting (which
+    purges content) needs the word ``REJECT``.
+    """
+
+    MAX_ITEMS = 200
+
+    items = TextListField(
+        required=True,
+        error_messages={"required": "Tick at least one record in the queue."},
+    )
+    decision = forms.ChoiceField(choices=DECISIONS)
+    reason = forms.CharField(
+        max_length=MAX_REASON_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Give a reason: it is kept (as a digest) with each decision."},
+    )
+    confirm = forms.CharField(
+        max_length=20,
+        label="Confirmation",
+        help_text=f"Type the number of records ticked to promote them, or {REJECT_WORD} to reject them.",
+    )
+
+    def clean_items(self) -> list[tuple[Scope, str]]:
+        raw = self.cleaned_data["items"]
+        if len(raw) > self.MAX_ITEMS:
+            raise forms.ValidationError(f"at most {self.MAX_ITEMS} records per bulk decision")
+        parsed: list[tuple[Scope, str]] = []
+        for item in dict.fromkeys(raw):
+            scope_text, sep, record_id = item.partition("|")
+            if not sep:
+                raise forms.ValidationError(f"{item[:80]!r} is not a queue item")
+            parsed.append((parse_scope_field(scope_text), check_record_id(record_id)))
+        return parsed
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        items = data.get("items")
+        decision = data.get("decision")
+        confirm = (data.get("confirm") or "").strip()
+        if items is None or decision is None or "confirm" in self.errors:
+            return data
+        if decision == PROMOTE and confirm != str(len(items)):
+            self.add_error(
+                "confirm",
+                f"Type {len(items)} (the number of records ticked) to promote them.",
+            )
+        elif decision == REJECT and confirm != REJECT_WORD:
+            self.add_error(
+                "confirm",
+                f"Type {REJECT_WORD} to reject {len(items)} record(s); rejecting purges their content.",
+            )
+        return data
+
+
+class ReviewScopeForm(forms.Form):
+    """Narrow the review queue to one scope's subtree (optional)."""
+
+    scope = forms.CharField(max_length=200, required=False, label="Only scope")
+
+    def clean_scope(self) -> Scope | None:
+        raw = self.cleaned_data["scope"].strip()
+        return parse_scope_field(raw) if raw else None
+
+
+class ForgetForm(forms.Form):
+    """A forget request: a selector (text the records contain) or a selection of record IDs.
+
+    Exactly one of the two; an empty request is refused here, before any
+    service runs (the service refuses it too, and never reads it as
+    "everything").
+    """
+
+    selector = forms.CharField(
+        max_length=MAX_SELECTOR_CHARS,
+        required=False,
+        strip=True,
+        label="Records containing",
+        help_text="Case-insensitive text the records' content contains, e.g. 'backup email'.",
+    )
+    record_ids = TextListField(required=False)
+
+    def clean_record_ids(self) -> list[str]:
+        raw = self.cleaned_data["record_ids"]
+        return list(dict.fromkeys(check_record_id(item) for item in raw))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        selector = data.get("selector") or ""
+        record_ids = data.get("record_ids") or []
+        if self.errors:
+            return data
+        if selector and record_ids:
+            raise forms.ValidationError(
+                "Forget either by text or by a selection of records, not both."
+            )
+        if not selector and not record_ids:
+            raise forms.ValidationError(
+                "Say what to forget: type text the records contain, or tick records on the "
+                "scope page. An empty request is never read as 'everything'."
+            )
+        return data
+
+    def service_arguments(self) -> dict[str, Any]:
+        """``selector=`` or ``record_ids=`` for the forget services."""
+        if self.cleaned_data.get("record_ids"):
+            return {"record_ids": self.cleaned_data["record_ids"]}
+        return {"selector": self.cleaned_data["selector"]}
+
+
+class ForgetApplyForm(ForgetForm):
+    """The preview's confirmation: the same request plus the exact IDs previewed."""
+
+    expected_record_ids = TextListField(
+        error_messages={"required": "Nothing was previewed: preview the forget first."}
+    )
+
+    def clean_expected_record_ids(self) -> list[str]:
+        raw = self.cleaned_data["expected_record_ids"]
+        return list(dict.fromkeys(check_record_id(item) for item in raw))
+
+
+class ReceiptVerifyForm(forms.Form):
+    """A deletion receipt to verify: an uploaded JSON file or pasted JSON."""
+
+    receipt_file = forms.FileField(required=False, label="Receipt file (.json)")
+    receipt_text = forms.CharField(
+        required=False,
+        max_length=MAX_RECEIPT_BYTES,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        label="…or paste the receipt JSON",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("receipt_file")
+        text = data.get("receipt_text") or ""
+        if self.errors:
+            return data
+        if upload is not None:
+            if upload.size > MAX_RECEIPT_BYTES:
+                raise forms.ValidationError(
+                    "A receipt is a few hundred bytes; that file is too big."
+                )
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise forms.ValidationError("The file is not UTF-8 text.") from exc
+        if not text.strip():
+            raise forms.ValidationError("Choose a receipt file or paste its JSON.")
+        try:
+            data["receipt"] = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"That is not JSON: {exc}") from exc
+        return data

@@ -1,0 +1,684 @@
+"""The memory pages of the operator dashboard: scopes, records, review, forget, receipts.
+
+Every view parses its input, calls a selector (reads, visibility built in) or
+a service (writes, capability checked, audited), and renders a page or one of
+its htmx partials. Nothing here queries a model or decides a permission:
+``AccessDenied`` from a selector or service becomes a 404 through
+:func:`aetnaweb.dashboard.dashboard_view`, and an invalid scope in a URL a 404
+page naming the reason. ``access.may`` is used only to decide which buttons
+to show; the service refuses anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.dashboard import (
+    dashboard_view,
+    htmx_target,
+    page_key,
+    principal_for,
+    query_string,
+    render_page,
+)
+from aetnaweb.scopes import Scope
+from audit.chain import row_event_hash
+from audit.models import AuditEvent
+from audit.receipts import receipt_shape_failures, verify_deletion_receipt
+from memory import selectors, services
+from memory.errors import (
+    ForgetPreviewStale,
+    MemoryEngineError,
+    QueryError,
+    RecordNotFound,
+    RecordStateError,
+)
+from memory.forms import (
+    PROMOTE,
+    REJECT_WORD,
+    BulkDecisionForm,
+    DecisionForm,
+    ForgetApplyForm,
+    ForgetForm,
+    RecallTestForm,
+    ReceiptVerifyForm,
+    RecordFilterForm,
+    ReviewScopeForm,
+    ScopeJumpForm,
+)
+from memory.models import Status
+
+RECORDS_PER_PAGE = 50
+QUEUE_PER_PAGE = 25
+RECEIPTS_ON_SCOPE_PAGE = 10
+FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED}
+TOMBSTONING_EVENTS = {"memory.forget", "memory.record_rejected"}
+
+
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    """A same-site ``next`` URL from the form, or ``fallback``."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
+
+
+# -- scope browser ----------------------------------------------------------------
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def scopes(request: HttpRequest) -> HttpResponse:
+    """The tenant -> user -> project tree of scopes holding memory that the operator may read."""
+    principal = principal_for(request)
+    form = ScopeJumpForm(request.GET or None)
+    status = 200
+    if form.is_bound:
+        if form.is_valid():
+            return redirect("memory:scope", scope=str(form.cleaned_data["scope"]))
+        status = 400
+    tree = selectors.scope_tree(principal)
+    return render_page(
+        request,
+        "memory/scopes.html",
+        {
+            "form": form,
+            "tree": tree,
+            "grants": [str(scope) for scope, _ in principal.bindings],
+            "may_review": access.has_capability_anywhere(principal, access.REVIEW),
+        },
+        status=status,
+    )
+
+
+def _children(principal: Principal, parsed: Scope) -> list[dict[str, Any]]:
+    """The direct child scopes of ``parsed`` that hold memory and the operator may read."""
+    if parsed.depth == 3:
+        return []
+    if parsed.is_platform:
+        return [node for node in selectors.scope_tree(principal) if node["level"] == "tenant"]
+    for tenant in selectors.scope_tree(principal, tenant=parsed.tenant):
+        if tenant["scope"] != str(Scope.of(parsed.tenant)):
+            continue
+        if parsed.depth == 1:
+            return list(tenant["children"])
+        for user in tenant["children"]:
+            if user["scope"] == str(parsed):
+                return list(user["children"])
+    return []
+
+
+def _scope_page(
+    request: HttpRequest,
+    principal: Principal,
+    parsed: Scope,
+    *,
+    recall_form: RecallTestForm | None = None,
+    recall_result: services.RecallResult | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The scope page (records, effective recall, recall tester), or one of its partials."""
+    target = htmx_target(request)
+    context: dict[str, Any] = {
+        "scope": parsed,
+        "recall_form": recall_form or RecallTestForm(),
+        "recall_result": recall_result,
+    }
+    if target == "recall-results":
+        return render_page(
+            request, "memory/scope_detail.html", context, partial="recall", status=status
+        )
+    filters = RecordFilterForm(request.GET)
+    page = None
+    if filters.is_valid():
+        try:
+            page = selectors.list_records(
+                principal,
+                scope=parsed,
+                after=page_key(request, "after"),
+                limit=RECORDS_PER_PAGE,
+                **filters.selector_filters(),
+            )
+        except QueryError as exc:
+            filters.add_error(None, str(exc))
+    else:
+        # Invalid filters list nothing, but the scope must still be readable.
+        access.require(principal, access.READ, parsed)
+    if page is None and status == 200:
+        status = 400
+    context.update(
+        filters=filters,
+        page=page,
+        next_url=f"?{query_string(request, after=page.next_cursor)}"
+        if page and page.next_cursor
+        else None,
+        first_url=f"?{query_string(request, after=None)}" if request.GET.get("after") else None,
+        may_forget=access.may(principal, access.FORGET, parsed),
+        may_review=access.may(principal, access.REVIEW, parsed),
+        forgettable=FORGETTABLE,
+    )
+    if target == "records":
+        return render_page(
+            request, "memory/scope_detail.html", context, partial="records", status=status
+        )
+    context.update(
+        counts=selectors.scope_counts(principal, scope=parsed),
+        lineage=selectors.effective_recall_scopes(principal, scope=parsed),
+        children=_children(principal, parsed),
+        receipts=selectors.list_receipts(
+            principal, scope=parsed, limit=RECEIPTS_ON_SCOPE_PAGE
+        ).items,
+    )
+    return render_page(request, "memory/scope_detail.html", context, status=status)
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def scope_detail(request: HttpRequest, scope: str) -> HttpResponse:
+    """One scope: its records (filtered, paginated by key), counters, children, recall panel."""
+    principal = principal_for(request)
+    parsed = Scope.parse(scope)
+    access.require(principal, access.READ, parsed)
+    return _scope_page(request, principal, parsed)
+
+
+@never_cache
+@require_POST
+@dashboard_view
+def scope_recall(request: HttpRequest, scope: str) -> HttpResponse:
+    """The recall tester: a real recall (logged and audited like every recall), shown scored."""
+    principal = principal_for(request)
+    parsed = Scope.parse(scope)
+    form = RecallTestForm(request.POST)
+    result = None
+    if form.is_valid():
+        try:
+            result = services.recall(
+                scope=parsed,
+                query=form.cleaned_data["query"],
+                limit=form.cleaned_data["limit"],
+                min_score=form.cleaned_data["min_score"],
+                principal=principal,
+            )
+        except MemoryEngineError as exc:
+            form.add_error(None, str(exc))
+    else:
+        access.require(principal, access.READ, parsed)
+    return _scope_page(
+        request,
+        principal,
+        parsed,
+        recall_form=form,
+        recall_result=result,
+        status=200 if result is not None else 400,
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def scope_chain(request: HttpRequest, scope: str) -> HttpResponse:
+    """Whether the scope's audit chain verifies (a partial the scope page loads after itself)."""
+    principal = principal_for(request)
+    parsed = Scope.parse(scope)
+    chain = selectors.chain_status(principal, scope=parsed)
+    return render_page(
+        request,
+        "memory/chain_status.html",
+        {"scope": parsed, "chain": chain},
+        partial="chain" if htmx_target(request) == "chain-status" else None,
+    )
+
+
+# -- record page -------------------------------------------------------------------
+
+
+def _event_rows(events: list[AuditEvent]) -> list[dict[str, Any]]:
+    rows = []
+    for event in events:
+        try:
+            recomputes = row_event_hash(event) == event.event_hash
+        except ValueError:
+            recomputes = False
+        try:
+            payload = json.dumps(json.loads(event.payload), indent=2, sort_keys=True)
+        except ValueError:
+            payload = event.payload
+        rows.append(
+            {
+                "event": event,
+                "recomputes": recomputes,
+                "payload": payload,
+                # created_at is the chain's ISO-8601 text; shown to the second, in UTC
+                "when": event.created_at[:19].replace("T", " "),
+            }
+        )
+    return rows
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
+    """A record: content, provenance, lifecycle, the audit events naming it, its recalls."""
+    principal = principal_for(request)
+    try:
+        detail = selectors.record_detail(principal, record_id)
+    except RecordNotFound as exc:
+        raise Http404("no such record") from exc
+    record = detail.record
+    events = _event_rows(detail.audit_events)
+    promoted = next(
+        (row for row in events if row["event"].event_type == "memory.record_promoted"), None
+    )
+    tombstoned_by = next(
+        (row["event"] for row in reversed(events) if row["event"].event_type in TOMBSTONING_EVENTS),
+        None,
+    )
+    may_review = access.may(principal, access.REVIEW, record.scope)
+    return render_page(
+        request,
+        "memory/record_detail.html",
+        {
+            "detail": detail,
+            "record": record,
+            "scope": Scope.parse(record.scope),
+            "episode": detail.episode,
+            "events": events,
+            "promoted": promoted,
+            "tombstoned_by": tombstoned_by,
+            "returned_recalls": [hit for hit in detail.recalls if hit.returned],
+            "considered_recalls": [hit for hit in detail.recalls if not hit.returned],
+            "may_review": may_review and record.status == Status.QUARANTINED,
+            "may_forget": access.may(principal, access.FORGET, record.scope)
+            and record.status in FORGETTABLE,
+            "decision_form": DecisionForm(
+                initial={"scope": record.scope, "record_id": record.record_id}
+            ),
+        },
+    )
+
+
+# -- review queue ------------------------------------------------------------------
+
+
+def _queue_page(
+    request: HttpRequest,
+    principal: Principal,
+    *,
+    failed: tuple[str, DecisionForm] | None = None,
+    bulk_form: BulkDecisionForm | None = None,
+    problem: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    scope_form = ReviewScopeForm(request.GET)
+    may_review = access.has_capability_anywhere(principal, access.REVIEW)
+    page = None
+    narrowed = None
+    if scope_form.is_valid():
+        narrowed = scope_form.cleaned_data["scope"]
+    elif status == 200:
+        status = 400
+    # A named scope is always asked of the selector, so one out of reach is a 404.
+    if may_review or narrowed is not None:
+        try:
+            page = selectors.review_queue(
+                principal, scope=narrowed, after=page_key(request, "after"), limit=QUEUE_PER_PAGE
+            )
+        except QueryError as exc:
+            scope_form.add_error(None, str(exc))
+            status = 400
+    failed_id, failed_form = failed if failed else (None, None)
+    items = []
+    for record in page.items if page else []:
+        form = failed_form if record.record_id == failed_id else None
+        items.append(
+            {
+                "record": record,
+                "item_value": f"{record.scope}|{record.record_id}",
+                "form": form
+                or DecisionForm(initial={"scope": record.scope, "record_id": record.record_id}),
+            }
+        )
+    return render_page(
+        request,
+        "memory/review_queue.html",
+        {
+            "may_review": may_review,
+            "scope_form": scope_form,
+            "narrowed": narrowed,
+            "page": page,
+            "items": items,
+            "next_url": f"?{query_string(request, after=page.next_cursor)}"
+            if page and page.next_cursor
+            else None,
+            "first_url": f"?{query_string(request, after=None)}"
+            if request.GET.get("after")
+            else None,
+            "bulk_form": bulk_form or BulkDecisionForm(),
+            "reject_word": REJECT_WORD,
+            "problem": problem,
+            "failed_id": failed_id if failed_form is not None else None,
+            "return_to": request.get_full_path(),
+        },
+        status=status,
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def review_queue(request: HttpRequest) -> HttpResponse:
+    """Quarantined records across the operator's reviewable scopes, oldest first."""
+    return _queue_page(request, principal_for(request))
+
+
+def _stale_message(record_id: str, scope: Scope, exc: MemoryEngineError) -> str:
+    return f"Nothing was changed. {record_id} at {scope}: {exc}"
+
+
+@never_cache
+@require_POST
+@dashboard_view
+def review_decide(request: HttpRequest) -> HttpResponse:
+    """Promote or reject one quarantined record, with the operator as the audit actor."""
+    principal = principal_for(request)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _queue_page(
+            request,
+            principal,
+            failed=(request.POST.get("record_id", ""), form),
+            problem="The decision was not made: see the form below.",
+            status=400,
+        )
+    scope = form.cleaned_data["scope"]
+    record_id = form.cleaned_data["record_id"]
+    arguments = {
+        "scope": scope,
+        "record_id": record_id,
+        "reason": form.cleaned_data["reason"],
+        "principal": principal,
+    }
+    try:
+        if form.cleaned_data["decision"] == PROMOTE:
+            promoted = services.promote(**arguments)
+            messages.success(
+                request,
+                format_html(
+                    'Promoted <a href="{}">{}</a> at {}: it is active and recall may return it '
+                    "(audit event {}).",
+                    reverse("memory:record", args=[record_id]),
+                    record_id,
+                    scope,
+                    promoted.audit_event_id,
+                ),
+            )
+        else:
+            receipt = services.reject(**arguments)
+            messages.success(
+                request,
+                format_html(
+                    'Rejected <a href="{}">{}</a> at {}: its content and source text are purged. '
+                    '<a href="{}">Deletion receipt</a>.',
+                    reverse("memory:record", args=[record_id]),
+                    record_id,
+                    scope,
+                    reverse("memory:receipt", args=[receipt["audit_event_id"]]),
+                ),
+            )
+    except RecordNotFound as exc:
+        raise Http404("no such record at that scope") from exc
+    except RecordStateError as exc:
+        # A stale page: someone else decided first. Show the queue as it is now.
+        return _queue_page(
+            request, principal, problem=_stale_message(record_id, scope, exc), status=409
+        )
+    return redirect(_safe_next(request, reverse("memory:review")))
+
+
+@never_cache
+@require_POST
+@dashboard_view
+def review_bulk(request: HttpRequest) -> HttpResponse:
+    """Promote or reject every ticked record, all or nothing, after a typed confirmation."""
+    principal = principal_for(request)
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        return _queue_page(
+            request,
+            principal,
+            bulk_form=form,
+            problem="Nothing was changed: see the bulk decision form.",
+            status=400,
+        )
+    decision = form.cleaned_data["decision"]
+    reason = form.cleaned_data["reason"]
+    results = []
+    current: tuple[Scope, str] | None = None
+    try:
+        # All or nothing: a stale item (decided by someone else meanwhile) rolls
+        # back the decisions already made in this request.
+        with transaction.atomic():
+            for scope, record_id in form.cleaned_data["items"]:
+                current = (scope, record_id)
+                arguments = {
+                    "scope": scope,
+                    "record_id": record_id,
+                    "reason": reason,
+                    "principal": principal,
+                }
+                if decision == PROMOTE:
+                    promoted = services.promote(**arguments)
+                    results.append(
+                        {
+                            "scope": scope,
+                            "record_id": record_id,
+                            "audit_event_id": promoted.audit_event_id,
+                        }
+                    )
+                else:
+                    receipt = services.reject(**arguments)
+                    results.append(
+                        {
+                            "scope": scope,
+                            "record_id": record_id,
+                            "audit_event_id": receipt["audit_event_id"],
+                            "receipt": True,
+                        }
+                    )
+    except RecordNotFound as exc:
+        raise Http404("no such record at that scope") from exc
+    except RecordStateError as exc:
+        assert current is not None
+        return _queue_page(
+            request,
+            principal,
+            problem=_stale_message(current[1], current[0], exc),
+            status=409,
+        )
+    return render_page(
+        request,
+        "memory/review_done.html",
+        {"decision": decision, "results": results},
+    )
+
+
+# -- forget ------------------------------------------------------------------------
+
+
+def _forget_form_page(
+    request: HttpRequest, parsed: Scope, form: ForgetForm, *, status: int = 200
+) -> HttpResponse:
+    return render_page(
+        request, "memory/forget.html", {"scope": parsed, "form": form}, status=status
+    )
+
+
+def _preview_page(
+    request: HttpRequest,
+    principal: Principal,
+    parsed: Scope,
+    form: ForgetForm,
+    *,
+    stale: str | None = None,
+) -> HttpResponse:
+    """Preview (writes nothing) and offer to apply exactly what it lists."""
+    try:
+        preview = services.forget_preview(
+            scope=parsed, principal=principal, **form.service_arguments()
+        )
+    except MemoryEngineError as exc:
+        form.add_error(None, str(exc))
+        return _forget_form_page(request, parsed, form, status=409 if stale else 400)
+    return render_page(
+        request,
+        "memory/forget_preview.html",
+        {
+            "scope": parsed,
+            "preview": preview,
+            "selector": form.cleaned_data.get("selector") or "",
+            "record_ids": form.cleaned_data.get("record_ids") or [],
+            "stale": stale,
+        },
+        status=409 if stale else 200,
+    )
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def forget(request: HttpRequest, scope: str) -> HttpResponse:
+    """Forget at exactly this scope: choose, preview the exact list, apply, see the receipt."""
+    principal = principal_for(request)
+    parsed = Scope.parse(scope)
+    # The form page itself is for those who may forget here; the services check again.
+    access.require(principal, access.FORGET, parsed)
+    if request.method == "GET":
+        return _forget_form_page(request, parsed, ForgetForm())
+    if request.POST.get("step") != "apply":
+        form = ForgetForm(request.POST)
+        if not form.is_valid():
+            return _forget_form_page(request, parsed, form, status=400)
+        return _preview_page(request, principal, parsed, form)
+    apply_form = ForgetApplyForm(request.POST)
+    if not apply_form.is_valid():
+        return _forget_form_page(request, parsed, apply_form, status=400)
+    try:
+        receipt = services.forget(
+            scope=parsed,
+            expected_record_ids=apply_form.cleaned_data["expected_record_ids"],
+            principal=principal,
+            **apply_form.service_arguments(),
+        )
+    except ForgetPreviewStale as exc:
+        return _preview_page(request, principal, parsed, apply_form, stale=str(exc))
+    except (RecordNotFound, RecordStateError) as exc:
+        apply_form.add_error(None, f"Nothing was forgotten: {exc}")
+        return _forget_form_page(request, parsed, apply_form, status=409)
+    count = len(receipt["purged_record_ids"])
+    messages.success(
+        request,
+        f"Forgot {count} record{'s' if count != 1 else ''} at {parsed}: content, fact keys and "
+        "source text are purged. Keep this receipt.",
+    )
+    return redirect("memory:receipt", event_id=receipt["audit_event_id"])
+
+
+# -- receipts ----------------------------------------------------------------------
+
+
+def _get_receipt(principal: Principal, event_id: str) -> dict[str, Any]:
+    try:
+        return selectors.get_receipt(principal, event_id)
+    except RecordNotFound as exc:
+        raise Http404("no such receipt") from exc
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def receipt(request: HttpRequest, event_id: str) -> HttpResponse:
+    """A deletion receipt, verified against the scope's audit chain on the page."""
+    principal = principal_for(request)
+    document = _get_receipt(principal, event_id)
+    # The selector has checked that the operator may read this receipt's scope;
+    # verifying reads only the one audit event it names (no content), so it
+    # runs as the trusted in-process caller rather than needing the audit role.
+    failures = verify_deletion_receipt(document)
+    return render_page(
+        request,
+        "memory/receipt.html",
+        {
+            "receipt": document,
+            "scope": Scope.parse(document["subject_id"]),
+            "failures": failures,
+            "receipt_json": json.dumps(document, indent=2, sort_keys=True),
+        },
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def receipt_download(request: HttpRequest, event_id: str) -> HttpResponse:
+    """The receipt as a JSON file (its ``receipt_sha256`` covers the fields, not the layout)."""
+    document = _get_receipt(principal_for(request), event_id)
+    response = HttpResponse(
+        json.dumps(document, indent=2, sort_keys=True) + "\n",
+        content_type="application/json",
+    )
+    response["Content-Disposition"] = f'attachment; filename="deletion-receipt-{event_id}.json"'
+    return response
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def receipt_verify(request: HttpRequest) -> HttpResponse:
+    """Verify a downloaded receipt: its digest, and the audit event it names in its scope's chain."""
+    principal = principal_for(request)
+    form = ReceiptVerifyForm(request.POST or None, request.FILES or None)
+    context: dict[str, Any] = {"form": form, "checked": False}
+    status = 200
+    if request.method == "POST":
+        if not form.is_valid():
+            status = 400
+        else:
+            document = form.cleaned_data["receipt"]
+            failures = receipt_shape_failures(document)
+            if not failures:
+                subject = document["subject_id"]
+                # Only receipts of scopes the operator may read are checked against
+                # the chain, so this form cannot probe other tenants' chains.
+                try:
+                    readable = access.may(principal, access.READ, subject)
+                except ValueError:
+                    readable = False
+                if not readable:
+                    failures = [
+                        f"the receipt names scope {subject[:200]!r}, which is not a valid scope "
+                        "or not one your grants reach, so it was not checked against a chain"
+                    ]
+                else:
+                    failures = verify_deletion_receipt(document)
+            context.update(checked=True, failures=failures, receipt=document)
+            status = 200 if not failures else 422
+    return render_page(request, "memory/receipt_verify.html", context, status=status)
