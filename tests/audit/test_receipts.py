@@ -1,0 +1,156 @@
+"""The receipt rule for aetnamem-deletion-receipt-v1."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from aetnaweb import access
+from aetnaweb.models import Role, ScopeGrant
+from audit.canonical import digest, sha256_text
+from audit.receipts import build_deletion_receipt, verify_deletion_receipt
+from audit.services import append_event
+from tests.audit.conftest import append, tamper
+
+pytestmark = pytest.mark.django_db
+
+SELECTOR = sha256_text("backup email")
+
+
+def forget(subject="acme:alice:proj", records=("rec_1", "rec_2"), episodes=("epi_1",)):
+    """A purge event and its receipt, built in one transaction as the memory engine does."""
+    with transaction.atomic():
+        event = append_event(
+            subject=subject,
+            event_type="memory.forget",
+            actor="alice",
+            payload={
+                "selector_sha256": SELECTOR,
+                "purged_record_ids": list(records),
+                "purged_episode_ids": list(episodes),
+                "purged_count": len(records),
+            },
+        )
+        return event, build_deletion_receipt(
+            event=event,
+            selector_sha256=SELECTOR,
+            purged_record_ids=list(records),
+            purged_episode_ids=list(episodes),
+        )
+
+
+def resign(receipt):
+    receipt = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
+    receipt["receipt_sha256"] = digest(receipt)
+    return receipt
+
+
+def test_a_valid_receipt_holds():
+    append("acme:alice:proj")
+    event, receipt = forget()
+    append("acme:alice:proj")
+    assert receipt["audit_event_id"] == event.event_id
+    assert receipt["audit_event_hash"] == event.event_hash
+    assert verify_deletion_receipt(receipt) == []
+    # ID order is not part of the claim
+    reordered = resign(receipt | {"purged_record_ids": ["rec_2", "rec_1"]})
+    assert verify_deletion_receipt(reordered) == []
+
+
+def test_an_altered_receipt_is_refused():
+    _, receipt = forget()
+    altered = receipt | {"purged_record_ids": ["rec_1"]}
+    assert verify_deletion_receipt(altered) == [
+        "receipt_sha256 does not match the receipt's content"
+    ]
+
+
+def test_a_receipt_bound_to_the_wrong_event_is_refused():
+    other = append("acme:alice:proj")
+    event, receipt = forget()
+    forged = resign(receipt | {"audit_event_id": other.event_id})
+    assert verify_deletion_receipt(forged) == [
+        f"audit event {other.event_id} has a different event_hash than the receipt names",
+        f"audit event {other.event_id} payload lists different purged record IDs",
+        f"audit event {other.event_id} payload lists different purged episode IDs",
+    ]
+    forged_hash = resign(receipt | {"audit_event_hash": "0" * 64})
+    assert verify_deletion_receipt(forged_hash) == [
+        f"audit event {event.event_id} has a different event_hash than the receipt names"
+    ]
+
+
+def test_a_receipt_for_another_subject_or_a_missing_event_is_refused():
+    event, receipt = forget()
+    moved = resign(receipt | {"subject_id": "acme:bob:proj"})
+    assert verify_deletion_receipt(moved) == [
+        f"audit event {event.event_id} is not in subject acme:bob:proj's chain"
+    ]
+    missing = resign(receipt | {"audit_event_id": "aud_" + "f" * 32})
+    assert verify_deletion_receipt(missing) == [
+        f"audit event aud_{'f' * 32} is not in subject acme:alice:proj's chain"
+    ]
+    malformed = resign(receipt | {"subject_id": "acme:bob"})
+    assert verify_deletion_receipt(malformed) == [
+        "receipt subject_id is not a canonical scope string"
+    ]
+
+
+def test_event_payload_ids_that_differ_are_caught():
+    event, receipt = forget()
+    claims_more = resign(receipt | {"purged_record_ids": ["rec_1", "rec_2", "rec_3"]})
+    assert verify_deletion_receipt(claims_more) == [
+        f"audit event {event.event_id} payload lists different purged record IDs"
+    ]
+    claims_other_episodes = resign(receipt | {"purged_episode_ids": []})
+    assert verify_deletion_receipt(claims_other_episodes) == [
+        f"audit event {event.event_id} payload lists different purged episode IDs"
+    ]
+    other_selector = resign(receipt | {"selector_sha256": sha256_text("something else")})
+    assert verify_deletion_receipt(other_selector) == [
+        f"audit event {event.event_id} payload names a different selector_sha256"
+    ]
+
+
+def test_a_tampered_purge_event_fails_its_receipt():
+    event, receipt = forget()
+    tamper(
+        "UPDATE audit_log SET payload = %s WHERE sequence = %s",
+        ['{"purged_episode_ids":["epi_1"],"purged_record_ids":["rec_1"]}', event.sequence],
+    )
+    assert verify_deletion_receipt(receipt) == [
+        f"audit event {event.event_id} does not recompute to its event_hash",
+        f"audit event {event.event_id} payload lists different purged record IDs",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("receipt", "failure"),
+    [
+        ([], "receipt is not a JSON object"),
+        ({"format": "other"}, "receipt format is not aetnamem-deletion-receipt-v1"),
+        (
+            {"purged_record_ids": [1]},
+            "receipt field purged_record_ids is missing or has the wrong type",
+        ),
+        ({"audit_event_id": None}, "receipt field audit_event_id is missing or has the wrong type"),
+    ],
+)
+def test_malformed_receipts_are_named(receipt, failure):
+    _, valid = forget()
+    candidate = receipt if isinstance(receipt, list) else valid | receipt
+    assert failure in verify_deletion_receipt(candidate)
+
+
+def test_an_auditor_needs_audit_on_the_receipts_subject(operator):
+    _, receipt = forget()
+    ScopeGrant.objects.create(
+        user=operator,
+        scope="acme:bob:*",
+        scope_tenant="acme",
+        scope_user="bob",
+        scope_project="*",
+        role=Role.AUDITOR,
+    )
+    with pytest.raises(access.AccessDenied):
+        verify_deletion_receipt(receipt, principal=access.operator_principal(operator))
