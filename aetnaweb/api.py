@@ -348,10 +348,12 @@ def whoami(request: HttpRequest) -> dict[str, Any]:
 def _mount_app_routers() -> None:
     # Imported here: the routers import this module's helpers.
     from actions.api import mount as mount_actions
+    from audit.api import mount as mount_audit
     from memory.api import mount as mount_memory
 
     mount_memory(api)
     mount_actions(api)
+    mount_audit(api)
 
 
 _mount_app_routers()

@@ -66,7 +66,8 @@ class ApiClient:
 
 def _with_data(response):
     content_type = response.get("Content-Type", "")
-    response.data = json.loads(response.content) if "json" in content_type else None
+    is_json = content_type.startswith("application/json")
+    response.data = json.loads(response.content) if is_json and not response.streaming else None
     return response
 
 

@@ -54,7 +54,8 @@ def write_plan(path: str) -> list[dict]:
 
 
 @pytest.fixture
-def foreign_data(actions_root):
+def foreign_data(actions_root, settings, tmp_path):
+    settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "checkpoints.jsonl")
     """Records, episodes and transactions belonging to bob and to acmecorp."""
     data = {}
     for scope in ["acme:bob:proj", "acmecorp:*:*"]:
@@ -105,6 +106,8 @@ def scoped_attempts(scope: str) -> list[tuple[str, str, dict]]:
         ),
         ("post", "/actions/stage", {"scope": scope, "operations": write_plan("probe.txt")}),
         ("get", "/actions/", {"scope": scope}),
+        ("get", "/audit/verify", {"scope": scope}),
+        ("get", "/audit/export", {"subject": scope}),
     ]
 
 
@@ -182,3 +185,11 @@ def test_lists_and_recall_inside_the_subtree_never_show_foreign_rows(alice_api, 
     assert "9931" not in block.data["text"]
     persona = alice_api.post("/memory/persona", {"scope": OWN})
     assert "9931" not in persona.data["text"]
+    verified = alice_api.get("/audit/verify")
+    assert {s["subject_id"] for s in verified.data["subjects"]} <= {OWN, "acme:alice:*"}
+    exported = b"".join(alice_api.get("/audit/export").streaming_content).decode()
+    assert "acme:bob" not in exported
+    assert "acmecorp" not in exported
+    checkpoint = alice_api.post("/audit/checkpoint", {})
+    assert b"acme:bob" not in checkpoint.content
+    assert b"acmecorp" not in checkpoint.content

@@ -34,6 +34,11 @@ def bearer(db) -> dict[str, str]:
     return {"Authorization": f"Bearer {issue_token('acme:alice:*')}"}
 
 
+@pytest.fixture
+def checkpoint_sink(settings, tmp_path):
+    settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "checkpoints.jsonl")
+
+
 @pytest.fixture(autouse=True)
 def keep_the_test_connection_open():
     # Like Django's test client: the WSGI handler must not close the test's
@@ -55,7 +60,7 @@ def keep_the_test_connection_open():
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
-def test_no_input_makes_the_api_fail(case, bearer, actions_root):
+def test_no_input_makes_the_api_fail(case, bearer, actions_root, checkpoint_sink):
     case.call_and_validate(
         headers=bearer,
         checks=[
