@@ -31,7 +31,9 @@ run: setup
 	@echo ""
 	@echo "  aetnaweb dashboard: http://$(HOST):$(PORT)/"
 	@echo ""
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	@# Approvals need a key: use the configured one, else the demo's data/approval_key.
+	AETNAWEB_APPROVAL_KEY_FILE="$${AETNAWEB_APPROVAL_KEY_FILE:-$${AETNAWEB_DATA_DIR:-data}/approval_key}" \
+	  $(PY) manage.py runserver $(HOST):$(PORT)
 
 # Debian's Chromium for the browser tests (Playwright's own download cannot work offline).
 browser:
