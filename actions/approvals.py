@@ -25,8 +25,9 @@ from audit.canonical import canonical_bytes
 MIN_KEY_BYTES = 32
 
 NO_KEY_MESSAGE = (
-    "approval is disabled: no approval key is configured. Set AETNAWEB_APPROVAL_KEY or "
-    "AETNAWEB_APPROVAL_KEY_FILE (at least 32 bytes) on the reviewer side."
+    "approval is disabled: no approval key is configured (an ApprovalAuthority is required). "
+    "Set AETNAWEB_APPROVAL_KEY or AETNAWEB_APPROVAL_KEY_FILE (at least 32 bytes) on the "
+    "reviewer side."
 )
 
 

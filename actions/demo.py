@@ -355,5 +355,5 @@ def seed_demo() -> ActionsDemoSummary:
     for txn in ActionTransaction.objects.filter(session_id__startswith=SESSION_PREFIX).order_by(
         "created_at"
     ):
-        summary.states[txn.session_id.removeprefix(SESSION_PREFIX)] = txn.state
+        summary.states[(txn.session_id or "").removeprefix(SESSION_PREFIX)] = txn.state
     return summary

@@ -119,6 +119,9 @@ class OperationProposal:
             raise ActionInputError(f"unknown operation fields: {sorted(unknown)}")
         evidence = value.get("evidence") or ()
         depends_on = value.get("depends_on") or ()
+        arguments = value.get("arguments")
+        if arguments is None:
+            arguments = {}
         if isinstance(evidence, (str, bytes)) or not isinstance(evidence, Sequence):
             raise ActionInputError("operation evidence must be a list")
         if isinstance(depends_on, (str, bytes)) or not isinstance(depends_on, Sequence):
@@ -127,7 +130,7 @@ class OperationProposal:
             key=value.get("key", ""),
             adapter=value.get("adapter", ""),
             operation=value.get("operation", ""),
-            arguments=value.get("arguments") if value.get("arguments") is not None else {},
+            arguments=arguments,
             evidence=tuple(EvidenceRef.from_value(item) for item in evidence),
             depends_on=tuple(depends_on),
         )
