@@ -59,3 +59,36 @@ def pretty_json(value: Any) -> str:
 @register.filter
 def state_label(value: Any) -> str:
     return str(value or "").replace("_", " ")
+
+
+def _preview_order(key: str) -> tuple[int, str]:
+    # The target first, then the before-state, then the after-state: how a reviewer reads a change.
+    if key == "path":
+        return (0, key)
+    if key.startswith("before"):
+        return (1, key)
+    if key.startswith("after"):
+        return (2, key)
+    return (3, key)
+
+
+@register.filter
+def preview_rows(preview: Any) -> list[dict[str, str]]:
+    """An adapter preview as labelled rows: booleans as yes/no, file modes in octal."""
+    if not isinstance(preview, dict):
+        return []
+    rows = []
+    for key in sorted(preview, key=_preview_order):
+        value = preview[key]
+        if isinstance(value, bool):
+            text = "yes" if value else "no"
+        elif value is None:
+            text = "none"
+        elif key.endswith("mode") and isinstance(value, int):
+            text = f"{value:04o}"
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        rows.append({"label": key.replace("_", " "), "value": text})
+    return rows
