@@ -1168,6 +1168,9 @@ def recover(
             f"transaction {txn.id} is {txn.state} and does not require interrupted-run recovery"
         )
     label = _actor_label(principal, actor, "operator")
+    # Take the transaction row first: a run that is still alive records each
+    # step under the same row (its fence), so from here on it can only lose.
+    _fence(txn.id, formats.INTERRUPTED_STATES)
     interrupted = list(
         ActionOperation.objects.filter(
             transaction_id=txn.id, state__in=[formats.OP_EXECUTING, formats.OP_COMPENSATING]
