@@ -376,7 +376,10 @@ def _queue_page(
             "reject_word": REJECT_WORD,
             "problem": problem,
             "failed_id": failed_id if failed_form is not None else None,
-            "return_to": request.get_full_path(),
+            # Where a decision returns to: the queue with its filters, even when
+            # this render answers a POST to the decide or bulk URL.
+            "return_to": reverse("memory:review")
+            + (f"?{request.GET.urlencode()}" if request.GET else ""),
         },
         status=status,
     )
