@@ -201,6 +201,12 @@ def test_attention_queue_and_purge_confirmation(page, actions_root, monkeypatch)
         "Check whether filesystem write_text on README.txt happened"
     ).is_visible()
     screenshot(page, "actions-attention", narrow=True)
+    # And the history lists both, newest first, with their outcomes
+    page.get_by_role("link", name="History", exact=True).click()
+    rows = page.locator("#results tbody tr")
+    assert rows.count() == 2
+    assert "uncertain" in rows.nth(0).inner_text() and "committed" in rows.nth(1).inner_text()
+    screenshot(page, "actions-history", narrow=True)
     # And the purge of the committed plan asks for confirmation and says what it erases
     page.goto(f"/actions/{done}/purge/")
     assert page.get_by_text("full content of every file it wrote").is_visible()
