@@ -30,7 +30,7 @@ from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path, re_path, resolve
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -368,8 +368,33 @@ def _exempt_from_login(patterns: list[Any]) -> None:
             pattern.callback.login_required = False  # type: ignore[attr-defined]
 
 
+@login_not_required
+def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any other path under ``/api/v1/``: a JSON 404 (agents never get an HTML page)."""
+    detail = "no such endpoint; the endpoints are listed in /api/v1/openapi.json"
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(f"{request.path}/")
+        except Http404:
+            match = None
+        if match is not None and match.func is not unknown_endpoint:
+            detail = f"no such endpoint; did you mean {request.path}/ ?"
+    return HttpResponse(
+        json.dumps({"error": "not_found", "field": None, "detail": detail}),
+        status=404,
+        content_type="application/json",
+    )
+
+
 def api_urls() -> tuple[list[Any], str, str]:
     """What ``aetnaweb/urls.py`` includes under ``api/v1/``."""
     patterns, app_name, namespace = api.urls
     _exempt_from_login(patterns)
+    # Ninja's root view answers an HTML 404 without docs; keep its name (ninja reverses
+    # it to find the API's prefix) but answer JSON like every other unknown path.
+    patterns = [
+        path("", unknown_endpoint, name="api-root") if getattr(p, "name", None) == "api-root" else p
+        for p in patterns
+    ]
+    patterns = [*patterns, re_path(r"^(?P<rest>.*)$", unknown_endpoint, name="unknown")]
     return patterns, app_name, namespace

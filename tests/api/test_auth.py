@@ -223,3 +223,19 @@ def test_refusals_are_never_written_to_the_audit_chain_beyond_setup(make_api):
     api.post(REMEMBER, {**BODY, "scope": "acme:bob:*"})
     api.post(REMEMBER, raw=b"{")
     assert AuditEvent.objects.count() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "fragment"),
+    [
+        ("/api/v1/", "openapi.json"),
+        ("/api/v1/no/such/thing", "openapi.json"),
+        ("/api/v1/actions", "did you mean /api/v1/actions/"),
+    ],
+)
+def test_unknown_api_paths_answer_json_404_without_a_login_redirect(client, path, fragment):
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert fragment in response.json()["detail"]
