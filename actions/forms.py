@@ -31,7 +31,7 @@ class AbortForm(forms.Form):
     """Abort an approved (or staged) plan before it runs; the reason is optional."""
 
     reason = forms.CharField(
-        label="Reason (optional)",
+        label="Reason for aborting (optional)",
         max_length=MAX_REASON_LENGTH,
         required=False,
         strip=True,
