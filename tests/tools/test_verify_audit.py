@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 from hypothesis import given
 
@@ -30,6 +31,11 @@ from audit.verification import COLUMNS, verify_all
 from tests.audit.conftest import append, mixed_chains, tamper
 from tests.audit.test_canonical import json_values
 from tests.audit.test_receipts import forget
+
+# The subprocess reads the SQLite test database file, so on SQLite the data must
+# be committed; on PostgreSQL the tool reads a copy made on the test's own
+# connection, and a rolled-back test spares the slow flush of every table.
+committed = pytest.mark.django_db(transaction=django_settings.DATABASE_VENDOR == "sqlite")
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "verify_audit.py"
@@ -52,6 +58,7 @@ def database_file(tmp_path: Path) -> Path:
     if connection.vendor == "sqlite":
         return Path(connection.settings_dict["NAME"])
     path = tmp_path / "audit-copy.sqlite3"
+    path.unlink(missing_ok=True)
     copy = sqlite3.connect(path)
     copy.execute(f"CREATE TABLE audit_log ({', '.join(COLUMNS)}, PRIMARY KEY (sequence))")
     rows = AuditEvent.objects.order_by("sequence").values_list(*COLUMNS)
@@ -138,7 +145,7 @@ CASES: dict[str, Callable[[list, object], None]] = {
 }
 
 
-@pytest.mark.django_db(transaction=True)
+@committed
 @pytest.mark.parametrize("case", list(CASES))
 def test_service_and_tool_agree(case, tmp_path, settings):
     # Given chains across subjects, a checkpoint kept elsewhere and a deletion receipt
@@ -171,7 +178,7 @@ def test_service_and_tool_agree(case, tmp_path, settings):
         assert expected[f"checkpoint {checkpoints} line 1"] is not None
 
 
-@pytest.mark.django_db(transaction=True)
+@committed
 def test_a_column_holding_a_blob_is_named_by_both(tmp_path):
     if connection.vendor != "sqlite":
         pytest.skip("PostgreSQL types the column: only SQLite can hold a BLOB in a text column")
@@ -183,7 +190,7 @@ def test_a_column_holding_a_blob_is_named_by_both(tmp_path):
     assert parse_report(done.stdout) == {"acme:alice:proj": report.failure_lines()}
 
 
-@pytest.mark.django_db(transaction=True)
+@committed
 def test_subject_option_and_summary_line(tmp_path):
     mixed_chains(SUBJECTS, per_subject=2)
     done = run_tool(str(database_file(tmp_path)), "--subject", "acme:*:*")
@@ -193,7 +200,7 @@ def test_subject_option_and_summary_line(tmp_path):
     assert unknown.stdout.splitlines() == ["OK nobody:*:*", "verified: 0 events in 1 chains"]
 
 
-@pytest.mark.django_db(transaction=True)
+@committed
 def test_importable_functions_agree_with_the_service(tmp_path):
     events = mixed_chains(SUBJECTS, per_subject=3)
     purge, receipt = forget()
