@@ -206,6 +206,7 @@ class Bar:
     width: float
     height: float
     tick_label: str  # short label under the axis, or "" when this bar has none
+    center: float = 0.0  # x of the bar's middle, where its tick label is centred
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,11 @@ def bar_chart(
     height: int = 220,
     label_every: int = 5,
 ) -> BarChart:
-    """Lay out ``(label, tick_label, value)`` points as bars with a rounded y axis (about 4 ticks)."""
-    left, right, top, bottom = 48, 8, 10, 34
+    """Lay out ``(label, tick_label, value)`` points as bars with a rounded y axis (about 4 ticks).
+
+    Every ``label_every``-th bar, counted back from the last, gets a tick label.
+    """
+    left, right, top, bottom = 56, 28, 10, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max((value for _, _, value in points), default=0)
     step = nice_step(peak / 4) if peak else 1
@@ -254,7 +258,9 @@ def bar_chart(
     bars = []
     for index, (label, tick_label, value) in enumerate(points):
         bar_h = plot_h * value / top_value
-        show = index % label_every == 0 or index == len(points) - 1
+        # Counted back from the newest bar, so the last (today) is always labelled.
+        show = (len(points) - 1 - index) % label_every == 0
+        center = left + index * slot + slot / 2
         bars.append(
             Bar(
                 label=label,
@@ -264,6 +270,7 @@ def bar_chart(
                 width=round(slot - gap, 2),
                 height=round(bar_h, 2),
                 tick_label=tick_label if show else "",
+                center=round(center, 2),
             )
         )
     ticks = tuple(
