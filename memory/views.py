@@ -59,13 +59,16 @@ from memory.forms import (
     ReviewScopeForm,
     ScopeJumpForm,
 )
-from memory.models import Status
+from memory.models import SourceType, Status, TrustTier
 
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
 RECEIPTS_ON_SCOPE_PAGE = 10
 FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED}
 TOMBSTONING_EVENTS = {"memory.forget", "memory.record_rejected"}
+TRUST_LABELS = dict(TrustTier.choices)
+SOURCE_LABELS = dict(SourceType.choices)
+STATUS_LABELS = dict(Status.choices)
 
 
 def _safe_next(request: HttpRequest, fallback: str) -> str:
@@ -139,6 +142,10 @@ def _scope_page(
         "scope": parsed,
         "recall_form": recall_form or RecallTestForm(),
         "recall_result": recall_result,
+        "recall_rows": [
+            {"candidate": candidate, "trust_label": TRUST_LABELS.get(candidate.trust_tier, "")}
+            for candidate in (recall_result.candidates if recall_result else ())
+        ],
     }
     if target == "recall-results":
         return render_page(
@@ -557,6 +564,16 @@ def _preview_page(
         {
             "scope": parsed,
             "preview": preview,
+            "rows": [
+                {
+                    **row,
+                    "status_label": STATUS_LABELS.get(row["status"], row["status"]),
+                    "source_label": SOURCE_LABELS.get(row["source_type"], row["source_type"]),
+                    "trust_label": TRUST_LABELS.get(row["trust_tier"], row["trust_tier"]),
+                    "created": row["created_at"][:16].replace("T", " "),
+                }
+                for row in preview.records
+            ],
             "selector": form.cleaned_data.get("selector") or "",
             "record_ids": form.cleaned_data.get("record_ids") or [],
             "stale": stale,
