@@ -129,7 +129,49 @@ class StrictJSONParser(Parser):
             ) from exc
         if not isinstance(data, dict):
             raise bad_request("the body must be a JSON object", field="body", error="invalid_json")
+        where = nul_character_in(data)
+        if where is not None:
+            raise _nul_refusal(where or "body")
         return data
+
+
+def nul_character_in(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first string (or key) holding a NUL character, else ``None``.
+
+    No store keeps NUL in text (PostgreSQL refuses it outright), so it is bad
+    input at the boundary, never a database error later.
+    """
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if "\x00" in str(key):
+                return where or "body"
+            found = nul_character_in(item, path)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_character_in(item, f"{where}.{index}" if where else str(index))
+            if found is not None:
+                return found
+    return None
+
+
+def _nul_refusal(field: str) -> ApiError:
+    return bad_request(
+        "text may not contain the NUL character (\\u0000)", field=field, error="invalid_field"
+    )
+
+
+def check_url_text(request: HttpRequest) -> None:
+    """Refuse NUL characters in the path and the query string (names the parameter)."""
+    if "\x00" in request.path:
+        raise _nul_refusal("path")
+    for name, values in request.GET.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            raise _nul_refusal(name.replace("\x00", "") or "query")
 
 
 def check_body_size(request: HttpRequest) -> None:
@@ -175,6 +217,7 @@ class TokenBearer(HttpBearer):
         # only "401" and an agent learns its body is too large before any
         # endpoint looks at it (endpoints without a body included).
         check_body_size(request)
+        check_url_text(request)
         return api_token
 
 

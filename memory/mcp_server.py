@@ -12,6 +12,7 @@ exactly the bound scope; recall sees it and its ancestors, as scopes.md says.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
 
@@ -71,6 +72,39 @@ def bound_principal(scope: Scope, capabilities: Iterable[str], *, name: str = "m
     return Principal(label=f"agent:{name}", kind="token", bindings=((scope, caps),))
 
 
+def _nul_in(value: Any, where: str) -> str | None:
+    """Where a NUL character hides in a tool argument (no store keeps NUL in text)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nul_in(str(key), where) or _nul_in(item, f"{where}.{key}")
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_in(item, f"{where}.{index}")
+            if found:
+                return found
+    return None
+
+
+def _text_arguments[F: Callable[..., Any]](tool: F) -> F:
+    """Refuse NUL characters in any argument before the tool runs (names the argument)."""
+
+    @functools.wraps(tool)
+    def checked(**arguments: Any) -> Any:
+        for name, value in arguments.items():
+            where = _nul_in(value, name)
+            if where:
+                raise ToolError(f"{where}: text may not contain the NUL character (\\u0000)")
+        return tool(**arguments)
+
+    return checked  # type: ignore[return-value]
+
+
 def _call[T](fn: Callable[[], T]) -> T:
     """Run one tool body: domain refusals become tool errors the model can read."""
     close_old_connections()
@@ -107,6 +141,7 @@ def build_server(
     at = str(bound)
 
     @server.tool()
+    @_text_arguments
     def remember(
         text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)],
         session_id: Context = None,
@@ -134,6 +169,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def remember_fact(
         key: Annotated[str, Field(min_length=1, max_length=200)],
         value: Annotated[str, Field(min_length=1, max_length=10_000)],
@@ -157,6 +193,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def recall(
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
@@ -177,6 +214,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def recall_block(
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
         max_items: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
@@ -199,6 +237,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def capture(
         role: Literal["user", "assistant", "tool_call", "tool_result"],
         content: Text,
@@ -220,6 +259,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def forget_preview(
         selector: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
         record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
@@ -241,6 +281,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def forget(
         selector: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
         record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
@@ -268,6 +309,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def list_records(
         status: Literal["active", "quarantined", "superseded", "tombstoned"] | None = None,
         text: Annotated[str | None, Field(default=None, max_length=1000)] = None,
@@ -289,6 +331,7 @@ def build_server(
         return _call(run)
 
     @server.tool()
+    @_text_arguments
     def get_record(record_id: RecordId) -> dict[str, Any]:
         """One record with its supersession chain, source episode and audit events."""
 
@@ -302,6 +345,7 @@ def build_server(
         return _call(run)
 
     @server.tool()
+    @_text_arguments
     def propose_facts(
         facts: Annotated[list[ProposedFact], Field(min_length=1, max_length=500)],
     ) -> dict[str, Any]:
@@ -317,6 +361,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def persona(
         max_chars: Annotated[int, Field(ge=1, le=100_000)] = PERSONA_MAX_CHARS,
     ) -> dict[str, Any]:
@@ -328,6 +373,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def scenes(limit: Annotated[int, Field(ge=1, le=200)] = 20) -> dict[str, Any]:
         """One scene per session at this scope, newest first, with its episodes and records."""
         return _call(
@@ -341,6 +387,7 @@ def build_server(
         )
 
     @server.tool()
+    @_text_arguments
     def log_action(
         event_type: Annotated[str, Field(min_length=1, max_length=100)],
         payload: dict[str, Any],

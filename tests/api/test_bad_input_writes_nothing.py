@@ -55,6 +55,24 @@ BAD_REQUESTS: list[tuple[str, str, object]] = [
     ("post", "/memory/remember", {"scope": SCOPE, "text": {"nested": True}}),
     ("post", "/memory/forget", {"scope": SCOPE, "record_ids": "mem_1"}),
     ("post", "/memory/log-action", {"scope": SCOPE, "event_type": "agent.x", "payload": "{}"}),
+    # NUL characters (PostgreSQL cannot store them; they are refused at the boundary)
+    ("post", "/memory/remember", {"scope": SCOPE, "text": "My pet is fi\x00do"}),
+    ("post", "/memory/remember", {"scope": SCOPE, "text": "My pet is x", "session_id": "s\x00"}),
+    ("post", "/memory/forget", {"scope": SCOPE, "selector": "pe\x00t"}),
+    ("post", "/memory/recall", {"scope": SCOPE, "query": "pe\x00t"}),
+    (
+        "post",
+        "/memory/propose",
+        {"scope": SCOPE, "facts": [{"content": "x\x00", "evidence": ["e"]}]},
+    ),
+    (
+        "post",
+        "/memory/log-action",
+        {"scope": SCOPE, "event_type": "agent.x", "payload": {"\x00": 1}},
+    ),
+    ("get", "/memory/records", {"scope": SCOPE, "text": "a\x00b"}),
+    ("get", "/memory/records/mem_\x00", None),
+    ("get", "/actions/", {"after": "act_\x00"}),
     # outside the token's subtree
     ("post", "/memory/remember", {"scope": "acme:bob:*", "text": "My pin is 1"}),
     ("post", "/actions/stage", {"scope": "acmecorp:*:*", "operations": []}),
@@ -104,3 +122,19 @@ def test_unauthenticated_requests_write_nothing(client, existing_data):
     assert anonymous.post("/memory/remember", good).status_code == 401
     assert anonymous.post("/memory/remember", good, secret="aetna_x_y").status_code == 401
     assert row_counts() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"scope": SCOPE, "text": "My pet is fi\x00do"}, "text"),
+        ({"scope": SCOPE, "text": "ok", "session_id": "s\x00"}, "session_id"),
+        ({"scope": SCOPE, "key": "k", "value": ["\x00"]}, "value.0"),
+    ],
+)
+def test_nul_characters_are_400_naming_the_field(alice_api, body, field):
+    response = alice_api.post("/memory/remember", body)
+    assert response.status_code == 400
+    assert response.data["field"] == field
+    assert "NUL" in response.data["detail"]

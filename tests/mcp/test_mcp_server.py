@@ -9,12 +9,12 @@ or the PostgreSQL test database), so the test checks the rows it left.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from typing import Any
 
 import anyio
 import pytest
+from django.core.management import CommandError, call_command
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -92,6 +92,8 @@ async def conversation(python: str, errlog, bob_record: str) -> dict[str, Any]:
         seen["empty_forget"] = (refused.is_error, refused.content[0].text)
         foreign = await session.call_tool("get_record", {"record_id": seen["bob_record"]})
         seen["foreign"] = (foreign.is_error, foreign.content[0].text)
+        nul = await session.call_tool("remember", {"text": "My pet is fi\x00do"})
+        seen["nul"] = (nul.is_error, nul.content[0].text)
         bad_args = await session.call_tool("recall", {"query": "x", "limit": 500})
         seen["bad_args"] = bad_args.is_error
         smuggled = await session.call_tool(
@@ -151,6 +153,8 @@ def test_mcp_session_end_to_end(python):
         f"Error executing tool get_record: no record {seen['bob_record']}: check the ID",
     )
     assert seen["bad_args"] is True
+    assert seen["nul"][0] is True
+    assert "text: text may not contain the NUL character" in seen["nul"][1]
     # An extra "scope" argument from the model is ignored: the write lands at the bound scope
     assert seen["smuggled"][0] is False
     assert seen["smuggled"][1]["scope"] == SCOPE
@@ -169,7 +173,7 @@ def test_mcp_session_end_to_end(python):
     assert "serving MCP over stdio at scope acme:alice:proj" in stderr
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -177,22 +181,15 @@ def test_mcp_session_end_to_end(python):
         (["--scope", "acme:*:secret"], "ambiguous"),
         (["--scope", "acme:alice:proj", "--capabilities", "read,approve"], "cannot hold approve"),
         (["--scope", "acme:alice:proj", "--capabilities", ""], "at least one capability"),
+        (["--scope", "acme:alice:proj", "--name", "two words"], "without spaces"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line_and_serve_nothing(python, args, fragment):
-    result = subprocess.run(
-        [python, str(REPO / "manage.py"), "mcp", *args],
-        env=subprocess_env(),
-        cwd=tempfile.gettempdir(),
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert fragment in lines[0]
+def test_bad_arguments_exit_2_and_serve_nothing(args, fragment):
+    # (tests/mcp/test_console_script.py runs one refusal as a real subprocess:
+    # exit status 2, one line on stderr, nothing on stdout.)
+    with pytest.raises(CommandError) as refused:
+        call_command("mcp", *args)
+    assert refused.value.returncode == 2
+    assert fragment in str(refused.value)
+    assert "\n" not in str(refused.value)
     assert not AuditEvent.objects.exists()
