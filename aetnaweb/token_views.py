@@ -15,11 +15,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from aetnaweb import access, tokens
+from aetnaweb.dashboard import dashboard_view, principal_for
 from aetnaweb.token_forms import CAPABILITY_HELP, TokenCreateForm
 
 
 def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> HttpResponse:
-    principal = access.operator_principal(request.user)
+    principal = principal_for(request)
     administered = access.administered_scopes(principal)
     token_list = list(tokens.tokens_administered(principal)[:200])
     return render(
@@ -38,6 +39,7 @@ def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> 
 
 @never_cache
 @require_http_methods(["GET", "POST"])
+@dashboard_view
 def token_list(request: HttpRequest) -> HttpResponse:
     """GET: the tokens the operator administers and the create form. POST: create one."""
     if request.method == "GET":
@@ -45,7 +47,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
     form = TokenCreateForm(request.POST)
     if not form.is_valid():
         return _page(request, form, status=400)
-    principal = access.operator_principal(request.user)
+    principal = principal_for(request)
     try:
         issued = tokens.create_token_as(
             principal=principal,
@@ -75,9 +77,10 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 @never_cache
 @require_http_methods(["GET", "POST"])
+@dashboard_view
 def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     """GET: confirm. POST: revoke. A token the operator does not administer is a 404."""
-    principal = access.operator_principal(request.user)
+    principal = principal_for(request)
     token = tokens.tokens_administered(principal).filter(token_prefix=prefix).first()
     if token is None:
         raise Http404("no such token")
