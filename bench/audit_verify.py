@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import os
-import secrets
 import sqlite3
 import subprocess
 import sys
@@ -25,22 +23,10 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from audit_common import ROOT, configure_django, cpu_seconds
+
 TOOL = ROOT / "tools" / "verify_audit.py"
-
-
-def configure_django(directory: Path) -> None:
-    os.environ["DATABASE_URL"] = f"sqlite:///{directory / 'bench.sqlite3'}"
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["SECRET_KEY"] = secrets.token_urlsafe(50)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "aetnaweb.settings"
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def fill(path: Path, events: int, subjects: int) -> None:
@@ -101,16 +87,10 @@ def timed(label: str, events: int, action, *, children: bool = False) -> None:
 
     The machine may be shared: events per CPU-second is the one-core figure.
     """
-    wall, cpu = time.perf_counter(), os.times()
+    wall, cpu = time.perf_counter(), cpu_seconds(children=children)
     result = action()
     wall = time.perf_counter() - wall
-    after = os.times()
-    if children:
-        used = (after.children_user - cpu.children_user) + (
-            after.children_system - cpu.children_system
-        )
-    else:
-        used = (after.user - cpu.user) + (after.system - cpu.system)
+    used = cpu_seconds(children=children) - cpu
     print(
         f"  {label:44s} wall {wall:6.2f} s {events / wall:>9,.0f}/s"
         f"   cpu {used:6.2f} s {events / used:>9,.0f}/cpu-s   {result}"
