@@ -1,0 +1,40 @@
+"""Properties: whatever the content, it never reaches the audit table (C-5)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actions import services
+from tests.actions.conftest import SCOPE, audit_dump, stage_and_approve, write_op
+
+# Long and varied enough that finding it by chance inside a hex digest is not a worry.
+content = st.text(min_size=12, max_size=200).filter(
+    lambda text: len(text.strip()) >= 12 and len(set(text.strip())) > 6
+)
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(before=content, after=content, reason=content)
+def test_no_content_before_image_or_reason_in_the_audit_table(
+    actions_root, approval_key, approver_principal, before, after, reason
+):
+    # Given a file holding some content and a plan to replace it
+    target = actions_root / "file.txt"
+    target.write_text(before)
+    txn_id = stage_and_approve([write_op("file.txt", after)], approver_principal)
+    # When it is committed, and another such plan is denied with a reason
+    services.commit(transaction_id=txn_id, principal=approver_principal)
+    other = services.stage(scope=SCOPE, operations=[write_op("file.txt", before)])["transaction_id"]
+    services.deny(transaction_id=other, reason=reason, principal=approver_principal)
+    # Then neither content, nor the before-image (plain or base64), nor the reason is audited
+    dump = audit_dump()
+    for secret in (before, after, reason.strip()):
+        assert secret not in dump
+    assert base64.b64encode(before.encode()).decode()[:16] not in dump
