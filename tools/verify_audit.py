@@ -4,8 +4,11 @@
 Usage::
 
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
+    python tools/verify_audit.py --export EXPORT.jsonl [same options]
 
-Opens the SQLite database read-only, checks the chain rule for every subject
+Opens the SQLite database read-only (or loads a ``manage.py audit export``
+file, one row per line, into a private in-memory database: the way to check a
+PostgreSQL deployment), checks the chain rule for every subject
 (or only ``--subject``), the containment rule for every line of each
 checkpoint file, and the receipt rule for each deletion receipt. Prints
 ``OK <subject>`` or ``FAIL <subject>`` followed by indented reasons, then the
@@ -23,6 +26,8 @@ trust none of the application. Sibling tools may import it
     Lowercase hex SHA-256 of ``canonical_json(value)`` as UTF-8.
 ``open_readonly(path) -> sqlite3.Connection``
     The database opened with ``mode=ro``; raises ``UsageError``.
+``load_export(path) -> sqlite3.Connection``
+    An in-memory ``audit_log`` filled from an export file; raises ``UsageError``.
 ``verify_chain(conn, subject) -> list[str]``
     Failure strings for one subject's chain (empty: the chain holds).
 ``verify_all_chains(conn) -> list[ChainResult]``
@@ -483,6 +488,35 @@ def open_readonly(path: str) -> sqlite3.Connection:
     return conn
 
 
+def _load_row(conn: sqlite3.Connection, insert: str, line: str, where: str) -> None:
+    try:
+        row = json.loads(line)
+        if not isinstance(row, dict) or type(row.get("sequence")) is not int:
+            raise ValueError("not an audit_log row with an integer sequence")
+        conn.execute(insert, [row.get(column) for column in EVENT_COLUMNS])
+    except (ValueError, sqlite3.Error) as exc:
+        raise UsageError(f"{where}: {exc}") from exc
+
+
+def load_export(path: str) -> sqlite3.Connection:
+    """An in-memory ``audit_log`` holding the rows of a JSON Lines export, as exported."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE TABLE audit_log ({', '.join(EVENT_COLUMNS)}, PRIMARY KEY (sequence))")
+    insert = f"INSERT INTO audit_log VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115  (closed by the with below)
+    except OSError as exc:
+        raise UsageError(f"cannot read export {path}: {exc}") from exc
+    with handle:
+        try:
+            for number, line in enumerate(handle, start=1):  # streamed, not read whole
+                if line.strip():
+                    _load_row(conn, insert, line, f"export {path} line {number}")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"cannot read export {path}: {exc}") from exc
+    return conn
+
+
 def _read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -501,7 +535,9 @@ def run(args: argparse.Namespace) -> tuple[bool, list[str]]:
     """Everything the command line asked for; returns (all verified, output lines)."""
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
-    conn = open_readonly(args.database)
+    if (args.database is None) == (args.export is None):
+        raise UsageError("give either a database file or --export FILE")
+    conn = open_readonly(args.database) if args.export is None else load_export(args.export)
     out: list[str] = []
     ok = True
     try:
@@ -548,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="verify_audit.py",
         description="Verify aetnaweb audit chains, checkpoints and deletion receipts.",
     )
-    parser.add_argument("database", help="path to the SQLite database")
+    parser.add_argument("database", nargs="?", help="path to the SQLite database")
+    parser.add_argument("--export", metavar="FILE", help="a 'manage.py audit export' file instead")
     parser.add_argument("--subject", help="verify only this subject's chain")
     parser.add_argument(
         "--checkpoints", action="append", default=[], metavar="FILE", help="checkpoint JSONL file"

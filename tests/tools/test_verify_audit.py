@@ -22,6 +22,8 @@ from django.conf import settings as django_settings
 from django.db import connection
 from hypothesis import given
 
+from aetnaweb import access
+from audit import selectors
 from audit.canonical import canonical_json
 from audit.checkpoints import verify_checkpoints
 from audit.models import AuditEvent
@@ -262,3 +264,27 @@ def test_the_tool_imports_only_the_standard_library():
     for name in ("canonical_json", "digest", "verify_chain", "verify_receipt", "verify_checkpoint"):
         assert callable(getattr(tool, name))
         assert f"``{name}(" in tool.__doc__
+
+
+@committed
+def test_an_export_file_verifies_like_the_database(tmp_path):
+    # Given a tampered database and its export (the route for PostgreSQL deployments)
+    events = mixed_chains(SUBJECTS, per_subject=4)
+    set_column("payload", '{"n":-1}', events[5].sequence)
+    export = tmp_path / "audit.jsonl"
+    export.write_text("".join(selectors.export_lines(access.system_principal())))
+    # When the tool reads the export instead of the database
+    from_export = run_tool("--export", str(export))
+    # Then it reaches the same verdicts as the service
+    expected = {r.subject_id: (None if r.ok else r.failure_lines()) for r in verify_all().subjects}
+    assert parse_report(from_export.stdout) == expected
+    assert from_export.returncode == 1
+
+
+def test_a_malformed_export_is_a_usage_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sequence": 1}\n[1]\n')
+    done = run_tool("--export", str(bad))
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"export {bad} line 2: not an audit_log row" in done.stderr
+    assert run_tool("--export", str(tmp_path / "missing.jsonl")).returncode == 2
