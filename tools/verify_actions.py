@@ -235,9 +235,15 @@ def receipt_failures(connection: sqlite3.Connection, txn: sqlite3.Row) -> tuple[
 
 
 def verify_transaction(
-    connection: sqlite3.Connection, transaction_id: str, key: bytes | None = None
+    connection: sqlite3.Connection,
+    transaction_id: str,
+    key: bytes | None = None,
+    chains: dict[str, bool] | None = None,
 ) -> list[str]:
-    """Every failure found for one transaction (empty when it verifies)."""
+    """Every failure found for one transaction (empty when it verifies).
+
+    ``chains`` caches each subject's chain verdict across calls (``--all``).
+    """
     txn = connection.execute(
         "SELECT id, subject_id, actor_id, mode, state, plan_version, plan_hash, policy_hash "
         "FROM action_transactions WHERE id = ?",
@@ -246,7 +252,10 @@ def verify_transaction(
     if txn is None:
         return ["transaction not found"]
     failures = []
-    if not chain_valid(connection, txn["subject_id"]):
+    chains = {} if chains is None else chains
+    if txn["subject_id"] not in chains:
+        chains[txn["subject_id"]] = chain_valid(connection, txn["subject_id"])
+    if not chains[txn["subject_id"]]:
         failures.append("subject audit chain is invalid")
     if recompute_plan_hash(connection, txn) != txn["plan_hash"]:
         failures.append("persisted action plan does not match its plan hash")
@@ -299,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
         else:
             ids = [args.transaction_id]
+        chains: dict[str, bool] = {}
         for transaction_id in ids:
-            failures = verify_transaction(connection, transaction_id, key)
+            failures = verify_transaction(connection, transaction_id, key, chains)
             if failures:
                 status = 1
                 print(f"FAIL {transaction_id}")
