@@ -224,3 +224,18 @@ def test_bar_chart_rounds_the_axis_and_labels_every_fifth_day_back_from_today():
 def test_bar_chart_of_nothing_has_a_unit_axis():
     chart = bar_chart([("a", "a", 0), ("b", "b", 0)], title="empty")
     assert chart.total == 0 and [value for value, _ in chart.ticks] == [0, 1]
+
+
+@pytest.mark.django_db
+def test_reader_for_skips_per_subject_checks_only_for_grants_that_see_everything():
+    from aetnaweb import access
+    from aetnaweb.overview import reader_for
+
+    everything = access.operator_principal(make_operator("root", [("platform:*:*", "viewer")]))
+    tenant = access.operator_principal(make_operator("vera", [("acme:*:*", "viewer")]))
+    auditor = access.operator_principal(make_operator("otto", [("platform:*:*", "auditor")]))
+    assert reader_for(everything).is_system and reader_for(everything).label == "root"
+    assert reader_for(tenant) is tenant
+    # Reading everything is not auditing everything: the capability is part of the question
+    assert reader_for(everything, access.AUDIT) is everything
+    assert reader_for(auditor, access.AUDIT).is_system
