@@ -107,7 +107,7 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
 
     from aetnaweb.scopes import Scope
     from memory.extraction import content_digest
-    from memory.search import scope_key
+    from memory.search import scoped_terms
 
     hot_count = int(count * HOT_SHARE)
     hot_scopes = [name for name, _ in HOT_SPLIT]
@@ -135,7 +135,7 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
                     content_digest(content), "[]", stamp, stamp,
                 )
             )  # fmt: skip
-            index_rows.append((next_id, content, scope_key(scope), record_id))
+            index_rows.append((next_id, scoped_terms(scope, content), record_id))
             added[scope] = added.get(scope, 0) + 1
             next_id += 1
         with transaction.atomic(), connection.cursor() as cursor:
@@ -147,8 +147,7 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
                 records,
             )
             cursor.executemany(
-                "INSERT INTO memory_record_fts(rowid, content, scope_key, record_id) "
-                "VALUES (%s, %s, %s, %s)",
+                "INSERT INTO memory_record_fts(rowid, terms, record_id) VALUES (%s, %s, %s)",
                 index_rows,
             )
         remaining -= size

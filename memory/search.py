@@ -5,11 +5,22 @@ The index holds exactly the records recall may return (status ``active``).
 transaction as every insert, promotion, supersession and tombstone; nothing
 here runs on its own.
 
-Recall asks the index for a bounded top-N of candidates restricted to the
-visible scopes (an exact set of scope tokens on SQLite, ``scope = ANY`` on
-PostgreSQL), joined to the record table so the status and scope are
-re-checked by the database too. It never loads a scope's records into
-Python, so its cost does not grow with the number of records stored.
+SQLite: an FTS5 table with the porter stemmer over unicode61. Each record is
+indexed as its words (stop words dropped), every word prefixed with a
+digits-only token naming the record's scope, so ``<acme:alice:*>report`` and
+``<acme:bob:*>report`` are different index terms. A query asks for exactly
+the query words under exactly the visible scopes' prefixes: the index itself
+does the scope restriction, and a query reads only the postings of its words
+*in those scopes*, so its cost follows what the scope can see, not how much
+the whole store holds. (Digits are consonants to the porter stemmer, so the
+prefix changes neither a word's vowels nor its measure: ``runs`` and
+``running`` still meet.)
+
+PostgreSQL: a side table with an ``english`` tsvector (GIN) and the scope.
+
+Recall asks for a bounded top-N of candidates, joined to the record table so
+the status and scope are re-checked by the database too; it never loads a
+scope's records into Python.
 """
 
 from __future__ import annotations
@@ -65,17 +76,33 @@ def query_terms(query: str) -> list[str]:
 
 
 def scope_key(scope: str) -> str:
-    """A digits-only token naming one scope inside the SQLite index.
+    """A fixed-width, digits-only token naming one scope inside the SQLite index.
 
-    Digits only, so the porter stemmer leaves it alone; the scope itself is
-    re-checked on the joined record row, so a collision could never leak.
+    Digits only, so the porter stemmer treats it as leading consonants and
+    stems the word after it as it would the bare word; fixed width, so a
+    prefixed term can never be read as another scope's. The scope is also
+    re-checked on the joined record row, so a hash collision could never leak.
     """
-    return str(int(hashlib.sha256(scope.encode("utf-8")).hexdigest()[:15], 16))
+    return f"{int(hashlib.sha256(scope.encode('utf-8')).hexdigest()[:13], 16):016d}"
+
+
+def scoped_terms(scope: str, text: str) -> str:
+    """What the SQLite index stores for a record: its words, each under its scope's prefix."""
+    key = scope_key(scope)
+    return " ".join(
+        key + token
+        for token in word_tokens(text)
+        if token not in STOP_WORDS and len(token) <= MAX_TERM_CHARS
+    )
 
 
 def _fts_phrase(token: str) -> str:
     # Tokens are letters and digits only (word_tokens), so quoting is exact.
     return '"' + token + '"'
+
+
+def _fts_any(keys: Sequence[str], terms: Sequence[str]) -> str:
+    return " OR ".join(_fts_phrase(key + term) for key in keys for term in terms)
 
 
 # -- keeping the index in step --------------------------------------------------
@@ -89,10 +116,9 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.executemany(
-                "INSERT INTO memory_record_fts(rowid, content, scope_key, record_id) "
-                "VALUES (%s, %s, %s, %s)",
+                "INSERT INTO memory_record_fts(rowid, terms, record_id) VALUES (%s, %s, %s)",
                 [
-                    (pk, content, scope_key(scope), record_id)
+                    (pk, scoped_terms(scope, content), record_id)
                     for pk, record_id, scope, content in rows
                 ],
             )
@@ -156,36 +182,36 @@ def search(*, visible_scopes: Sequence[str], terms: Sequence[str], limit: int) -
 def _search_sqlite(
     visible_scopes: Sequence[str], terms: Sequence[str], limit: int
 ) -> list[IndexHit]:
-    keys = " OR ".join(_fts_phrase(scope_key(scope)) for scope in visible_scopes)
-    words = " OR ".join(_fts_phrase(term) for term in terms)
-    expression = f"content : ({words}) AND scope_key : ({keys})"
+    keys = [scope_key(scope) for scope in visible_scopes]
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
-        # The rank function is bm25 with the scope column weighted 0
-        # (configured in the migration); lower is better.
+        # rank is FTS5's bm25 (lower is better); the join re-checks status,
+        # scope and identity on the record row itself.
         cursor.execute(
             "SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f "  # noqa: S608  (placeholders only)
             "JOIN memory_record r ON r.id = f.rowid AND r.record_id = f.record_id "
             f"WHERE memory_record_fts MATCH %s AND r.status = 'active' AND r.scope IN ({scope_marks}) "
             "ORDER BY f.rank, f.rowid DESC LIMIT %s",
-            [expression, *visible_scopes, limit],
+            [_fts_any(keys, terms), *visible_scopes, limit],
         )
         rows = cursor.fetchall()
         if not rows:
             return []
-        matched = {row[0]: 0 for row in rows}
+        matched = dict.fromkeys((row[0] for row in rows), 0)
         if len(terms) == 1:
-            matched = {pk: 1 for pk in matched}
+            matched = dict.fromkeys(matched, 1)
         else:
-            pk_marks = ", ".join(["%s"] * len(matched))
+            # Which query words each candidate holds: one query per word over
+            # that word's postings in the visible scopes only (a plain MATCH is
+            # far cheaper for FTS5 than MATCH with a rowid list).
             for term in terms:
                 cursor.execute(
-                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
-                    f"AND rowid IN ({pk_marks})",
-                    [f"content : {_fts_phrase(term)}", *matched],
+                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s",
+                    [_fts_any(keys, [term])],
                 )
                 for (pk,) in cursor.fetchall():
-                    matched[pk] += 1
+                    if pk in matched:
+                        matched[pk] += 1
     return [IndexHit(pk, record_id, float(raw), matched[pk]) for pk, record_id, raw in rows]
 
 

@@ -26,10 +26,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Max
 from django.utils import timezone
 
@@ -691,23 +691,43 @@ def _check_min_score(value: Any) -> float:
     return float(value)
 
 
+class _CandidateRow(NamedTuple):
+    pk: int
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    status: str
+
+
 def _score_candidates(
     scope: Scope, query: str, limit: int, min_score: float
 ) -> list[RecallCandidate]:
     terms = search.query_terms(query)
     hits = search.search(visible_scopes=scope.visible_strings(), terms=terms, limit=CANDIDATE_LIMIT)
-    rows = Record.objects.in_bulk([hit.pk for hit in hits])
+    if not hits:
+        return []
+    # Plain rows, not model instances: recall is the hot path.
+    rows = {
+        row[0]: _CandidateRow(*row)
+        for row in Record.objects.filter(pk__in=[hit.pk for hit in hits]).values_list(
+            *_CandidateRow._fields
+        )
+    }
+    # Segment-wise re-check of what the database returned (scopes.md): a row
+    # outside the lineage is dropped. The exact IN makes this unreachable.
+    weights: dict[str, float] = {}
+    for name in {row.scope for row in rows.values()}:
+        weights[name] = scope.weight(Scope.parse(name))
     usable = []
     for hit in hits:
         record = rows.get(hit.pk)
         if record is None or record.record_id != hit.record_id or record.status != Status.ACTIVE:
             continue
-        memory_scope = Scope.parse(record.scope)
-        # Segment-wise re-check of what the database returned (scopes.md): a
-        # row outside the lineage is dropped. The exact IN makes this unreachable.
-        if not scope.sees(memory_scope):
+        if not weights[record.scope]:
             continue
-        usable.append((hit, record, memory_scope))
+        usable.append((hit, record, weights[record.scope]))
     if not usable:
         return []
     best_raw = max(hit.raw for hit, _, _ in usable)
@@ -715,7 +735,7 @@ def _score_candidates(
     age_rank = {pk: index for index, pk in enumerate(by_age)}
     span = len(by_age) - 1
     scored = []
-    for hit, record, memory_scope in usable:
+    for hit, record, weight in usable:
         share = hit.raw / best_raw if best_raw > 0 else 0.0
         coverage = hit.matched_terms / len(terms)
         # How much of the query the record contains, scaled by how strongly the
@@ -724,7 +744,6 @@ def _score_candidates(
         relevance = round(min(1.0, coverage * (0.5 + 0.5 * share)), 6)
         trust = TRUST_SCORES.get(record.trust_tier, 0.4)
         recency = round(age_rank[record.pk] / span, 6) if span else 1.0
-        weight = scope.weight(memory_scope)
         score = round(
             weight
             * (RELEVANCE_WEIGHT * relevance + TRUST_WEIGHT * trust + RECENCY_WEIGHT * recency),
@@ -767,11 +786,26 @@ def _log_retrieval(
     purpose: str,
     candidates: list[RecallCandidate],
 ) -> tuple[RetrievalEvent, AuditEvent]:
-    now = timezone.now()
     query_sha256 = sha256_text(query)
     returned_ids = [c.record_id for c in candidates if c.returned]
+    retrieval_id = _new_id("ret")
+    audit_event = _audit(
+        scope=scope,
+        event_type="memory.recall",
+        actor=actor,
+        payload={
+            "retrieval_id": retrieval_id,
+            "query_sha256": query_sha256,
+            "candidate_count": len(candidates),
+            "returned_ids": returned_ids,
+            "limit": limit,
+            "purpose": purpose,
+        },
+        session_id=session,
+        mentions=returned_ids,
+    )
     event = RetrievalEvent.objects.create(
-        retrieval_id=_new_id("ret"),
+        retrieval_id=retrieval_id,
         scope=str(scope),
         **scope.columns(),
         session_id=session,
@@ -794,35 +828,18 @@ def _log_retrieval(
             for c in candidates
         ],
         returned_ids=returned_ids,
-        created_at=now,
+        audit_event_id=audit_event.event_id,
+        created_at=timezone.now(),
     )
-    RetrievalHit.objects.bulk_create(
-        RetrievalHit(
-            retrieval_event=event,
-            record_id=c.record_id,
-            rank=c.rank,
-            score=c.score,
-            returned=c.returned,
-        )
-        for c in candidates
-    )
-    audit_event = _audit(
-        scope=scope,
-        event_type="memory.recall",
-        actor=actor,
-        payload={
-            "retrieval_id": event.retrieval_id,
-            "query_sha256": query_sha256,
-            "candidate_count": len(candidates),
-            "returned_ids": returned_ids,
-            "limit": limit,
-            "purpose": purpose,
-        },
-        session_id=session,
-        mentions=returned_ids,
-    )
-    RetrievalEvent.objects.filter(pk=event.pk).update(audit_event_id=audit_event.event_id)
-    event.audit_event_id = audit_event.event_id
+    if candidates:
+        # Up to 50 rows per recall: a plain executemany keeps the ORM's
+        # per-object work off the hot path.
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {RetrievalHit._meta.db_table} "  # noqa: S608  (model metadata only)
+                "(retrieval_event_id, record_id, rank, score, returned) VALUES (%s, %s, %s, %s, %s)",
+                [(event.pk, c.record_id, c.rank, c.score, c.returned) for c in candidates],
+            )
     return event, audit_event
 
 
