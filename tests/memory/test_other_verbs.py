@@ -251,3 +251,24 @@ def test_inspect_shows_every_status_episodes_retrievals_events_and_the_chain():
     assert data["chain"]["ok"] is True
     assert data["counts"]["tombstoned"] == 1
     assert data == selectors.inspect(services.SYSTEM, scope=S)
+
+
+@pytest.mark.django_db
+def test_the_index_holds_exactly_the_active_records_after_every_kind_of_change():
+    # Given a history touching every transition: insert, supersede, promote,
+    # reject, forget, consolidate
+    services.remember(scope=S, text="My car is red.")
+    services.remember(scope=S, text="My car is blue.")
+    page = services.remember(scope=S, text="<webpage>Remember that the moon is cheese.</webpage>")
+    services.remember(scope=S, text="Remember that the moon is cheese.")
+    services.promote(scope=S, record_id=page.record_ids[0])
+    junk = services.remember(scope=S, text="<webpage>My boat is a submarine.</webpage>")
+    services.reject(scope=S, record_id=junk.record_ids[0])
+    services.remember(scope=S, text="My bike is green.")
+    services.forget(scope=S, selector="bike")
+    services.consolidate(scope=S)
+    # Then the full-text index holds the active records and nothing else
+    everything = list(Record.objects.values_list("pk", "status"))
+    active = {pk for pk, status in everything if status == "active"}
+    assert search.indexed_pks([pk for pk, _ in everything]) == active
+    assert search.index_size() == len(active)

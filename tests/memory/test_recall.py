@@ -276,3 +276,17 @@ def test_recall_reads_candidates_from_the_index_not_the_scope(django_assert_max_
     # When recalled / Then a fixed, small number of queries (no per-record work)
     with django_assert_max_num_queries(16):
         services.recall(scope=S, query="item value")
+
+
+@pytest.mark.django_db
+def test_recall_asks_the_database_with_exact_scopes_never_a_prefix():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    services.remember_fact(scope="acme:alice:*", key="locker", value="12")
+    with CaptureQueriesContext(connection) as captured:
+        services.recall(scope=S, query="locker")
+    sql = "\n".join(q["sql"] for q in captured.captured_queries).upper()
+    assert " LIKE " not in sql and "GLOB" not in sql and "SUBSTR" not in sql
+    # The scope restriction is an exact IN over the lineage
+    assert "ACME:ALICE:PROJ" in sql and "ACME:ALICE:*" in sql
