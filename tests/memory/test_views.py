@@ -332,6 +332,23 @@ def test_review_queue_shows_source_beside_the_fact(reviewer, facts):
     assert f'value="{SCOPE}|{facts["poisoned"]}"' in text
 
 
+def test_review_queue_paginates_by_key_oldest_first(reviewer, three_quarantined, monkeypatch):
+    # Given three quarantined records and a queue page of one
+    monkeypatch.setattr(views, "QUEUE_PER_PAGE", 1)
+    seen: list[str] = []
+    url = reverse("memory:review")
+    # When the reviewer follows "Newer" to the end
+    for _ in range(4):
+        text = body(reviewer.get(url))
+        seen += re.findall(r'id="item-(mem_[0-9a-f]{32})"', text)
+        match = re.search(r'href="(\?after=\d+)"', text)
+        if not match:
+            break
+        url = reverse("memory:review") + match.group(1)
+    # Then each appears once, oldest first
+    assert seen == three_quarantined
+
+
 def test_review_queue_refuses_an_invalid_scope_filter(reviewer):
     response = reviewer.get(reverse("memory:review"), {"scope": "acme:alice"})
     assert response.status_code == 400
