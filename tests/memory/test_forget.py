@@ -93,6 +93,10 @@ def test_forget_acts_on_exactly_the_scope_named_never_cascades():
     assert receipt["purged_record_ids"] == [user_level]
     assert Record.objects.get(record_id=project).status == "active"
     assert Record.objects.get(record_id=child).status == "active"
+    # and a forget at the project leaves its ancestors alone
+    tenant = services.remember(scope="acme:*:*", text="Remember that the car park opens at 7.")
+    services.forget(scope=S, selector="car")
+    assert Record.objects.get(record_id=tenant.record_ids[0]).status == "active"
 
 
 @pytest.mark.django_db

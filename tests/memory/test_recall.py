@@ -290,3 +290,17 @@ def test_recall_asks_the_database_with_exact_scopes_never_a_prefix():
     assert " LIKE " not in sql and "GLOB" not in sql and "SUBSTR" not in sql
     # The scope restriction is an exact IN over the lineage
     assert "ACME:ALICE:PROJ" in sql and "ACME:ALICE:*" in sql
+
+
+@pytest.mark.django_db
+def test_a_row_outside_the_lineage_is_dropped_even_if_the_index_returned_it(monkeypatch):
+    # Given a sibling's record and an index that (wrongly) hands it back
+    foreign = services.remember_fact(scope="acme:bob:*", key="salary", value="x").record_ids[0]
+    from memory.models import Record
+
+    row = Record.objects.get(record_id=foreign)
+    monkeypatch.setattr(
+        search, "search", lambda **kwargs: [search.IndexHit(row.pk, row.record_id, 1.0, 1)]
+    )
+    # When recalled at alice's project / Then the segment-wise re-check drops it
+    assert services.recall(scope=S, query="salary").candidates == ()

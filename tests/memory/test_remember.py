@@ -298,3 +298,37 @@ def test_a_failure_in_the_middle_leaves_nothing(rows, monkeypatch, failing_step)
         services.remember(scope=S, text="My editor is helix.")
     # Then no episode, record, index entry, counter change or audit row remains
     assert rows() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "acme:alice",
+        "a:b:c:d",
+        "acme:*:secret",
+        "platform:bob:*",
+        "platform:*:proj",
+        "*:*:*",
+        "acme%20:*:*",
+        "acme:al ice:*",
+        "acme::*",
+        "x" * 65 + ":*:*",
+        " acme:*:*",
+        "acme:alice:proj\n",
+        "",
+    ],
+)
+def test_every_invalid_scope_is_refused_by_every_write_and_nothing_is_written(rows, scope):
+    before = rows()
+    for call in (
+        lambda: services.remember(scope=scope, text="My x is y."),
+        lambda: services.remember_fact(scope=scope, key="x", value="y"),
+        lambda: services.forget(scope=scope, selector="x"),
+        lambda: services.promote(scope=scope, record_id="mem_x"),
+        lambda: services.capture(scope=scope, role="assistant", content="x"),
+        lambda: services.log_action(scope=scope, event_type="agent.x", payload={}),
+    ):
+        with pytest.raises(ScopeError):
+            call()
+    assert rows() == before
