@@ -110,7 +110,7 @@ MAX_QUERY_CHARS = 10_000
 RELEVANCE_WEIGHT = 0.75
 TRUST_WEIGHT = 0.15
 RECENCY_WEIGHT = 0.10
-TRUST_SCORES = {
+TRUST_SCORES: dict[str, float] = {
     TrustTier.TRUSTED_USER: 1.0,
     TrustTier.USER_CONFIRMED: 0.9,
     TrustTier.UNTRUSTED_CONTENT: 0.4,
@@ -1262,11 +1262,12 @@ def _keep_receipt(
 def _require_quarantined(record: Record, verb: str) -> None:
     if record.status == Status.QUARANTINED:
         return
-    why = {
+    reasons: dict[str, str] = {
         Status.ACTIVE: "it is already active (someone may have promoted it already)",
         Status.SUPERSEDED: "it is superseded by a newer record",
         Status.TOMBSTONED: "it was rejected or forgotten and its content purged",
-    }.get(record.status, f"its status is {record.status}")
+    }
+    why = reasons.get(record.status, f"its status is {record.status}")
     raise RecordStateError(
         f"cannot {verb} {record.record_id}: only quarantined records can be "
         f"{'promoted' if verb == 'promote' else 'rejected'}, and {why}; "
