@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.utils.http import urlencode
 
@@ -39,7 +39,7 @@ from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import ScopeError
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -68,7 +68,7 @@ def dashboard_view(view: View) -> View:
     """
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
             return view(request, *args, **kwargs)
         except AccessDenied as exc:

@@ -123,12 +123,13 @@ def latest_status(principal: Principal, scope: Scope | None) -> ChainStatus | No
             inside = tuple(s for s in status.failed_subjects if scope.covers(Scope.parse(s)))
             if not inside:
                 return ChainStatus("passed", run)
-            bad = [
-                f.get("first_bad_sequence")
+            bad: list[int] = [
+                f["first_bad_sequence"]
                 for f in run.failures
-                if isinstance(f, dict) and f.get("subject_id") in inside
+                if isinstance(f, dict)
+                and f.get("subject_id") in inside
+                and isinstance(f.get("first_bad_sequence"), int)
             ]
-            bad = [b for b in bad if b is not None]
             return ChainStatus(
                 "failed", run, first_bad_sequence=min(bad) if bad else None, failed_subjects=inside
             )
@@ -290,7 +291,7 @@ def export(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
         if not form.is_valid():
             if "scope" in form.errors:
                 return invalid_scope_response(request, ScopeError(form.errors["scope"][0]))
-            raise BadRequest("; ".join(e for errors in form.errors.values() for e in errors))
+            raise BadRequest("; ".join(str(e) for errors in form.errors.values() for e in errors))
         filters = form.filters()
     if filters.get("scope"):
         access.require(principal, access.AUDIT, filters["scope"])
@@ -336,7 +337,8 @@ def verify_start(request: HttpRequest) -> HttpResponse:
     form = VerifyChainForm(request.POST)
     if not form.is_valid():
         _require_anywhere(principal, access.AUDIT)
-        messages.error(request, " ".join(form.errors.get("scope", ["Choose a scope to verify."])))
+        errors = form.errors.get("scope") or ["Choose a scope to verify."]
+        messages.error(request, " ".join(str(error) for error in errors))
         return redirect("audit:explorer")
     scope = Scope.parse(form.cleaned_data["scope"])
     access.require(principal, access.AUDIT, scope)
