@@ -170,7 +170,8 @@ class BulkDecisionForm(forms.Form):
         return parsed
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         items = data.get("items")
         decision = data.get("decision")
         confirm = (data.get("confirm") or "").strip()
@@ -221,7 +222,8 @@ class ForgetForm(forms.Form):
         return list(dict.fromkeys(check_record_id(item) for item in raw))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         selector = data.get("selector") or ""
         record_ids = data.get("record_ids") or []
         if self.errors:
@@ -268,7 +270,8 @@ class ReceiptVerifyForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         upload = data.get("receipt_file")
         text = data.get("receipt_text") or ""
         if self.errors:
