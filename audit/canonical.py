@@ -41,12 +41,13 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def check_round_trip(value: Any) -> None:
-    """Refuse values whose canonical JSON would not parse back to an equal value.
+def check_round_trip(value: Any) -> str:
+    """The canonical JSON of ``value``, refused if it would not parse back to an equal value.
 
     Floats must survive a JSON round trip unchanged (audit-log-v1); this also
-    catches tuples and other types json silently converts.
+    catches tuples, non-string keys and other things json silently converts.
     """
     text = canonical_json(value)
     if json.loads(text) != value:
         raise CanonicalJSONError("value does not survive a JSON round trip unchanged")
+    return text

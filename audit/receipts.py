@@ -11,15 +11,15 @@ Failure messages are shared word for word with ``tools/verify_audit.py``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from aetnaweb import access
 from aetnaweb.access import Principal
 from audit.canonical import CanonicalJSONError, digest
+from audit.chain import compute_event_hash
 from audit.models import AuditEvent
-from audit.verification import canonical_preimage_text, is_canonical_subject
+from audit.verification import is_canonical_subject
 
 DELETION_RECEIPT_FORMAT = "aetnamem-deletion-receipt-v1"
 
@@ -57,6 +57,10 @@ def build_deletion_receipt(
     }
     receipt["receipt_sha256"] = digest(receipt)
     return receipt
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _id_list(value: Any) -> list[str] | None:
@@ -131,17 +135,19 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
     payload_text = row.pop("payload")
     stored_hash = row.pop("event_hash")
     try:
-        preimage = canonical_preimage_text(payload_text=payload_text, **row)
-    except ValueError:
-        preimage = None
-    if preimage is None or hashlib.sha256(preimage.encode()).hexdigest() != stored_hash:
-        failures.append(f"audit event {event_id} does not recompute to its event_hash")
-    try:
-        payload = json.loads(payload_text)
+        payload = json.loads(payload_text, parse_constant=_reject_constant)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
         payload = {}
+        recomputed = None
+    else:
+        try:
+            recomputed = compute_event_hash(payload=payload, **row)
+        except CanonicalJSONError:
+            recomputed = None
+    if recomputed != stored_hash:
+        failures.append(f"audit event {event_id} does not recompute to its event_hash")
     for field in ("purged_record_ids", "purged_episode_ids"):
         if _id_list(payload.get(field)) != _id_list(receipt[field]):
             noun = field.removeprefix("purged_").removesuffix("_ids")

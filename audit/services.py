@@ -46,6 +46,7 @@ class AuditError(ValueError):
 
 MAX_CONTEXT_LENGTH = 200
 MAX_ACTOR_LENGTH = 150
+MAX_EVENT_TYPE_LENGTH = 100
 
 _HEAD_SQL = "SELECT event_hash FROM audit_log WHERE subject_id = %s ORDER BY sequence DESC LIMIT 1"
 _INSERT_SQL = (
@@ -118,14 +119,20 @@ def append_event(
     except ScopeError as exc:
         raise AuditError(f"audit subject refused: {exc}") from exc
     subject_id = str(scope)
-    if not isinstance(event_type, str) or not EVENT_TYPE_RE.fullmatch(event_type):
-        raise AuditError(f"invalid event type {event_type!r}: expected dotted lower-case words")
+    if (
+        not isinstance(event_type, str)
+        or len(event_type) > MAX_EVENT_TYPE_LENGTH
+        or not EVENT_TYPE_RE.fullmatch(event_type)
+    ):
+        raise AuditError(
+            f"invalid event type {event_type!r}: expected dotted lower-case words "
+            f"of at most {MAX_EVENT_TYPE_LENGTH} characters"
+        )
     _check_actor(actor)
     if not isinstance(payload, dict):
         raise AuditError("an audit payload must be a JSON object")
     try:
-        check_round_trip(payload)
-        payload_text = canonical_json(payload)
+        payload_text = check_round_trip(payload)
     except CanonicalJSONError as exc:
         raise AuditError(f"audit payload refused: {exc}") from exc
     session_id = _check_context("session_id", session_id)

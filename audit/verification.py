@@ -68,10 +68,6 @@ PAYLOAD_NOT_OBJECT = "payload is not a JSON object"
 PAYLOAD_NOT_FINITE = "payload holds a number that is not finite"
 NOT_TEXT = "a hashed column holds a value that is not text"
 
-_PREIMAGE_TEMPLATE = (
-    '{"actor":%s,"created_at":%s,"event_id":%s,"event_type":%s,"payload":%s,'
-    '"prev_hash":%s,"record_id":%s,"session_id":%s,"subject_id":%s,"turn_id":%s}'
-)
 _quote = json.encoder.encode_basestring_ascii
 
 
@@ -111,43 +107,8 @@ def _make_payload_encoder() -> Callable[[Any, int], tuple[str, ...]]:
 _encode_payload = _make_payload_encoder()
 
 
-def canonical_preimage_text(
-    *,
-    event_id: str,
-    subject_id: str,
-    event_type: str,
-    created_at: str,
-    actor: str,
-    session_id: str | None,
-    turn_id: str | None,
-    record_id: str | None,
-    payload_text: str,
-    prev_hash: str | None,
-) -> str:
-    """The canonical preimage of a stored row, or ``ValueError`` naming what is wrong.
-
-    Same bytes as ``canonical_json(event_preimage(...))`` with the payload
-    parsed; the hot loop in :class:`_ChainWalker` inlines this function.
-    """
-    payload_canonical = _canonical_payload(payload_text)
-    try:
-        return _PREIMAGE_TEMPLATE % (
-            _quote(actor),
-            _quote(created_at),
-            _quote(event_id),
-            _quote(event_type),
-            payload_canonical,
-            "null" if prev_hash is None else _quote(prev_hash),
-            "null" if record_id is None else _quote(record_id),
-            "null" if session_id is None else _quote(session_id),
-            _quote(subject_id),
-            "null" if turn_id is None else _quote(turn_id),
-        )
-    except TypeError as exc:
-        raise ValueError(NOT_TEXT) from exc
-
-
 def _canonical_payload(payload_text: Any) -> str:
+    """The careful path: canonical payload text, or ``ValueError`` naming what is wrong."""
     if not isinstance(payload_text, str):
         raise ValueError(PAYLOAD_NOT_JSON)
     try:
@@ -275,9 +236,11 @@ class _ChainWalker:
         """Check ``rows``; returns how many were read.
 
         The loop body is the whole cost of verification, so it is written
-        flat: local names, one f-string for the preimage, no calls but C ones
-        on the common path. Anything unusual drops to the careful path,
-        which classifies the problem.
+        flat: local names, one f-string for the preimage (the same bytes as
+        ``canonical_json`` of the preimage dict, which the tests check
+        against :func:`audit.chain.compute_event_hash`), no calls but C ones
+        on the common path. A payload the one-scan path cannot take goes to
+        :func:`_canonical_payload`, which names the problem.
         """
         q = _quote
         scan = _scan_once
@@ -308,35 +271,30 @@ class _ChainWalker:
                 value, end = scan(payload_text, 0)
                 if end != len(payload_text) or type(value) is not dict:
                     raise ValueError
-                preimage = (
-                    f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
-                    f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
-                    f'"payload":{encode(value, 0)[0]},'
-                    f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
-                    f'"record_id":{"null" if record_id is None else q(record_id)},'
-                    f'"session_id":{"null" if session_id is None else q(session_id)},'
-                    f'"subject_id":{q(subject_id)},'
-                    f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
-                )
+                payload = encode(value, 0)[0]
             except (StopIteration, ValueError, TypeError):
                 try:
-                    preimage = canonical_preimage_text(
-                        event_id=event_id,
-                        subject_id=subject_id,
-                        event_type=event_type,
-                        created_at=created_at,
-                        actor=actor,
-                        session_id=session_id,
-                        turn_id=turn_id,
-                        record_id=record_id,
-                        payload_text=payload_text,
-                        prev_hash=prev_hash,
-                    )
+                    payload = _canonical_payload(payload_text)
                 except ValueError as exc:
-                    preimage = None
+                    payload = None
                     _fail(state[3], sequence, str(exc))
-            if preimage is not None and sha256(preimage.encode()).hexdigest() != event_hash:
-                _fail(state[3], sequence, BAD_HASH)
+            if payload is not None:
+                try:
+                    preimage = (
+                        f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
+                        f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
+                        f'"payload":{payload},'
+                        f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
+                        f'"record_id":{"null" if record_id is None else q(record_id)},'
+                        f'"session_id":{"null" if session_id is None else q(session_id)},'
+                        f'"subject_id":{q(subject_id)},'
+                        f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
+                    )
+                except TypeError:  # a column holding a number or bytes instead of text
+                    _fail(state[3], sequence, NOT_TEXT)
+                else:
+                    if sha256(preimage.encode()).hexdigest() != event_hash:
+                        _fail(state[3], sequence, BAD_HASH)
             # A subject's first event expects a null prev_hash, which is the
             # state's starting value, so one comparison covers both rules.
             if prev_hash != state[0]:

@@ -115,10 +115,6 @@ def digest(value: Any) -> str:
 
 _quote = json.encoder.encode_basestring_ascii
 _scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once
-_TEMPLATE = (  # the careful path; the hot loop inlines the same text as an f-string
-    '{"actor":%s,"created_at":%s,"event_id":%s,"event_type":%s,"payload":%s,'
-    '"prev_hash":%s,"record_id":%s,"session_id":%s,"subject_id":%s,"turn_id":%s}'
-)
 
 
 def _no_default(value: Any) -> Any:
@@ -163,33 +159,22 @@ def _canonical_payload(text: Any) -> str:
         raise ValueError(PAYLOAD_NOT_FINITE) from exc
 
 
-def _preimage(row: Sequence[Any], payload_canonical: str) -> str:
-    (event_id, subject_id, event_type, created_at, actor, session_id, turn_id, record_id) = row[:8]
-    prev_hash = row[9]
-    try:
-        return _TEMPLATE % (
-            _quote(actor),
-            _quote(created_at),
-            _quote(event_id),
-            _quote(event_type),
-            payload_canonical,
-            "null" if prev_hash is None else _quote(prev_hash),
-            "null" if record_id is None else _quote(record_id),
-            "null" if session_id is None else _quote(session_id),
-            _quote(subject_id),
-            "null" if turn_id is None else _quote(turn_id),
-        )
-    except TypeError as exc:
-        raise ValueError(NOT_TEXT) from exc
+PREIMAGE_KEYS = EVENT_COLUMNS[1:-1]  # event_id ... prev_hash: everything but sequence and the hash
 
 
 def verify_event_hash(row: Sequence[Any]) -> str:
     """The recomputed ``event_hash`` of a row given in ``EVENT_COLUMNS[1:]`` order.
 
-    Raises ``ValueError`` with the reason when the row cannot be hashed.
+    The plain reading of audit-log-v1, for single events (receipts); the chain
+    walk below computes the same bytes faster. Raises ``ValueError`` with the
+    reason when the row cannot be hashed.
     """
-    preimage = _preimage(row, _canonical_payload(row[8]))
-    return hashlib.sha256(preimage.encode("utf-8")).hexdigest()
+    preimage = dict(zip(PREIMAGE_KEYS, row, strict=False))
+    preimage["payload"] = json.loads(_canonical_payload(preimage["payload"]))
+    try:
+        return digest(preimage)
+    except TypeError as exc:
+        raise ValueError(NOT_TEXT) from exc
 
 
 # -- scopes ---------------------------------------------------------------------------
@@ -245,8 +230,10 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
     """The chain rule over rows in ascending sequence, any number of subjects.
 
     Written flat because it is the whole cost: local names, one f-string per
-    preimage, only C calls on the common path; anything unusual takes the
-    careful path (``_preimage``), which names the problem.
+    preimage (byte for byte ``canonical_json`` of the preimage dict, as
+    ``verify_event_hash`` computes it), only C calls on the common path; a
+    payload the one-scan path cannot take goes to ``_canonical_payload``,
+    which names the problem.
     """
     q = _quote
     scan = _scan_once
@@ -280,24 +267,30 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
             value, end = scan(payload_text, 0)
             if end != len(payload_text) or type(value) is not dict:
                 raise ValueError
-            preimage = (
-                f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
-                f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
-                f'"payload":{encode(value, 0)[0]},'
-                f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
-                f'"record_id":{"null" if record_id is None else q(record_id)},'
-                f'"session_id":{"null" if session_id is None else q(session_id)},'
-                f'"subject_id":{q(subject_id)},'
-                f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
-            )
+            payload = encode(value, 0)[0]
         except (StopIteration, ValueError, TypeError):
             try:
-                preimage = _preimage(row[1:], _canonical_payload(payload_text))
+                payload = _canonical_payload(payload_text)
             except ValueError as exc:
-                preimage = None
+                payload = None
                 state[2].fail(sequence, str(exc))
-        if preimage is not None and sha256(preimage.encode()).hexdigest() != event_hash:
-            state[2].fail(sequence, BAD_HASH)
+        if payload is not None:
+            try:
+                preimage = (
+                    f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
+                    f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
+                    f'"payload":{payload},'
+                    f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
+                    f'"record_id":{"null" if record_id is None else q(record_id)},'
+                    f'"session_id":{"null" if session_id is None else q(session_id)},'
+                    f'"subject_id":{q(subject_id)},'
+                    f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
+                )
+            except TypeError:  # a column holding a number or bytes instead of text
+                state[2].fail(sequence, NOT_TEXT)
+            else:
+                if sha256(preimage.encode()).hexdigest() != event_hash:
+                    state[2].fail(sequence, BAD_HASH)
         # The first event must have a null prev_hash, the state's starting value.
         if prev_hash != state[0]:
             state[2].fail(sequence, FIRST_HAS_PREV if state[1] == 0 else BROKEN_LINK)
@@ -456,8 +449,8 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
     if not recomputes:
         failures.append(f"audit event {event_id} does not recompute to its event_hash")
     try:
-        payload = json.loads(row[9])
-    except ValueError:
+        payload = json.loads(row[9], parse_constant=_reject_constant)
+    except (TypeError, ValueError):
         payload = None
     if not isinstance(payload, dict):
         payload = {}

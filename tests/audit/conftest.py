@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -10,6 +14,20 @@ from django.db import connection, transaction
 
 from audit.models import AuditEvent
 from audit.services import append_event
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "verify_audit.py"
+
+
+def load_tool() -> ModuleType:
+    """tools/verify_audit.py as a module (it is a standalone script, not a package)."""
+    spec = importlib.util.spec_from_file_location("verify_audit", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("verify_audit", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = load_tool()
 
 
 @pytest.fixture(autouse=True)

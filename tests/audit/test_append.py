@@ -106,6 +106,7 @@ def test_an_append_whose_transaction_fails_leaves_no_row():
         ({"subject": "acme:al ice:*"}, "audit subject refused"),
         ({"event_type": "Memory.Recall"}, "invalid event type"),
         ({"event_type": "recall"}, "invalid event type"),
+        ({"event_type": "agent." + "x" * 95}, "at most 100 characters"),
         ({"actor": ""}, "actor must be"),
         ({"actor": "x" * 151}, "actor must be"),
         ({"payload": ["not", "an", "object"]}, "must be a JSON object"),

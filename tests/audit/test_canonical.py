@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip, digest
 from audit.chain import compute_event_hash
-from audit.verification import canonical_preimage_text
+from audit.verification import BAD_HASH, COLUMNS, FIRST_HAS_PREV, _ChainWalker
+from tests.audit.conftest import tool
 
 # JSON values that survive a round trip: no NaN/inf, finite floats only.
 json_scalars = (
@@ -74,9 +75,10 @@ def test_canonical_json_is_pythons_default_dumps_sorted_and_compact(value):
     record_id=optional_text,
     prev_hash=st.none() | st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
 )
-def test_fast_preimage_matches_the_reference_hash(
+def test_both_fast_verifiers_reproduce_the_reference_hash(
     payload, actor, event_type, session_id, turn_id, record_id, prev_hash
 ):
+    # Given any event hashed by the plain reading of the spec
     fields = {
         "event_id": "aud_" + "0" * 32,
         "subject_id": "acme:alice:proj",
@@ -89,7 +91,18 @@ def test_fast_preimage_matches_the_reference_hash(
         "prev_hash": prev_hash,
     }
     reference = compute_event_hash(payload=payload, **fields)
-    # The stored text may be canonical or not: the parsed payload is what is hashed.
+    # When its stored payload text is canonical, or another spelling of the same object
     for text in (canonical_json(payload), json.dumps(payload, indent=1)):
-        fast = canonical_preimage_text(payload_text=text, **fields)
-        assert hashlib.sha256(fast.encode("utf-8")).hexdigest() == reference
+        row = (1, *[fields[c] for c in COLUMNS[1:9]], text, prev_hash, reference)
+        # Then the hot loops of the service and of the standalone tool accept its hash
+        walker = _ChainWalker()
+        walker.feed([row])
+        [report] = walker.reports()
+        assert report.failure_lines() in ([], [f"sequence 1: {FIRST_HAS_PREV}"])
+        assert BAD_HASH not in " ".join(report.failure_lines())
+        [result] = tool._walk([row])
+        assert result.failure_lines() == report.failure_lines()
+        # and a hash of anything else is refused
+        walker = _ChainWalker()
+        walker.feed([(*row[:-1], "0" * 64)])
+        assert f"sequence 1: {BAD_HASH}" in walker.reports()[0].failure_lines()

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 from audit.checkpoints import build_checkpoint_document, containment_failures
 from audit.models import AuditEvent
 from audit.verification import COLUMNS, verify_all
-from tests.audit.conftest import mixed_chains, tamper
-from tests.tools.test_verify_audit import tool
+from tests.audit.conftest import mixed_chains, tamper, tool
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,6 @@ verifiers must print the same verdicts and the same reasons.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import sqlite3
 import subprocess
@@ -30,7 +29,7 @@ from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
 from audit.services import create_checkpoint
 from audit.verification import COLUMNS, verify_all
-from tests.audit.conftest import append, mixed_chains, tamper
+from tests.audit.conftest import TOOL, append, mixed_chains, tamper, tool
 from tests.audit.test_canonical import json_values
 from tests.audit.test_receipts import forget
 
@@ -39,20 +38,7 @@ from tests.audit.test_receipts import forget
 # connection, and a rolled-back test spares the slow flush of every table.
 committed = pytest.mark.django_db(transaction=django_settings.DATABASE_VENDOR == "sqlite")
 
-ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "verify_audit.py"
 SUBJECTS = ["acme:alice:proj", "acme:*:*", "zeta:bob:x"]
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location("verify_audit", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verify_audit", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = load_tool()
 
 
 def database_file(tmp_path: Path) -> Path:
