@@ -510,7 +510,9 @@ def test_uploaded_checkpoint_shows_each_subject_and_which_rule_failed(client):
     assert [s["subject_id"] for s in line["failed_subjects"]] == [SCOPE]
     assert "is missing" in line["failed_subjects"][0]["reasons"][0]
     assert [s["subject_id"] for s in line["held_subjects"]] == ["acme:alice:web"]
-    assert "fails the containment rule" in response.content.decode()
+    body = response.content.decode()
+    assert "fails the containment rule" in body
+    assert 'aria-current="page">Checkpoints</a>' in body  # the nav still says where you are
 
 
 @pytest.mark.django_db
