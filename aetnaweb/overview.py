@@ -29,6 +29,7 @@ from aetnaweb.models import ScopeGrant
 from aetnaweb.scopes import PLATFORM, Scope, ScopeError
 from audit import selectors as audit_selectors
 from audit.models import AuditSubject, Checkpoint, VerificationRun
+from audit.services import MAX_RECORDED_FAILURES
 from memory import selectors as memory_selectors
 
 CHART_DAYS = 30
@@ -129,8 +130,6 @@ def status_from_run(
             first_bad_sequence=min(bad) if bad else None,
             failed_subjects=tuple(str(f["subject_id"]) for f in mine),
         )
-    from audit.services import MAX_RECORDED_FAILURES
-
     if len(run.failures or []) >= MAX_RECORDED_FAILURES:
         return ChainStatus("inconclusive", run)
     return ChainStatus("passed", run)

@@ -239,3 +239,27 @@ def test_reader_for_skips_per_subject_checks_only_for_grants_that_see_everything
     # Reading everything is not auditing everything: the capability is part of the question
     assert reader_for(everything, access.AUDIT) is everything
     assert reader_for(auditor, access.AUDIT).is_system
+
+
+@pytest.mark.django_db
+def test_a_run_whose_failure_list_was_cut_short_is_inconclusive_elsewhere():
+    from aetnaweb import access
+    from aetnaweb.overview import status_from_run
+    from audit.models import VerificationRun
+    from audit.services import MAX_RECORDED_FAILURES
+
+    # Given a failed run that recorded only the first 100 failing chains, all in globex
+    failures = [
+        {"subject_id": f"globex:u{n}:*", "first_bad_sequence": n + 1, "reasons": ["x"]}
+        for n in range(MAX_RECORDED_FAILURES)
+    ]
+    now = timezone.now()
+    run = VerificationRun(
+        status="failed", failures=failures, started_at=now, heartbeat_at=now, started_by="s"
+    )
+    acme = access.operator_principal(make_operator("vera", [("acme:*:*", "viewer")]))
+    globex = access.operator_principal(make_operator("gus", [("globex:*:*", "viewer")]))
+    # Then acme's verdict is not guessed, and globex's names its first bad sequence
+    assert status_from_run(run, acme, tenant="acme").state == "inconclusive"
+    verdict = status_from_run(run, globex, tenant="globex")
+    assert verdict.state == "failed" and verdict.first_bad_sequence == 1
