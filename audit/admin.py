@@ -17,7 +17,7 @@ from audit.models import AuditDailyCount, AuditEvent, AuditSubject, Checkpoint, 
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """View permission only; every field shown read-only."""
+    """View permission only; every field shown read-only (bulk delete disappears with it)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -27,9 +27,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        return {}  # no bulk delete, even for superusers
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [field.name for field in self.model._meta.fields]
