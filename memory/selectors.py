@@ -18,7 +18,7 @@ from django.db.models import Sum
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
-from audit.models import AuditEvent
+from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
 from memory.errors import QueryError, RecordNotFound
 from memory.models import (
@@ -436,6 +436,18 @@ def chain_status(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
     return verify_subject(str(parsed)).as_dict()
 
 
+def chain_length(principal: Principal, *, scope: Scope | str) -> int:
+    """How many events ``scope``'s audit chain holds, from the audit layer's subject index
+    (one indexed row, no count over ``audit_log``); 0 for a chain never written."""
+    parsed = access.require(principal, access.READ, scope)
+    count = (
+        AuditSubject.objects.filter(subject_id=str(parsed))
+        .values_list("event_count", flat=True)
+        .first()
+    )
+    return int(count or 0)
+
+
 def effective_recall_scopes(principal: Principal, *, scope: Scope | str) -> list[dict[str, Any]]:
     """What a recall at ``scope`` reads: the scope and each ancestor, with weight and count."""
     parsed = access.require(principal, access.READ, scope)
@@ -520,6 +532,7 @@ def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 
 __all__ = [
     "Page",
     "RecordDetail",
+    "chain_length",
     "chain_status",
     "counts_by_tenant",
     "effective_recall_scopes",

@@ -64,6 +64,7 @@ from memory.models import SourceType, Status, TrustTier
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
 RECEIPTS_ON_SCOPE_PAGE = 10
+LIVE_CHAIN_LIMIT = 20_000  # events checked on page load (about a second; see docs/operators.md)
 FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED}
 TOMBSTONING_EVENTS = {"memory.forget", "memory.record_rejected"}
 TRUST_LABELS = dict(TrustTier.choices)
@@ -245,11 +246,25 @@ def scope_chain(request: HttpRequest, scope: str) -> HttpResponse:
     """Whether the scope's audit chain verifies (a partial the scope page loads after itself)."""
     principal = principal_for(request)
     parsed = Scope.parse(scope)
-    chain = selectors.chain_status(principal, scope=parsed)
+    length = selectors.chain_length(principal, scope=parsed)
+    # Verifying walks the whole chain; past LIVE_CHAIN_LIMIT events it runs only
+    # when asked (?full=1), so a scope page never waits on it unawares.
+    full = request.GET.get("full") == "1"
+    chain = (
+        selectors.chain_status(principal, scope=parsed)
+        if full or length <= LIVE_CHAIN_LIMIT
+        else None
+    )
     return render_page(
         request,
         "memory/chain_status.html",
-        {"scope": parsed, "chain": chain},
+        {
+            "scope": parsed,
+            "chain": chain,
+            "length": length,
+            "live_limit": LIVE_CHAIN_LIMIT,
+            "may_audit": access.may(principal, access.AUDIT, parsed),
+        },
         partial="chain" if htmx_target(request) == "chain-status" else None,
     )
 
