@@ -116,7 +116,9 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.executemany(
-                "INSERT INTO memory_record_fts(rowid, terms, record_id) VALUES (%s, %s, %s)",
+                # REPLACE: a row left behind for the same id (a test database
+                # flushed around the virtual table) is overwritten, never kept.
+                "INSERT OR REPLACE INTO memory_record_fts(rowid, terms, record_id) VALUES (%s, %s, %s)",
                 [
                     (pk, scoped_terms(scope, content), record_id)
                     for pk, record_id, scope, content in rows
@@ -125,7 +127,9 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
         else:
             cursor.executemany(
                 "INSERT INTO memory_record_fts(record_pk, record_id, scope, document) "
-                "VALUES (%s, %s, %s, to_tsvector('english', %s))",
+                "VALUES (%s, %s, %s, to_tsvector('english', %s)) "
+                "ON CONFLICT (record_pk) DO UPDATE SET record_id = EXCLUDED.record_id, "
+                "scope = EXCLUDED.scope, document = EXCLUDED.document",
                 [(pk, record_id, scope, content) for pk, record_id, scope, content in rows],
             )
 
