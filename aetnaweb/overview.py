@@ -16,7 +16,6 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from functools import lru_cache
 from typing import Any
 
 from django.db.models import Q
@@ -184,20 +183,32 @@ class CheckpointCoverage:
     tenants: frozenset[str]
 
 
-@lru_cache(maxsize=256)
-def _coverage(checkpoint_sha256: str, document: str) -> CheckpointCoverage:
-    # Checkpoint documents never change, so the digest is a safe cache key.
-    try:
-        subjects = tuple(sorted(json.loads(document).get("subjects", {})))
-    except (ValueError, AttributeError):
-        subjects = ()
-    return CheckpointCoverage(
-        subjects=subjects, tenants=frozenset(subject.split(":", 1)[0] for subject in subjects)
-    )
+_COVERAGE_CACHE: dict[str, CheckpointCoverage] = {}
+COVERAGE_CACHE_SIZE = 256
 
 
 def checkpoint_coverage(checkpoint: Checkpoint) -> CheckpointCoverage:
-    return _coverage(checkpoint.checkpoint_sha256, checkpoint.document)
+    """The chains a checkpoint pins, parsed once per process and cached by its digest.
+
+    Documents never change, so the digest is a safe key; querysets may
+    ``defer("document")`` (a checkpoint of 10,000 chains is about a megabyte)
+    and the text is then loaded only on a cache miss.
+    """
+    key = checkpoint.checkpoint_sha256
+    cached = _COVERAGE_CACHE.get(key)
+    if cached is not None:
+        return cached
+    try:
+        subjects = tuple(sorted(json.loads(checkpoint.document).get("subjects", {})))
+    except (ValueError, AttributeError):
+        subjects = ()
+    coverage = CheckpointCoverage(
+        subjects=subjects, tenants=frozenset(subject.split(":", 1)[0] for subject in subjects)
+    )
+    if len(_COVERAGE_CACHE) >= COVERAGE_CACHE_SIZE:
+        _COVERAGE_CACHE.pop(next(iter(_COVERAGE_CACHE)), None)
+    _COVERAGE_CACHE[key] = coverage
+    return coverage
 
 
 def may_see_checkpoint(principal: Principal, checkpoint: Checkpoint) -> bool:
@@ -228,7 +239,9 @@ def latest_checkpoint_by_tenant(tenants: Iterable[str]) -> dict[str, Checkpoint 
     Its age is what the overview shows; the checkpoint's content is not, so a
     checkpoint that also pins other tenants may be counted here.
     """
-    recent = list(Checkpoint.objects.order_by("-created_at", "-id")[:RECENT_CHECKPOINTS])
+    recent = list(
+        Checkpoint.objects.defer("document").order_by("-created_at", "-id")[:RECENT_CHECKPOINTS]
+    )
     result: dict[str, Checkpoint | None] = {}
     for tenant in tenants:
         result[tenant] = next(

@@ -35,7 +35,6 @@ from aetnaweb.dashboard import (
 )
 from aetnaweb.overview import (
     ChainStatus,
-    checkpoint_coverage,
     may_see_checkpoint,
     readable,
     reader_for,
@@ -404,7 +403,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def _visible_checkpoints(principal: Principal, *, before: int | None) -> KeyPage[Checkpoint]:
     """Newest first, only those the principal may see, examining a bounded number of rows."""
-    queryset = Checkpoint.objects.order_by("-id")
+    queryset = Checkpoint.objects.defer("document").order_by("-id")
     if before is not None:
         queryset = queryset.filter(id__lt=before)
     shown: list[Checkpoint] = []
@@ -432,7 +431,7 @@ def _checkpoints_page(
     status: int = 200,
 ) -> HttpResponse:
     page = _visible_checkpoints(principal, before=page_key(request))
-    rows = [{"checkpoint": cp, "coverage": checkpoint_coverage(cp)} for cp in page.items]
+    rows = [{"checkpoint": cp} for cp in page.items]
     context = {
         "page": page,
         "rows": rows,
