@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Max
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from aetnaweb import access
@@ -344,22 +344,46 @@ def _audit(
     return event
 
 
+_COUNTERS = frozenset({"active", "quarantined", "superseded", "tombstoned", "episodes"})
+
+
 def _bump(scope: Scope, **deltas: int) -> None:
-    """Keep the per-scope counters in step (same transaction as the change)."""
+    """Keep the per-scope counters in step (same transaction as the change).
+
+    Services add up a call's changes and bump once; plain SQL, because every
+    remember and recall-side write pays for it.
+    """
     deltas = {name: value for name, value in deltas.items() if value}
     if not deltas:
         return
+    unknown = set(deltas) - _COUNTERS
+    if unknown:
+        raise ValueError(f"unknown counters {sorted(unknown)}")
     now = timezone.now()
-    updated = ScopeStats.objects.filter(scope=str(scope)).update(
-        updated_at=now, **{name: F(name) + value for name, value in deltas.items()}
-    )
+    assignments = ", ".join(f"{name} = {name} + %s" for name in sorted(deltas))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {ScopeStats._meta.db_table} SET {assignments}, updated_at = %s "  # noqa: S608  (fixed column names)
+            "WHERE scope = %s",
+            [
+                *(deltas[name] for name in sorted(deltas)),
+                connection.ops.adapt_datetimefield_value(now),
+                str(scope),
+            ],
+        )
+        updated = cursor.rowcount
     if not updated:
         ScopeStats.objects.create(
             scope=str(scope), depth=scope.depth, updated_at=now, **scope.columns(), **deltas
         )
 
 
-def _status_deltas(records: Iterable[Record], new_status: str) -> dict[str, int]:
+def _tally(total: dict[str, int], more: dict[str, int]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _status_deltas(records: Iterable[Record | _Held], new_status: str) -> dict[str, int]:
     deltas: dict[str, int] = {}
     for record in records:
         deltas[record.status] = deltas.get(record.status, 0) - 1
@@ -382,37 +406,53 @@ def _record_at(scope: Scope, record_id: Any) -> Record:
     return record
 
 
-def _supersede(scope: Scope, newcomer: Record, now: datetime) -> list[Record]:
-    """Make every other active record with the newcomer's slot at this scope superseded."""
-    if not newcomer.fact_key or newcomer.status != Status.ACTIVE:
+class _Held(NamedTuple):
+    pk: int
+    record_id: str
+    status: str
+
+
+def _slot_holders(scope: Scope, fact_key: str, *, exclude_pk: int | None = None) -> list[_Held]:
+    """Active records holding ``fact_key`` at exactly ``scope``, oldest first (indexed)."""
+    if not fact_key:
         return []
-    older = list(
-        Record.objects.select_for_update()
-        .filter(scope=str(scope), fact_key=newcomer.fact_key, status=Status.ACTIVE)
-        .exclude(pk=newcomer.pk)
-        .order_by("id")
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, record_id, status FROM {Record._meta.db_table} "  # noqa: S608  (model metadata only)
+            "WHERE scope = %s AND fact_key = %s AND status = %s ORDER BY id",
+            [str(scope), fact_key, Status.ACTIVE.value],
+        )
+        return [_Held(*row) for row in cursor.fetchall() if row[0] != exclude_pk]
+
+
+def _retire(
+    scope: Scope, older: Sequence[_Held], *, by: str, now: datetime, tally: dict[str, int]
+) -> list[str]:
+    """Mark ``older`` superseded by record ``by``: kept, linked, out of the index."""
     if not older:
         return []
     Record.objects.filter(pk__in=[r.pk for r in older]).update(
-        status=Status.SUPERSEDED, superseded_by=newcomer.record_id, updated_at=now
+        status=Status.SUPERSEDED, superseded_by=by, updated_at=now
     )
     search.unindex_records([r.pk for r in older])
-    _bump(scope, **_status_deltas(older, Status.SUPERSEDED))
-    newcomer.supersedes_id = older[-1].record_id
-    Record.objects.filter(pk=newcomer.pk).update(supersedes=older[-1].record_id)
-    return older
+    _tally(tally, _status_deltas(older, Status.SUPERSEDED))
+    return [r.record_id for r in older]
 
 
 def _visible_duplicates(scope: Scope, digest_value: str, *, trusted: bool) -> list[str]:
-    statuses = [Status.ACTIVE] if trusted else [Status.ACTIVE, Status.QUARANTINED]
-    return list(
-        Record.objects.filter(
-            scope__in=scope.visible_strings(), content_digest=digest_value, status__in=statuses
+    """Records with the same normalised content visible at ``scope`` (indexed by digest)."""
+    statuses = [Status.ACTIVE.value]
+    if not trusted:
+        statuses.append(Status.QUARANTINED.value)
+    visible = scope.visible_strings()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT record_id FROM {Record._meta.db_table} "  # noqa: S608  (placeholders only)
+            f"WHERE scope IN ({', '.join(['%s'] * len(visible))}) AND content_digest = %s "
+            f"AND status IN ({', '.join(['%s'] * len(statuses))}) ORDER BY id DESC LIMIT 5",
+            [*visible, digest_value, *statuses],
         )
-        .order_by("-id")
-        .values_list("record_id", flat=True)[:5]
-    )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _store_candidate(
@@ -426,11 +466,15 @@ def _store_candidate(
     turn_id: str,
     actor: str,
     now: datetime,
+    tally: dict[str, int],
     kind: str = "",
     evidence: Sequence[str] = (),
     extra_payload: dict[str, Any] | None = None,
 ) -> tuple[StoredRecord | None, list[str]]:
-    """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of)."""
+    """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
+
+    Counter changes are added to ``tally``; the caller bumps them once.
+    """
     digest_value = content_digest(candidate.content)
     duplicates = _visible_duplicates(scope, digest_value, trusted=trusted)
     trust_tier = TrustTier.TRUSTED_USER if trusted else TrustTier.UNTRUSTED_CONTENT
@@ -457,8 +501,13 @@ def _store_candidate(
     confidence = (
         candidate.confidence if trusted else min(candidate.confidence, UNTRUSTED_CONFIDENCE_CAP)
     )
+    record_id = _new_id("mem")
+    # Quarantined content never supersedes; an active keyed record replaces the
+    # slot's holders at this scope only, and the two point at each other.
+    older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
     record = Record.objects.create(
-        record_id=_new_id("mem"),
+        record_id=record_id,
+        supersedes_id=older[-1].record_id if older else None,
         **scope.columns(),
         scope=str(scope),
         episode=episode,
@@ -476,11 +525,10 @@ def _store_candidate(
         created_at=now,
         updated_at=now,
     )
-    _bump(scope, **{status: 1})
+    _tally(tally, {status: 1})
     if status == Status.ACTIVE:
         search.index_records([(record.pk, record.record_id, record.scope, record.content)])
-    superseded = _supersede(scope, record, now)
-    superseded_ids = [r.record_id for r in superseded]
+    superseded_ids = _retire(scope, older, by=record_id, now=now, tally=tally)
     _audit(
         scope=scope,
         event_type="memory.record_created" if trusted else "memory.record_quarantined",
@@ -566,7 +614,7 @@ def remember(
         text=text,
         created_at=now,
     )
-    _bump(parsed, episodes=1)
+    tally: dict[str, int] = {"episodes": 1}
     _audit(
         scope=parsed,
         event_type="episode.ingested",
@@ -594,10 +642,12 @@ def remember(
             turn_id=turn,
             actor=actor_label,
             now=now,
+            tally=tally,
         )
         if record:
             stored.append(record)
         duplicate_of.extend(duplicates)
+    _bump(parsed, **tally)
     if not candidates and not reading.trusted:
         _audit(
             scope=parsed,
@@ -643,6 +693,7 @@ def remember_fact(
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     lock_subject(str(parsed))
+    tally: dict[str, int] = {}
     record, duplicates = _store_candidate(
         scope=parsed,
         candidate=candidate,
@@ -653,9 +704,11 @@ def remember_fact(
         turn_id=turn,
         actor=_actor(actor, principal, "user"),
         now=timezone.now(),
+        tally=tally,
         kind=kind_label,
         extra_payload={"kind": kind_label},
     )
+    _bump(parsed, **tally)
     return RememberResult(
         scope=str(parsed),
         episode_id=None,
@@ -1306,11 +1359,15 @@ def promote(
     Record.objects.filter(pk=record.pk).update(
         status=Status.ACTIVE, trust_tier=TrustTier.USER_CONFIRMED, updated_at=now
     )
-    _bump(parsed, **_status_deltas([record], Status.ACTIVE))
+    tally = _status_deltas([record], Status.ACTIVE)
     record.status = Status.ACTIVE
     record.trust_tier = TrustTier.USER_CONFIRMED
     search.index_records([(record.pk, record.record_id, record.scope, record.content)])
-    superseded_ids = [r.record_id for r in _supersede(parsed, record, now)]
+    older = _slot_holders(parsed, record.fact_key, exclude_pk=record.pk)
+    if older:
+        Record.objects.filter(pk=record.pk).update(supersedes=older[-1].record_id)
+    superseded_ids = _retire(parsed, older, by=record.record_id, now=now, tally=tally)
+    _bump(parsed, **tally)
     event = _audit(
         scope=parsed,
         event_type="memory.record_promoted",
@@ -1435,6 +1492,7 @@ def propose_facts(
     accepted: list[StoredRecord] = []
     duplicates: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
+    tally: dict[str, int] = {}
     for index, fact in enumerate(facts):
         if not isinstance(fact, dict):
             rejected.append(
@@ -1486,6 +1544,7 @@ def propose_facts(
             turn_id="",
             actor=actor_label,
             now=now,
+            tally=tally,
             evidence=evidence,
             extra_payload={"content_sha256": content_sha256, "evidence": evidence},
         )
@@ -1493,6 +1552,7 @@ def propose_facts(
             accepted.append(stored)
         else:
             duplicates.append({"index": index, "duplicate_of": dupes})
+    _bump(parsed, **tally)
     return ProposeResult(str(parsed), tuple(accepted), tuple(duplicates), tuple(rejected))
 
 
