@@ -332,15 +332,12 @@ def _audit(
     )
     named = dict.fromkeys(item for item in (record_id, *mentions) if item)
     if named:
-        RecordAuditLink.objects.bulk_create(
-            RecordAuditLink(
-                record_id=item,
-                event_sequence=event.sequence,
-                event_id=event.event_id,
-                event_type=event_type,
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {RecordAuditLink._meta.db_table} "  # noqa: S608  (model metadata only)
+                "(record_id, event_sequence, event_id, event_type) VALUES (%s, %s, %s, %s)",
+                [(item, event.sequence, event.event_id, event_type) for item in named],
             )
-            for item in named
-        )
     return event
 
 
