@@ -44,3 +44,20 @@ def test_pages_need_a_login(page, path):
     # When an anonymous visitor opens a dashboard page, they are asked to sign in first
     page.goto(path)
     assert "/login/" in page.url
+
+
+def test_a_mistyped_scope_and_an_unreachable_page_say_what_happened(page):
+    # Given a viewer of acme signed in
+    make_operator("vera", [("acme:*:*", "viewer")])
+    login(page, "vera")
+    # When a scope with two segments is typed into an address
+    response = page.goto("/memory/scope/acme:alice/")
+    # Then the 404 page says the scope is invalid and why
+    assert response is not None and response.status == 404
+    assert page.get_by_role("heading", level=1).inner_text() == "That scope is not valid"
+    assert "expected exactly three segments" in page.get_by_role("alert").inner_text()
+    screenshot(page, "error-invalid-scope")
+    # And a page outside the grants looks exactly like one that does not exist
+    response = page.goto("/audit/runs/999999/")
+    assert response is not None and response.status == 404
+    assert page.get_by_role("heading", level=1).inner_text() == "Nothing to show here"
