@@ -60,6 +60,7 @@ format: setup
 bench: setup
 	$(PY) bench/audit_append.py
 	$(PY) bench/audit_verify.py
+	$(PY) bench/memory_scale.py
 
 clean:
 	rm -rf $(VENV) data/test_aetnaweb_*.sqlite3*
