@@ -8,7 +8,9 @@ Seeds a temporary SQLite file (deleted afterwards) to each size in turn,
 spread over 10,000 scopes, and times ``memory.services.remember`` and
 ``memory.services.recall`` at one hot user's project, printing wall-clock p50
 and p95 and the CPU-time p50 per size (on a shared machine, load inflates wall
-time but not CPU time; the load average is printed with each row). The hot user's visible scopes (its project, the user, the tenant
+time but not CPU time; the load average is printed with each row).
+``--hot-visible N`` holds the hot user's visible records at N for every size
+instead, to show that the cost follows what a scope can see, not the store. The hot user's visible scopes (its project, the user, the tenant
 and the platform) hold a tenth of the store: 100,000 records at 1,000,000.
 
 Seeding is bulk: raw ``executemany`` of records, their full-text index rows
@@ -102,7 +104,7 @@ def setup_django(directory: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> None:
+def seed(count: int, *, hot_count: int, start_id: int, corpus: Corpus, scopes: list[str]) -> None:
     """Insert ``count`` active records (ids from ``start_id``) with index rows and counters."""
     from django.db import connection, transaction
 
@@ -110,7 +112,6 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
     from memory.extraction import content_digest
     from memory.search import scoped_terms
 
-    hot_count = int(count * HOT_SHARE)
     hot_scopes = [name for name, _ in HOT_SPLIT]
     hot_weights = [share for _, share in HOT_SPLIT]
     cold = [s for s in scopes if s not in hot_scopes]
@@ -118,11 +119,13 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
     added: dict[str, int] = {}
     next_id = start_id
     remaining = count
+    remaining_total = count
     while remaining:
         size = min(BATCH, remaining)
         records, index_rows = [], []
         for _ in range(size):
-            if corpus.rng.random() < hot_count / count:
+            if corpus.rng.random() < hot_count / remaining_total:
+                hot_count -= 1
                 scope = corpus.rng.choices(hot_scopes, hot_weights)[0]
             else:
                 scope = cold[corpus.rng.randrange(len(cold))]
@@ -139,6 +142,7 @@ def seed(count: int, *, start_id: int, corpus: Corpus, scopes: list[str]) -> Non
             index_rows.append((next_id, scoped_terms(scope, content), record_id))
             added[scope] = added.get(scope, 0) + 1
             next_id += 1
+            remaining_total -= 1
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO memory_record (id, scope, tenant, user, project, record_id, "
@@ -225,6 +229,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument(
+        "--hot-visible",
+        type=int,
+        default=0,
+        help="records in the hot user's visible scopes at every size (default: a tenth of the size)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its path)")
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.sizes.split(","))
@@ -247,7 +257,14 @@ def main() -> None:
             current = Record.objects.count()
             last_id = Record.objects.order_by("-id").values_list("id", flat=True).first() or 0
             started = time.perf_counter()
-            seed(max(0, size - current), start_id=last_id + 1, corpus=corpus, scopes=scopes)
+            hot_target = min(size, args.hot_visible or int(size * HOT_SHARE))
+            seed(
+                max(0, size - current),
+                hot_count=max(0, hot_target - hot_visible_records()),
+                start_id=last_id + 1,
+                corpus=corpus,
+                scopes=scopes,
+            )
             seeded = time.perf_counter() - started
             figures = measure(args.samples, corpus)
             print(
