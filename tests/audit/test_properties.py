@@ -28,8 +28,10 @@ pytestmark = pytest.mark.django_db
 
 SUBJECTS = ["acme:alice:proj", "acme:*:*", "platform:*:*", "zeta:bob:x"]
 NOT_NULL = {"event_id", "subject_id", "event_type", "created_at", "actor", "payload", "event_hash"}
-# No NUL: PostgreSQL text cannot hold it, and that refusal is not the verifier's business.
-text = st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=30)
+# No NUL (PostgreSQL text refuses it) and no lone surrogates (not encodable as UTF-8).
+text = st.text(
+    alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30
+)
 
 
 def new_value(column: str):
