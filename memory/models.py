@@ -138,6 +138,9 @@ class Record(ScopedRow):
             # review queue across scopes
             models.Index(fields=["status", "id"], name="mem_record_status_id"),
             models.Index(fields=["scope", "session_id", "id"], name="mem_record_scope_session"),
+            # a scope's page, newest first whatever the status: without it the
+            # planner sorts every record of a busy scope to keep 51
+            models.Index(fields=["scope", "id"], name="mem_record_scope_id"),
         ]
 
     def __str__(self) -> str:

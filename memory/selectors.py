@@ -17,7 +17,7 @@ from django.db.models import Sum
 
 from aetnaweb import access
 from aetnaweb.access import Principal
-from aetnaweb.scopes import Scope
+from aetnaweb.scopes import WILDCARD, Scope
 from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
 from memory.errors import QueryError, RecordNotFound
@@ -466,43 +466,65 @@ def effective_recall_scopes(principal: Principal, *, scope: Scope | str) -> list
     ]
 
 
+COUNT_FIELDS = ("active", "quarantined", "superseded", "tombstoned", "episodes")
+
+
 def scope_tree(principal: Principal, *, tenant: str | None = None) -> list[dict[str, Any]]:
     """Scopes that hold memory, as tenant -> user -> project nodes with their counters.
 
     The platform scope, when present, is the first node. Only scopes the
     principal may read appear; a level with no memory of its own shows zeros.
+    At most ``TREE_MAX_SCOPES`` stored scopes are read (in tenant, user,
+    project order); :func:`count_scopes_with_memory` says whether that cut any.
     """
     queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
-    rows = list(queryset.order_by("tenant", "user", "project")[:TREE_MAX_SCOPES])
-    by_scope = {row.scope: row for row in rows}
+    # Plain tuples, not model instances: a platform reader's tree is thousands
+    # of rows on every load of the scopes page.
+    rows = list(
+        queryset.order_by("tenant", "user", "project").values_list("scope", *COUNT_FIELDS)[
+            :TREE_MAX_SCOPES
+        ]
+    )
+    by_scope = {row[0]: dict(zip(COUNT_FIELDS, row[1:], strict=True)) for row in rows}
 
     def node(scope: Scope) -> dict[str, Any]:
+        name = str(scope)
         return {
-            "scope": str(scope),
+            "scope": name,
             "level": scope.level,
-            "counts": _counts(by_scope.get(str(scope))),
+            "counts": by_scope.get(name) or _counts(None),
             "children": [],
         }
 
     roots: list[dict[str, Any]] = []
     tenants: dict[str, dict[str, Any]] = {}
     users: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        scope = Scope.parse(row.scope)
+    for name, *_ in rows:
+        scope = Scope.parse(name)
         if scope.is_platform:
             roots.insert(0, node(scope))
             continue
         if scope.tenant not in tenants:
-            tenants[scope.tenant] = node(Scope.of(scope.tenant))
+            # Segments of a parsed scope: the enclosing scopes are valid as they are.
+            tenants[scope.tenant] = node(Scope(scope.tenant, WILDCARD, WILDCARD))
             roots.append(tenants[scope.tenant])
         if scope.depth >= 2 and (scope.tenant, scope.user) not in users:
-            users[(scope.tenant, scope.user)] = node(Scope.of(scope.tenant, scope.user))
+            users[(scope.tenant, scope.user)] = node(Scope(scope.tenant, scope.user, WILDCARD))
             tenants[scope.tenant]["children"].append(users[(scope.tenant, scope.user)])
         if scope.depth == 3:
             users[(scope.tenant, scope.user)]["children"].append(node(scope))
     return roots
+
+
+def count_scopes_with_memory(principal: Principal, *, tenant: str | None = None) -> int:
+    """How many stored scopes :func:`scope_tree` would draw without its cap (from the
+    per-scope counters table, one row per scope; never a count over records)."""
+    queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
+    if tenant is not None:
+        queryset = queryset.filter(tenant=tenant)
+    return queryset.count()
 
 
 def counts_by_tenant(principal: Principal) -> list[dict[str, Any]]:
@@ -534,6 +556,7 @@ __all__ = [
     "RecordDetail",
     "chain_length",
     "chain_status",
+    "count_scopes_with_memory",
     "counts_by_tenant",
     "effective_recall_scopes",
     "get_episode",

@@ -11,8 +11,10 @@ to show; the service refuses anyway.
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.db import transaction
@@ -21,6 +23,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -84,6 +87,63 @@ def _safe_next(request: HttpRequest, fallback: str) -> str:
 
 # -- scope browser ----------------------------------------------------------------
 
+_URL_MARK = "scope-url-mark"
+# What Django's reverse() leaves unquoted in a path argument (scopes only ever
+# use letters, digits, '.', '_', '-', ':' and '*', all of them safe).
+_URL_SAFE = "!$&'()*+,;=/~:@"
+
+
+def tree_html(nodes: list[dict[str, Any]]) -> SafeString:
+    """Scope-tree nodes (:func:`memory.selectors.scope_tree`) as nested ``<li>`` items.
+
+    Built here, not by a recursive template include: a platform reader's tree
+    has thousands of nodes, and an include plus a URL reversal per node took
+    about 300 ms at 5,000 scopes (this takes a few). The markup is what
+    ``.tree`` in static/css/aetnaweb.css styles; every string put into it is
+    escaped (``html.escape``, what Django's ``escape`` calls, without its lazy
+    wrapper) and every number is an int, hence the mark_safe.
+    """
+    before, _, after = reverse("memory:scope", args=[_URL_MARK]).partition(_URL_MARK)
+    parts: list[str] = []
+
+    def add(node: dict[str, Any]) -> None:
+        counts = node["counts"]
+        href = html.escape(before + quote(node["scope"], safe=_URL_SAFE) + after)
+        badges = [
+            '<span class="badge badge-active" title="Active records stored at exactly this '
+            f'scope">{int(counts["active"])} active</span>'
+        ]
+        if counts["quarantined"]:
+            badges.append(
+                '<span class="badge badge-quarantined" title="Waiting for review">'
+                f"{int(counts['quarantined'])} quarantined</span>"
+            )
+        if counts["superseded"]:
+            badges.append(
+                '<span class="badge badge-superseded">'
+                f"{int(counts['superseded'])} superseded</span>"
+            )
+        if counts["tombstoned"]:
+            badges.append(
+                f'<span class="badge badge-tombstoned">{int(counts["tombstoned"])} forgotten</span>'
+            )
+        badge_html = "\n".join(badges)
+        parts.append(
+            f'<li>\n<div class="tree-node">\n<span><a href="{href}">{html.escape(node["scope"])}</a> '
+            f'<span class="level">{html.escape(node["level"])}</span></span>\n'
+            f'<span class="tree-counts">\n{badge_html}\n</span>\n</div>\n'
+        )
+        if node["children"]:
+            parts.append("<ul>")
+            for child in node["children"]:
+                add(child)
+            parts.append("</ul>\n")
+        parts.append("</li>\n")
+
+    for node in nodes:
+        add(node)
+    return mark_safe("".join(parts))  # noqa: S308  (escaped above, see the docstring)
+
 
 @never_cache
 @require_GET
@@ -103,7 +163,9 @@ def scopes(request: HttpRequest) -> HttpResponse:
         "memory/scopes.html",
         {
             "form": form,
-            "tree": tree,
+            "tree": tree_html(tree),
+            "scope_total": selectors.count_scopes_with_memory(principal) if tree else 0,
+            "tree_max": selectors.TREE_MAX_SCOPES,
             "grants": [str(scope) for scope, _ in principal.bindings],
             "may_review": access.has_capability_anywhere(principal, access.REVIEW),
         },
@@ -188,7 +250,7 @@ def _scope_page(
     context.update(
         counts=selectors.scope_counts(principal, scope=parsed),
         lineage=selectors.effective_recall_scopes(principal, scope=parsed),
-        children=_children(principal, parsed),
+        children=tree_html(_children(principal, parsed)),
         receipts=selectors.list_receipts(
             principal, scope=parsed, limit=RECEIPTS_ON_SCOPE_PAGE
         ).items,
