@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -141,8 +142,8 @@ SQLITE_INIT_COMMAND = (
 )
 
 
-def _database() -> dict:
-    config = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+def _database() -> dict[str, Any]:
+    config: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
         if config["NAME"] and config["NAME"] != ":memory:":
             Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)

@@ -111,7 +111,7 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
     if not is_canonical_subject(subject_id):
         return ["receipt subject_id is not a canonical scope string"]
     access.require(principal, access.AUDIT, subject_id)
-    row = (
+    stored = (
         AuditEvent.objects.filter(event_id=event_id, subject_id=subject_id)
         .values(
             "event_id",
@@ -128,8 +128,10 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
         )
         .first()
     )
-    if row is None:
+    if stored is None:
         return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
+    # A plain dict: the two columns outside the preimage are popped below.
+    row: dict[str, Any] = dict(stored)
     if row["event_hash"] != receipt["audit_event_hash"]:
         failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
     payload_text = row.pop("payload")

@@ -75,7 +75,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once
+_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
 
 
 def _no_default(value: Any) -> Any:
