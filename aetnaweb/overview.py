@@ -40,23 +40,15 @@ RECENT_CHECKPOINTS = 20  # checkpoints scanned for each tenant's latest pin
 
 
 def readable(principal: Principal, subject_id: str, capability: str = access.READ) -> bool:
-    """May ``principal`` use ``capability`` on this chain? A malformed subject is never shown."""
+    """May ``principal`` use ``capability`` on this chain?
+
+    A malformed subject (tampering) lies in no subtree, so only those who see
+    every chain see it (the audit selectors' rule).
+    """
     try:
         return access.may(principal, capability, subject_id)
     except ScopeError:
-        return principal.is_system
-
-
-def reader_for(principal: Principal, capability: str = access.READ) -> Principal:
-    """``principal``, or the system principal when its grants reach every chain anyway.
-
-    A grant on ``platform:*:*`` sees everything, and asking a selector to
-    re-check each of thousands of subjects for it is pure cost; the answer is
-    the same rows.
-    """
-    if principal.is_system or access.scope_q(principal, capability):
-        return principal
-    return access.system_principal(principal.label)
+        return audit_selectors.sees_every_chain(principal, capability)
 
 
 def visible_tenants(principal: Principal) -> list[str]:
@@ -297,7 +289,7 @@ class Overview:
 
 def events_per_day_chart(principal: Principal, *, today: date | None = None) -> BarChart:
     """Audit events per UTC day over the last 30 days, for the chains the principal may read."""
-    counts = audit_selectors.daily_counts(reader_for(principal), days=CHART_DAYS, today=today)
+    counts = audit_selectors.daily_counts(principal, days=CHART_DAYS, today=today)
     points = [(day.strftime("%a %d %b %Y"), day.strftime("%d %b"), total) for day, total in counts]
     first, last = counts[0][0], counts[-1][0]
     return bar_chart(points, title=f"Audit events per day, {first:%d %b} to {last:%d %b %Y} (UTC)")

@@ -3,10 +3,16 @@
 ``audit_log`` stores only the canonical ``subject_id`` (its columns are fixed
 by audit-log-v1), so visibility is computed on the small subject index
 (:class:`~audit.models.AuditSubject`, one row per chain, with tenant/user/project
-columns that :func:`aetnaweb.access.scope_q` filters) and applied to events as an
-exact ``subject_id IN (...)``. Every subject that comes back is re-checked with
-:func:`aetnaweb.access.may` before use (scopes.md: a row failing that check is
-dropped, and that must be unreachable).
+columns that :func:`aetnaweb.access.scope_q` filters) and applied to events as
+``subject_id IN (SELECT subject_id FROM audit_subject WHERE ...)``: a subquery,
+never a Python list, so its cost and size do not grow with the number of
+chains in the database (and no parameter limit is ever reached). A principal
+whose grants reach every chain (a grant on ``platform:*:*``, or the system
+principal) gets no subject filter at all. Every event that comes back is
+re-checked with :func:`aetnaweb.access.may` before use (scopes.md: a row failing
+that check is dropped, and that must be unreachable); aggregated counts, which
+have no rows to re-check, only count subject-index rows whose canonical string
+matches their columns.
 
 Lists page by key, newest first (``sequence < before``, ``limit + 1`` rows to
 know whether an older page exists): never OFFSET, never ``COUNT(*)`` over
@@ -16,12 +22,14 @@ know whether an older page exists): never OFFSET, never ``COUNT(*)`` over
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat
 
 from aetnaweb import access
 from aetnaweb.access import Principal
@@ -34,6 +42,10 @@ from audit.verification import COLUMNS
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 EXPORT_CHUNK = 2_000
+SUBJECT_COLUMN = COLUMNS.index("subject_id")
+# ``AuditSubject.objects....values("subject_id")``: a subquery for ``subject_id__in``
+SubjectIds = QuerySet[Any, Any]
+SUBJECT_CHUNK = 500  # subjects per query when a caller names them (parameter limits)
 
 
 class AuditQueryError(ValueError):
@@ -55,8 +67,15 @@ class EventPage:
 def _may(principal: Principal, capability: str, subject_id: str) -> bool:
     try:
         return access.may(principal, capability, subject_id)
-    except ScopeError:  # a malformed subject (tampering) is shown to trusted callers only
-        return principal.is_system
+    except ScopeError:
+        # A malformed subject (tampering) lies in no subtree: only those who see
+        # every chain (the system principal, a grant on platform:*:*) see it.
+        return sees_every_chain(principal, capability)
+
+
+def sees_every_chain(principal: Principal, capability: str = access.READ) -> bool:
+    """True when ``principal``'s grants reach every chain for ``capability`` (no filter needed)."""
+    return principal.is_system or not access.scope_q(principal, capability)
 
 
 def _parse(raw: Scope | str, what: str) -> Scope:
@@ -76,7 +95,34 @@ def subjects_visible(
     if within is not None:
         rows = rows.filter(**_parse(within, "scope").subtree_filter())
     subjects = rows.order_by("subject_id").values_list("subject_id", flat=True)
+    if sees_every_chain(principal, capability):  # the re-check would keep every one
+        return list(subjects)
     return [subject for subject in subjects if _may(principal, capability, subject)]
+
+
+def visible_subject_ids(
+    principal: Principal, capability: str = access.READ, *, within: Scope | str | None = None
+) -> SubjectIds | None:
+    """The chains ``principal`` may use ``capability`` on (inside ``within``), as a subquery.
+
+    ``None`` means every chain (no filter is needed: the system principal or a
+    grant on ``platform:*:*``, and no ``within`` narrowing). Otherwise a
+    ``values("subject_id")`` queryset over the subject index to use as
+    ``subject_id__in=...``: column equalities for subtrees, an exact ``IN`` for
+    ancestors, and only rows whose canonical string is their columns joined
+    (a tampered index row cannot widen what a grant sees).
+    """
+    reach = access.scope_q(principal, capability, canonical_field="subject_id")
+    area = _parse(within, "scope").subtree_filter() if within is not None else {}
+    if not reach and not area:  # an empty Q: nothing to narrow
+        return None
+    return (
+        AuditSubject.objects.filter(reach, **area)
+        .alias(columns=Concat("tenant", Value(":"), "user", Value(":"), "project"))
+        .filter(subject_id=F("columns"))
+        .order_by()
+        .values("subject_id")
+    )
 
 
 def _event_subjects(
@@ -85,15 +131,15 @@ def _event_subjects(
     *,
     subject: Scope | str | None,
     within: Scope | str | None,
-) -> list[str] | None:
+) -> list[str] | SubjectIds | None:
     """The subject filter for an event query; ``None`` means no filter (every chain)."""
     if subject is not None:
         subject_id = str(_parse(subject, "subject"))
         access.require(principal, capability, subject_id)
         return [subject_id]
-    if within is None and principal.is_system:
-        return None
-    return subjects_visible(principal, capability, within=within)
+    if not access.has_capability_anywhere(principal, capability):
+        return []
+    return visible_subject_ids(principal, capability, within=within)
 
 
 def _iso_bound(value: datetime | str | None, what: str) -> str | None:
@@ -133,7 +179,7 @@ def list_events(
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise AuditQueryError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
     subjects = _event_subjects(principal, access.READ, subject=subject, within=within)
-    if subjects == []:
+    if isinstance(subjects, list) and not subjects:
         return EventPage(events=[], next_before=None)
     events = AuditEvent.objects.all()
     if subjects is not None:
@@ -197,20 +243,33 @@ def daily_counts(
 
     Read from the per-subject daily counters ``append_event`` keeps, so the
     cost is bounded by subjects x days, whatever the size of ``audit_log``.
+    Visibility is a subquery on the subject index (none for a principal who
+    sees every chain), so any number of chains works; ``subjects`` narrows
+    further and may be as long as you like (it is asked in chunks).
     """
     today = today or datetime.now(UTC).date()
     first = today - timedelta(days=days - 1)
-    visible = None if principal.is_system else set(subjects_visible(principal))
-    if subjects is not None:
-        wanted = set(subjects)
-        visible = wanted if visible is None else visible & wanted
+    window = [first + timedelta(days=n) for n in range(days)]
+    if not access.has_capability_anywhere(principal, access.READ):
+        return [(day, 0) for day in window]
     rows = AuditDailyCount.objects.filter(day__gte=first, day__lte=today)
+    visible = visible_subject_ids(principal)
     if visible is not None:
-        if not visible:
-            return [(first + timedelta(days=n), 0) for n in range(days)]
-        rows = rows.filter(subject_id__in=sorted(visible))
-    totals = dict(rows.values("day").annotate(total=Sum("event_count")).values_list("day", "total"))
-    return [(day, int(totals.get(day, 0))) for day in (first + timedelta(n) for n in range(days))]
+        rows = rows.filter(subject_id__in=visible)
+    totals: dict[date, int] = defaultdict(int)
+    if subjects is None:
+        chunks: list[QuerySet[AuditDailyCount]] = [rows]
+    else:
+        wanted = sorted(set(subjects))
+        chunks = [
+            rows.filter(subject_id__in=wanted[start : start + SUBJECT_CHUNK])
+            for start in range(0, len(wanted), SUBJECT_CHUNK)
+        ]
+    for chunk in chunks:
+        per_day = chunk.order_by().values("day").annotate(total=Sum("event_count"))
+        for day, total in per_day.values_list("day", "total"):
+            totals[day] += int(total or 0)
+    return [(day, totals.get(day, 0)) for day in window]
 
 
 def export_lines(principal: Principal, *, subject: Scope | str | None = None) -> Iterator[str]:
@@ -226,20 +285,29 @@ def export_lines(principal: Principal, *, subject: Scope | str | None = None) ->
     else:
         subjects = _event_subjects(principal, access.AUDIT, subject=subject, within=None)
     horizon = AuditEvent.objects.order_by("-sequence").values_list("sequence", flat=True).first()
-    return _export_rows(subjects, horizon or 0)
+    return _export_rows(principal, subjects, horizon or 0)
 
 
-def _export_rows(subjects: list[str] | None, horizon: int) -> Iterator[str]:
-    if subjects == []:
+def _export_rows(
+    principal: Principal,
+    subjects: list[str] | SubjectIds | None,
+    horizon: int,
+) -> Iterator[str]:
+    if isinstance(subjects, list) and not subjects:
         return
     rows = AuditEvent.objects.filter(sequence__lte=horizon).order_by("sequence")
     if subjects is not None:
         rows = rows.filter(subject_id__in=subjects)
+    auditable: dict[str, bool] = {}  # the per-row re-check, once per chain
     last = 0
     while True:
         chunk = list(rows.filter(sequence__gt=last).values_list(*COLUMNS)[:EXPORT_CHUNK])
         for values in chunk:
-            yield canonical_json(dict(zip(COLUMNS, values, strict=True))) + "\n"
+            subject_id = values[SUBJECT_COLUMN]
+            if subject_id not in auditable:
+                auditable[subject_id] = _may(principal, access.AUDIT, subject_id)
+            if auditable[subject_id]:
+                yield canonical_json(dict(zip(COLUMNS, values, strict=True))) + "\n"
         if len(chunk) < EXPORT_CHUNK:
             return
         last = chunk[-1][0]

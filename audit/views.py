@@ -37,7 +37,6 @@ from aetnaweb.overview import (
     ChainStatus,
     may_see_checkpoint,
     readable,
-    reader_for,
     status_from_run,
 )
 from aetnaweb.scopes import Scope, ScopeError
@@ -228,7 +227,7 @@ def _event_page(
     principal: Principal, filters: dict[str, Any], *, before: int | None
 ) -> KeyPage[AuditEvent]:
     page = selectors.list_events(
-        reader_for(principal), before=before, limit=EVENTS_PER_PAGE, **_selector_filters(filters)
+        principal, before=before, limit=EVENTS_PER_PAGE, **_selector_filters(filters)
     )
     return KeyPage(items=page.events, next_key=page.next_before, first_page=before is None)
 
@@ -308,11 +307,10 @@ def export_filtered(principal: Principal, filters: dict[str, Any]) -> Iterator[s
     memory stays constant however long the export runs.
     """
     auditable: dict[str, bool] = {}
-    reader = reader_for(principal)
     before: int | None = None
     while True:
         page = selectors.list_events(
-            reader, before=before, limit=selectors.MAX_PAGE_SIZE, **_selector_filters(filters)
+            principal, before=before, limit=selectors.MAX_PAGE_SIZE, **_selector_filters(filters)
         )
         for event in page.events:
             subject = event.subject_id
