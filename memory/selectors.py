@@ -480,14 +480,22 @@ def scope_tree(principal: Principal, *, tenant: str | None = None) -> list[dict[
     queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
-    # Plain tuples, not model instances: a platform reader's tree is thousands
-    # of rows on every load of the scopes page.
+    # Plain tuples, not model instances, and scopes rebuilt from the stored
+    # columns (validated when the row was written) rather than parsed again: a
+    # platform reader's tree is thousands of rows on every load of the page.
     rows = list(
-        queryset.order_by("tenant", "user", "project").values_list("scope", *COUNT_FIELDS)[
-            :TREE_MAX_SCOPES
-        ]
+        queryset.order_by("tenant", "user", "project").values_list(
+            "scope", "tenant", "user", "project", *COUNT_FIELDS
+        )[:TREE_MAX_SCOPES]
     )
-    by_scope = {row[0]: dict(zip(COUNT_FIELDS, row[1:], strict=True)) for row in rows}
+    scopes: list[Scope] = []
+    by_scope: dict[str, dict[str, int]] = {}
+    for name, tenant_name, user, project, *counts in rows:
+        scope = Scope(tenant_name, user, project)
+        if str(scope) != name:  # a row edited behind the services' back: not drawn
+            continue
+        scopes.append(scope)
+        by_scope[name] = dict(zip(COUNT_FIELDS, counts, strict=True))
 
     def node(scope: Scope) -> dict[str, Any]:
         name = str(scope)
@@ -501,13 +509,12 @@ def scope_tree(principal: Principal, *, tenant: str | None = None) -> list[dict[
     roots: list[dict[str, Any]] = []
     tenants: dict[str, dict[str, Any]] = {}
     users: dict[tuple[str, str], dict[str, Any]] = {}
-    for name, *_ in rows:
-        scope = Scope.parse(name)
+    for scope in scopes:
         if scope.is_platform:
             roots.insert(0, node(scope))
             continue
         if scope.tenant not in tenants:
-            # Segments of a parsed scope: the enclosing scopes are valid as they are.
+            # Built from a stored scope's segments, the enclosing scopes are valid.
             tenants[scope.tenant] = node(Scope(scope.tenant, WILDCARD, WILDCARD))
             roots.append(tenants[scope.tenant])
         if scope.depth >= 2 and (scope.tenant, scope.user) not in users:

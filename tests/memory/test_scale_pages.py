@@ -76,6 +76,15 @@ def test_tree_html_nests_tenant_user_project_with_exact_links_and_badges():
     assert "0 active" in bob and "quarantined" not in bob
 
 
+def test_a_counter_row_whose_columns_disagree_with_its_scope_is_not_drawn():
+    # Given a counter row edited behind the services' back (scope and columns disagree)
+    stored_scopes("acme:*:*", "acme:alice:proj")
+    ScopeStats.objects.filter(scope="acme:alice:proj").update(tenant="globex")
+    # Then the tree shows only the consistent row
+    tree = selectors.scope_tree(selectors.access.system_principal())
+    assert [node["scope"] for node in tree] == ["acme:*:*"] and tree[0]["children"] == []
+
+
 def test_tree_html_escapes_what_it_is_given():
     # A scope can never hold markup, but the renderer must not trust that it cannot
     node = {
