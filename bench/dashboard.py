@@ -5,10 +5,11 @@ Usage::
     .venv/bin/python bench/dashboard.py [--records 1000000] [--events 1000000]
                                         [--samples 30] [--dir DIR] [--keep]
 
-Seeds a temporary SQLite database (deleted afterwards unless ``--keep``; pass
-``--dir`` to reuse one kept earlier): the memory records through
-``bench/memory_scale.py``'s bulk seeding (10,000 scopes, a tenth of the store
-in one hot user's visible scopes), then ``--events`` audit events spread over
+Seeds a temporary SQLite database (deleted afterwards unless ``--keep``), or
+the one in ``--dir DIR``: the first run there seeds it and keeps it, later runs
+migrate and reuse it (seeding takes minutes; timing takes seconds). It holds
+the memory records of ``bench/memory_scale.py``'s bulk seeding (10,000 scopes,
+a tenth of the store in one hot user's visible scopes), then ``--events`` audit events spread over
 the same scopes and the last 30 days, with real hash chains and the subject
 index and daily counters ``append_event`` keeps, inserted in bulk. A
 checkpoint of every chain and a verification run are made through the real
@@ -213,7 +214,11 @@ def pages(deep_before: int) -> list[tuple[str, str, str]]:
         ("checkpoints", "admin", url("audit:checkpoints")),
         ("checkpoints", "hot-auditor", url("audit:checkpoints")),
         ("memory scopes", "admin", url("memory:scopes")),
+        ("memory scope (platform)", "admin", url("memory:scope", "platform:*:*")),
+        ("memory scope (hot tenant)", "hot-auditor", url("memory:scope", "bench:*:*")),
         ("memory scope (hot project)", "hot-auditor", url("memory:scope", "bench:hot:p0")),
+        ("memory scope, status filter", "hot-auditor",
+         _q(url("memory:scope", "bench:hot:p0"), "status=quarantined")),
         ("memory scope chain (hot project)", "hot-auditor", url("memory:chain", "bench:hot:p0")),
         ("review queue", "admin", url("memory:review")),
         ("actions queue", "admin", url("actions:index")),
@@ -264,11 +269,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--samples", type=int, default=30)
-    parser.add_argument("--dir", help="reuse the database kept in this directory by --keep")
+    parser.add_argument(
+        "--dir", help="keep the database in this directory: seeded on first use, then reused"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its path)")
     args = parser.parse_args()
 
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="aetnaweb-dash-"))
+    directory.mkdir(parents=True, exist_ok=True)
     keep = args.keep or bool(args.dir)
     try:
         memory_scale.setup_django(directory)
@@ -284,6 +292,11 @@ def main() -> None:
             last = Record.objects.order_by("-id").values_list("id", flat=True).first() or 0
             memory_scale.seed(
                 args.records - have_records,
+                hot_count=max(
+                    0,
+                    min(args.records, int(args.records * memory_scale.HOT_SHARE))
+                    - memory_scale.hot_visible_records(),
+                ),
                 start_id=last + 1,
                 corpus=memory_scale.Corpus(seed=1),
                 scopes=scopes,
