@@ -1,6 +1,6 @@
 # aetnaweb: two commands.
 #   make run   set everything up and start the dashboard on SQLite with demo data
-#   make test  set everything up and run the whole test suite (ruff, then pytest)
+#   make test  set everything up and run the whole test suite (ruff, mypy, then pytest)
 #
 # Both create .venv with Python 3.12+ and install from this checkout's own files.
 
@@ -46,6 +46,7 @@ browser:
 test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy aetnaweb audit memory actions
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
