@@ -37,10 +37,9 @@ from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
 from aetnaweb.scopes import Scope
 from audit.canonical import digest, sha256_text
-from audit.chain import EVENT_TYPE_RE
 from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
-from audit.services import append_event, lock_subject
+from audit.services import AuditError, append_event, lock_subject, log_agent_event
 from memory import search
 from memory.errors import (
     ActionLogError,
@@ -1787,28 +1786,22 @@ def log_action(
 
     The payload is the caller's: it must hold digests, IDs and counts, not content.
     """
+    # The scope is checked here so a bad one surfaces as ScopeError (the API's
+    # "scope" field) and an out-of-reach one as AccessDenied, like every verb.
     parsed = access.require(principal, access.WRITE, scope)
-    if not isinstance(event_type, str) or not event_type.startswith("agent."):
-        raise ActionLogError(f"event type {event_type!r} must start with 'agent.'")
-    if not EVENT_TYPE_RE.fullmatch(event_type) or len(event_type) > 100:
-        raise ActionLogError(
-            f"event type {event_type!r} must be dotted lower-case words, e.g. agent.file_written"
-        )
-    if not isinstance(payload, dict):
-        raise ActionLogError("the payload must be a JSON object")
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
-    lock_subject(str(parsed))
     try:
-        event = _audit(
-            scope=parsed,
+        event = log_agent_event(
+            subject=parsed,
             event_type=event_type,
-            actor=_actor(actor, principal, "agent"),
             payload=payload,
-            session_id=session,
-            turn_id=turn,
+            actor=_actor(actor, principal, "agent"),
+            session_id=session or None,
+            turn_id=turn or None,
+            principal=principal,
         )
-    except ValueError as exc:
+    except AuditError as exc:
         raise ActionLogError(str(exc)) from exc
     return {
         "audit_event_id": event.event_id,
