@@ -19,7 +19,7 @@ from aetnaweb.access import Principal
 from audit.canonical import CanonicalJSONError, digest
 from audit.chain import compute_event_hash
 from audit.models import AuditEvent
-from audit.verification import is_canonical_subject
+from audit.verification import COLUMNS, is_canonical_subject
 
 DELETION_RECEIPT_FORMAT = "aetnamem-deletion-receipt-v1"
 
@@ -113,19 +113,7 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
     access.require(principal, access.AUDIT, subject_id)
     stored = (
         AuditEvent.objects.filter(event_id=event_id, subject_id=subject_id)
-        .values(
-            "event_id",
-            "subject_id",
-            "event_type",
-            "created_at",
-            "actor",
-            "session_id",
-            "turn_id",
-            "record_id",
-            "payload",
-            "prev_hash",
-            "event_hash",
-        )
+        .values(*COLUMNS[1:])  # every column but sequence: the preimage and the stored hash
         .first()
     )
     if stored is None:
