@@ -14,8 +14,10 @@ flight at the horizon can only be the newest event of its subject, so no
 chain seen here ever misses a middle event). Memory grows with the number of
 subjects, never with the number of events.
 
-The hot loop avoids the ORM and ``json.dumps``: it reuses the C JSON scanner
-and a C encoder configured for canonical output, and formats the preimage's
+The hot loop avoids the ORM and ``json.dumps``: a payload stored flat and
+canonical (the engine's usual payload) is recognized by one regular expression
+and hashed as stored; any other payload goes through the C JSON scanner and a C
+encoder configured for canonical output. The loop formats the preimage's
 nine string fields with the same escaping ``json.dumps`` uses (one f-string). The result is
 byte-for-byte the canonical JSON of the preimage (tests compare it with
 :func:`audit.chain.compute_event_hash` and with ``tools/verify_audit.py``).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +108,47 @@ def _make_payload_encoder() -> Callable[[Any, int], tuple[str, ...]]:
 
 
 _encode_payload = _make_payload_encoder()
+
+
+# A payload text that is already canonical JSON, recognized without parsing it:
+# a flat object of at most 16 keys in strictly ascending order, whose strings
+# (keys and values) hold only printable ASCII other than '"' and '\' (which
+# ensure_ascii writes as they are), and whose other values are true, false,
+# null or an integer of at most 16 digits in canonical form (no "-0", no
+# leading zero). For such a text the canonical JSON of its parse is the text
+# itself, so parsing and re-encoding it (most of the cost of a row) can be
+# skipped. Anything else, including every malformed payload, takes the
+# parse-and-encode path, which alone decides failures.
+_PLAIN = r"[ !#-\[\]-~]*+"
+_SCALAR = rf'(?:"{_PLAIN}"|0|-?[1-9][0-9]{{0,15}}+|true|false|null)'
+_FLAT_MAX_KEYS = 16
+
+
+def _flat_object_pattern(max_keys: int) -> re.Pattern[str]:
+    # Nested optional groups, so that the keys present are always a prefix of
+    # the capture groups and a comma always separates two pairs.
+    pairs = ""
+    for position in range(max_keys, 0, -1):
+        comma = "," if position > 1 else ""
+        rest = f"(?:{pairs})?" if pairs else ""
+        pairs = f'{comma}"({_PLAIN})":{_SCALAR}{rest}'
+    return re.compile(rf"\{{(?:{pairs})?\}}")
+
+
+_flat_canonical = _flat_object_pattern(_FLAT_MAX_KEYS).fullmatch
+
+
+def _is_flat_canonical(text: str) -> bool:
+    """True only when ``text`` is a flat payload already in canonical form (see above).
+
+    The chain walk inlines this same test (a call per row is measurable).
+    """
+    match = _flat_canonical(text)
+    if match is None:
+        return False
+    groups = match.groups()
+    keys = groups[: len(groups) - groups.count(None)]
+    return keys == tuple(sorted(set(keys)))
 
 
 def _canonical_payload(payload_text: Any) -> str:
@@ -246,6 +290,7 @@ class _ChainWalker:
         scan = _scan_once
         encode = _encode_payload
         sha256 = hashlib.sha256
+        flat = _flat_canonical
         states = self._state
         count = 0
         for row in rows:
@@ -267,17 +312,27 @@ class _ChainWalker:
             state = states.get(subject_id)
             if state is None:
                 state = self._open(subject_id, sequence)
-            try:
-                value, end = scan(payload_text, 0)
-                if end != len(payload_text) or type(value) is not dict:
-                    raise ValueError
-                payload = encode(value, 0)[0]
-            except (StopIteration, ValueError, TypeError):
+            # Most payloads are stored flat and canonical: recognized, not parsed.
+            payload = None
+            if type(payload_text) is str:
+                match = flat(payload_text)
+                if match is not None:
+                    groups = match.groups()
+                    keys = groups[: len(groups) - groups.count(None)]
+                    if keys == tuple(sorted(set(keys))):
+                        payload = payload_text
+            if payload is None:
                 try:
-                    payload = _canonical_payload(payload_text)
-                except ValueError as exc:
-                    payload = None
-                    _fail(state[3], sequence, str(exc))
+                    value, end = scan(payload_text, 0)
+                    if end != len(payload_text) or type(value) is not dict:
+                        raise ValueError
+                    payload = encode(value, 0)[0]
+                except (StopIteration, ValueError, TypeError):
+                    try:
+                        payload = _canonical_payload(payload_text)
+                    except ValueError as exc:
+                        payload = None
+                        _fail(state[3], sequence, str(exc))
             if payload is not None:
                 try:
                     preimage = (

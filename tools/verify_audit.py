@@ -144,6 +144,51 @@ def _payload_encoder() -> Callable[[Any, int], tuple[str, ...]]:
 _encode_payload = _payload_encoder()
 
 
+# A payload text that is already canonical JSON, recognized without parsing it:
+# a flat object of at most 16 keys in strictly ascending order, whose strings
+# (keys and values) hold only printable ASCII other than '"' and '\' (which
+# ensure_ascii writes as they are), and whose other values are true, false,
+# null or an integer of at most 16 digits in canonical form (no "-0", no
+# leading zero). For such a text the canonical JSON of its parse is the text
+# itself, so parsing and re-encoding it (most of the cost of a row) can be
+# skipped. Anything else, including every malformed payload, takes the
+# parse-and-encode path, which alone decides failures.
+try:  # possessive quantifiers (Python 3.11+) only make the match faster
+    _ONCE = "+" if re.compile("a*+") else ""
+except re.error:
+    _ONCE = ""
+_PLAIN = rf"[ !#-\[\]-~]*{_ONCE}"
+_SCALAR = rf'(?:"{_PLAIN}"|0|-?[1-9][0-9]{{0,15}}{_ONCE}|true|false|null)'
+_FLAT_MAX_KEYS = 16
+
+
+def _flat_object_pattern(max_keys: int) -> re.Pattern[str]:
+    # Nested optional groups, so that the keys present are always a prefix of
+    # the capture groups and a comma always separates two pairs.
+    pairs = ""
+    for position in range(max_keys, 0, -1):
+        comma = "," if position > 1 else ""
+        rest = f"(?:{pairs})?" if pairs else ""
+        pairs = f'{comma}"({_PLAIN})":{_SCALAR}{rest}'
+    return re.compile(rf"\{{(?:{pairs})?\}}")
+
+
+_flat_canonical = _flat_object_pattern(_FLAT_MAX_KEYS).fullmatch
+
+
+def _is_flat_canonical(text: str) -> bool:
+    """True only when ``text`` is a flat payload already in canonical form (see above).
+
+    The chain walk inlines this same test (a call per row is measurable).
+    """
+    match = _flat_canonical(text)
+    if match is None:
+        return False
+    groups = match.groups()
+    keys = groups[: len(groups) - groups.count(None)]
+    return keys == tuple(sorted(set(keys)))
+
+
 def _canonical_payload(text: Any) -> str:
     if not isinstance(text, str):
         raise ValueError(PAYLOAD_NOT_JSON)
@@ -231,14 +276,16 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
 
     Written flat because it is the whole cost: local names, one f-string per
     preimage (byte for byte ``canonical_json`` of the preimage dict, as
-    ``verify_event_hash`` computes it), only C calls on the common path; a
-    payload the one-scan path cannot take goes to ``_canonical_payload``,
-    which names the problem.
+    ``verify_event_hash`` computes it), only C calls on the common path: a
+    flat canonical payload is recognized (``_is_flat_canonical``) and hashed
+    as stored, any other is scanned and re-encoded; a payload the one-scan
+    path cannot take goes to ``_canonical_payload``, which names the problem.
     """
     q = _quote
     scan = _scan_once
     encode = _encode_payload
     sha256 = hashlib.sha256
+    flat = _flat_canonical
     # subject -> [last event_hash, events seen, result]
     states: dict[Any, list[Any]] = {}
     for row in rows:
@@ -263,17 +310,27 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
             states[subject_id] = state
             if not is_canonical_subject(subject_id):
                 state[2].fail(sequence, BAD_SUBJECT)
-        try:
-            value, end = scan(payload_text, 0)
-            if end != len(payload_text) or type(value) is not dict:
-                raise ValueError
-            payload = encode(value, 0)[0]
-        except (StopIteration, ValueError, TypeError):
+        # Most payloads are stored flat and canonical: recognized, not parsed.
+        payload = None
+        if type(payload_text) is str:
+            match = flat(payload_text)
+            if match is not None:
+                groups = match.groups()
+                keys = groups[: len(groups) - groups.count(None)]
+                if keys == tuple(sorted(set(keys))):
+                    payload = payload_text
+        if payload is None:
             try:
-                payload = _canonical_payload(payload_text)
-            except ValueError as exc:
-                payload = None
-                state[2].fail(sequence, str(exc))
+                value, end = scan(payload_text, 0)
+                if end != len(payload_text) or type(value) is not dict:
+                    raise ValueError
+                payload = encode(value, 0)[0]
+            except (StopIteration, ValueError, TypeError):
+                try:
+                    payload = _canonical_payload(payload_text)
+                except ValueError as exc:
+                    payload = None
+                    state[2].fail(sequence, str(exc))
         if payload is not None:
             try:
                 preimage = (
