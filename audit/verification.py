@@ -122,6 +122,7 @@ _encode_payload = _make_payload_encoder()
 _PLAIN = r"[ !#-\[\]-~]*+"
 _SCALAR = rf'(?:"{_PLAIN}"|0|-?[1-9][0-9]{{0,15}}+|true|false|null)'
 _FLAT_MAX_KEYS = 16
+_ORDERED_KEY_SETS = 4096  # distinct ascending key sets remembered per walk
 
 
 def _flat_object_pattern(max_keys: int) -> re.Pattern[str]:
@@ -256,6 +257,8 @@ class _ChainWalker:
         # subject -> [last event_hash, events seen, last sequence, report]:
         # a list, because item assignment is the cheapest mutation per row.
         self._state: dict[Any, list[Any]] = {}
+        # Key sets of flat payloads already seen in ascending order.
+        self._ordered_keys: set[tuple[str | None, ...]] = set()
 
     def _open(self, subject_id: Any, sequence: int) -> list[Any]:
         key = subject_id if isinstance(subject_id, str) else repr(subject_id)
@@ -291,6 +294,7 @@ class _ChainWalker:
         encode = _encode_payload
         sha256 = hashlib.sha256
         flat = _flat_canonical
+        ordered = self._ordered_keys
         states = self._state
         count = 0
         for row in rows:
@@ -317,10 +321,17 @@ class _ChainWalker:
             if type(payload_text) is str:
                 match = flat(payload_text)
                 if match is not None:
+                    # Payloads repeat few key sets: one already seen in ascending order
+                    # is a set lookup, not a sort (the set is capped: constant memory).
                     groups = match.groups()
-                    keys = groups[: len(groups) - groups.count(None)]
-                    if keys == tuple(sorted(set(keys))):
+                    if groups in ordered:
                         payload = payload_text
+                    else:
+                        keys = groups[: len(groups) - groups.count(None)]
+                        if keys == tuple(sorted(set(keys))):
+                            payload = payload_text
+                            if len(ordered) < _ORDERED_KEY_SETS:
+                                ordered.add(groups)
             if payload is None:
                 try:
                     value, end = scan(payload_text, 0)

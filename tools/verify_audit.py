@@ -160,6 +160,7 @@ except re.error:
 _PLAIN = rf"[ !#-\[\]-~]*{_ONCE}"
 _SCALAR = rf'(?:"{_PLAIN}"|0|-?[1-9][0-9]{{0,15}}{_ONCE}|true|false|null)'
 _FLAT_MAX_KEYS = 16
+_ORDERED_KEY_SETS = 4096  # distinct ascending key sets remembered per walk
 
 
 def _flat_object_pattern(max_keys: int) -> re.Pattern[str]:
@@ -286,6 +287,7 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
     encode = _encode_payload
     sha256 = hashlib.sha256
     flat = _flat_canonical
+    ordered: set[tuple[str | None, ...]] = set()
     # subject -> [last event_hash, events seen, result]
     states: dict[Any, list[Any]] = {}
     for row in rows:
@@ -315,10 +317,17 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
         if type(payload_text) is str:
             match = flat(payload_text)
             if match is not None:
+                # Payloads repeat few key sets: one already seen in ascending order
+                # is a set lookup, not a sort (the set is capped: constant memory).
                 groups = match.groups()
-                keys = groups[: len(groups) - groups.count(None)]
-                if keys == tuple(sorted(set(keys))):
+                if groups in ordered:
                     payload = payload_text
+                else:
+                    keys = groups[: len(groups) - groups.count(None)]
+                    if keys == tuple(sorted(set(keys))):
+                        payload = payload_text
+                        if len(ordered) < _ORDERED_KEY_SETS:
+                            ordered.add(groups)
         if payload is None:
             try:
                 value, end = scan(payload_text, 0)

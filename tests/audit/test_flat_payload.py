@@ -264,3 +264,23 @@ def test_a_chain_of_flat_payloads_verifies_and_an_edit_is_caught():
         both_verdicts(rows)
         == (["sequence 2: event_hash does not recompute from the event's preimage"],) * 2
     )
+
+
+@pytest.mark.parametrize("cap", [0, 1, 4096])
+def test_remembered_key_sets_never_excuse_another_order(cap, monkeypatch):
+    # Given a walk that has already accepted the key set ("a", "b") many times,
+    # with the memory of key sets capped at `cap`
+    monkeypatch.setattr(verification, "_ORDERED_KEY_SETS", cap)
+    monkeypatch.setattr(tool, "_ORDERED_KEY_SETS", cap)
+    texts = ['{"a":1,"b":2}'] * 3 + ['{"b":1,"a":2}', '{"a":1,"a":2}', '{"a":3,"b":4}']
+    texts += ['{"c":1}', '{"d":1,"c":2}']
+    rows, head = [], None
+    for sequence, text in enumerate(texts, start=1):
+        row = make_row(sequence, text, head, forged=True)
+        rows.append(row)
+        head = row[-1]
+    # When both verifiers walk it, every hash forged over the stored text
+    # Then exactly the non-canonical texts are named, whatever the cap
+    bad = "event_hash does not recompute from the event's preimage"
+    expected = [f"sequence {n}: {bad}" for n in (4, 5, 8)]
+    assert both_verdicts(rows) == (expected, expected)
