@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from tests.factories import signed_in  # noqa: F401  (fixture shared by the dashboard view tests)
 
@@ -12,11 +11,6 @@ from tests.factories import signed_in  # noqa: F401  (fixture shared by the dash
 def _fast_password_hashing(settings):
     """Production-strength PBKDF2 costs ~0.4 s per password; tests only need a working hasher."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def on_postgresql() -> bool:
-    return connection.vendor == "postgresql"
 
 
 @pytest.fixture
