@@ -905,28 +905,7 @@ def _execute_plan(
                 raise TypeError("adapter.execute must return a JSON object")
         except NotDispatched as exc:
             # Decision 2: the adapter knows nothing happened.
-            error_digest = _error_digest(exc)
-            with db_transaction.atomic(durable=True):
-                _fence(txn.id, [formats.COMMITTING])
-                ActionAttempt.objects.filter(pk=attempt_key).update(
-                    state=formats.ATTEMPT_FAILED,
-                    error_code=type(exc).__name__,
-                    error_digest=error_digest,
-                    finished_at=utc_now_iso(),
-                )
-                _set_operation(op.id, state=formats.OP_FAILED)
-                _event(
-                    txn,
-                    "action.effect_failed",
-                    actor,
-                    {
-                        "operation_id": op.id,
-                        "attempt": number,
-                        "error_type": type(exc).__name__,
-                        "error_digest": error_digest,
-                        "dispatched": False,
-                    },
-                )
+            error_digest = _close_failed_execution(txn, op, attempt_key, number, exc)
             outcome = _compensate(txn, verified, adapters, prepared)
             return _finish(
                 txn,
@@ -938,27 +917,7 @@ def _execute_plan(
             )
         except BaseException as exc:
             # EX-5: any other failure leaves the outcome unknown; never retried.
-            error_digest = _error_digest(exc)
-            with db_transaction.atomic(durable=True):
-                _fence(txn.id, [formats.COMMITTING])
-                ActionAttempt.objects.filter(pk=attempt_key).update(
-                    state=formats.ATTEMPT_UNCERTAIN,
-                    error_code=type(exc).__name__,
-                    error_digest=error_digest,
-                    finished_at=utc_now_iso(),
-                )
-                _set_operation(op.id, state=formats.OP_UNCERTAIN)
-                _event(
-                    txn,
-                    "action.effect_uncertain",
-                    actor,
-                    {
-                        "operation_id": op.id,
-                        "attempt": number,
-                        "error_type": type(exc).__name__,
-                        "error_digest": error_digest,
-                    },
-                )
+            error_digest = _close_failed_execution(txn, op, attempt_key, number, exc)
             _compensate(txn, verified, adapters, prepared)
             result = _finish(
                 txn,
@@ -1050,6 +1009,47 @@ def _execute_plan(
             )
         ],
     )
+
+
+def _close_failed_execution(
+    txn: ActionTransaction,
+    op: ActionOperation,
+    attempt_key: str,
+    number: int,
+    exc: BaseException,
+) -> str:
+    """Record, durably, an execute call that raised; returns the error digest.
+
+    :class:`NotDispatched` means the adapter knows nothing happened, so the
+    attempt and operation are ``failed`` (decision 2); any other exception
+    leaves the effect unknown, so they are ``uncertain`` (EX-5).
+    """
+    dispatched = not isinstance(exc, NotDispatched)
+    error_digest = _error_digest(exc)
+    payload: dict[str, Any] = {
+        "operation_id": op.id,
+        "attempt": number,
+        "error_type": type(exc).__name__,
+        "error_digest": error_digest,
+    }
+    if not dispatched:
+        payload["dispatched"] = False
+    with db_transaction.atomic(durable=True):
+        _fence(txn.id, [formats.COMMITTING])
+        ActionAttempt.objects.filter(pk=attempt_key).update(
+            state=formats.ATTEMPT_UNCERTAIN if dispatched else formats.ATTEMPT_FAILED,
+            error_code=type(exc).__name__,
+            error_digest=error_digest,
+            finished_at=utc_now_iso(),
+        )
+        _set_operation(op.id, state=formats.OP_UNCERTAIN if dispatched else formats.OP_FAILED)
+        _event(
+            txn,
+            "action.effect_uncertain" if dispatched else "action.effect_failed",
+            txn.actor_id,
+            payload,
+        )
+    return error_digest
 
 
 def _compensate(
