@@ -25,9 +25,10 @@ from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.dashboard import BarChart, bar_chart
 from aetnaweb.models import ScopeGrant
-from aetnaweb.scopes import PLATFORM, Scope, ScopeError
+from aetnaweb.scopes import PLATFORM, Scope
 from audit import selectors as audit_selectors
 from audit.models import AuditSubject, Checkpoint, VerificationRun
+from audit.selectors import readable
 from audit.services import MAX_RECORDED_FAILURES
 from memory import selectors as memory_selectors
 
@@ -37,18 +38,6 @@ RECENT_CHECKPOINTS = 20  # checkpoints scanned for each tenant's latest pin
 
 
 # -- visibility of subjects ------------------------------------------------------------
-
-
-def readable(principal: Principal, subject_id: str, capability: str = access.READ) -> bool:
-    """May ``principal`` use ``capability`` on this chain?
-
-    A malformed subject (tampering) lies in no subtree, so only those who see
-    every chain see it (the audit selectors' rule).
-    """
-    try:
-        return access.may(principal, capability, subject_id)
-    except ScopeError:
-        return audit_selectors.sees_every_chain(principal, capability)
 
 
 def visible_tenants(principal: Principal) -> list[str]:

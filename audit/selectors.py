@@ -65,12 +65,15 @@ class EventPage:
         return self.next_before is not None
 
 
-def _may(principal: Principal, capability: str, subject_id: str) -> bool:
+def readable(principal: Principal, subject_id: str, capability: str = access.READ) -> bool:
+    """May ``principal`` use ``capability`` on this chain? The per-row re-check of every read.
+
+    A malformed subject (tampering) lies in no subtree: only those who see
+    every chain (the system principal, a grant on platform:*:*) see it.
+    """
     try:
         return access.may(principal, capability, subject_id)
     except ScopeError:
-        # A malformed subject (tampering) lies in no subtree: only those who see
-        # every chain (the system principal, a grant on platform:*:*) see it.
         return sees_every_chain(principal, capability)
 
 
@@ -98,7 +101,7 @@ def subjects_visible(
     subjects = rows.order_by("subject_id").values_list("subject_id", flat=True)
     if sees_every_chain(principal, capability):  # the re-check would keep every one
         return list(subjects)
-    return [subject for subject in subjects if _may(principal, capability, subject)]
+    return [subject for subject in subjects if readable(principal, subject, capability)]
 
 
 def _subject_rows(
@@ -228,7 +231,7 @@ def list_events(
     if before is not None:
         events = events.filter(sequence__lt=before)
     rows = list(events.order_by("-sequence")[: limit + 1])
-    rows = [row for row in rows if _may(principal, access.READ, row.subject_id)]
+    rows = [row for row in rows if readable(principal, row.subject_id, access.READ)]
     if len(rows) > limit:
         return EventPage(events=rows[:limit], next_before=rows[limit - 1].sequence)
     return EventPage(events=rows, next_before=None)
@@ -237,7 +240,7 @@ def list_events(
 def get_event(principal: Principal, event_id: str) -> AuditEvent:
     """One event by ``aud_`` ID; missing or invisible is ``AuditEvent.DoesNotExist`` (a 404)."""
     event = AuditEvent.objects.get(event_id=event_id)
-    if not _may(principal, access.READ, event.subject_id):
+    if not readable(principal, event.subject_id, access.READ):
         raise AuditEvent.DoesNotExist(f"no audit event {event_id}")
     return event
 
@@ -247,7 +250,7 @@ def events_for_record(
 ) -> list[AuditEvent]:
     """A record's history across the chains ``principal`` may read, oldest first."""
     rows = AuditEvent.objects.filter(record_id=record_id).order_by("sequence")[:limit]
-    return [row for row in rows if _may(principal, access.READ, row.subject_id)]
+    return [row for row in rows if readable(principal, row.subject_id, access.READ)]
 
 
 def chain_events(
@@ -335,7 +338,7 @@ def _export_rows(
         for values in chunk:
             subject_id = values[SUBJECT_COLUMN]
             if subject_id not in auditable:
-                auditable[subject_id] = _may(principal, access.AUDIT, subject_id)
+                auditable[subject_id] = readable(principal, subject_id, access.AUDIT)
             if auditable[subject_id]:
                 yield canonical_json(dict(zip(COLUMNS, values, strict=True))) + "\n"
         if len(chunk) < EXPORT_CHUNK:
@@ -353,7 +356,7 @@ def _run_scope(run: VerificationRun) -> str:
 def get_verification_run(principal: Principal, run_id: int) -> VerificationRun:
     """A run ``principal`` may audit (its scope, or every chain); else ``DoesNotExist``."""
     run = VerificationRun.objects.get(pk=run_id)
-    if not _may(principal, access.AUDIT, _run_scope(run)):
+    if not readable(principal, _run_scope(run), access.AUDIT):
         raise VerificationRun.DoesNotExist(f"no verification run {run_id}")
     return run
 
@@ -365,7 +368,7 @@ def recent_verification_runs(principal: Principal, *, limit: int = 20) -> list[V
         runs = runs.filter(Q(tenant__in=_audited_tenants(principal)) | Q(tenant__isnull=True))
     picked = []
     for run in runs[: limit * 5]:
-        if _may(principal, access.AUDIT, _run_scope(run)):
+        if readable(principal, _run_scope(run), access.AUDIT):
             picked.append(run)
             if len(picked) == limit:
                 break
@@ -398,7 +401,7 @@ def get_checkpoint(principal: Principal, checkpoint_id: int) -> Checkpoint:
     """
     checkpoint = Checkpoint.objects.get(pk=checkpoint_id)
     if not principal.is_system and not all(
-        _may(principal, access.AUDIT, subject) for subject in checkpoint_subjects(checkpoint)
+        readable(principal, subject, access.AUDIT) for subject in checkpoint_subjects(checkpoint)
     ):
         raise Checkpoint.DoesNotExist(f"no checkpoint {checkpoint_id}")
     return checkpoint

@@ -33,12 +33,7 @@ from aetnaweb.dashboard import (
     principal_for,
     render_page,
 )
-from aetnaweb.overview import (
-    ChainStatus,
-    may_see_checkpoint,
-    readable,
-    status_from_run,
-)
+from aetnaweb.overview import ChainStatus, may_see_checkpoint, status_from_run
 from aetnaweb.scopes import Scope, ScopeError
 from audit import selectors
 from audit.canonical import canonical_json
@@ -47,6 +42,7 @@ from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_che
 from audit.forms import EventFilterForm, EvidenceUpload, EvidenceUploadForm, VerifyChainForm
 from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.receipts import verify_deletion_receipt
+from audit.selectors import readable
 from audit.services import AuditError, create_checkpoint, start_verification_run
 from audit.verification import COLUMNS
 
