@@ -65,7 +65,7 @@ from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
-from audit.canonical import CanonicalJSONError, canonical_json, digest
+from audit.canonical import CanonicalJSONError, canonical_json, digest, sha256_text
 from audit.chain import utc_now_iso
 from audit.models import AuditEvent
 from audit.services import append_event
@@ -106,6 +106,16 @@ def _event(
     )
 
 
+def _lost_race(transaction_id: str, expected: Sequence[str]) -> ConcurrentTransitionError:
+    """The refusal for a compare-and-swap that matched no row, naming the state found instead."""
+    current = (
+        ActionTransaction.objects.filter(pk=transaction_id).values_list("state", flat=True).first()
+    )
+    return ConcurrentTransitionError(
+        f"transaction {transaction_id} is {current}, expected {list(expected)}"
+    )
+
+
 def _transition(
     transaction_id: str, expected: Sequence[str], new_state: str, **fields: Any
 ) -> None:
@@ -118,14 +128,7 @@ def _transition(
         **updates
     )
     if changed != 1:
-        current = (
-            ActionTransaction.objects.filter(pk=transaction_id)
-            .values_list("state", flat=True)
-            .first()
-        )
-        raise ConcurrentTransitionError(
-            f"transaction {transaction_id} is {current}, expected {list(expected)}"
-        )
+        raise _lost_race(transaction_id, expected)
 
 
 def _fence(transaction_id: str, expected: Sequence[str]) -> None:
@@ -134,14 +137,7 @@ def _fence(transaction_id: str, expected: Sequence[str]) -> None:
         updated_at=utc_now_iso()
     )
     if changed != 1:
-        current = (
-            ActionTransaction.objects.filter(pk=transaction_id)
-            .values_list("state", flat=True)
-            .first()
-        )
-        raise ConcurrentTransitionError(
-            f"transaction {transaction_id} is {current}, expected {list(expected)}"
-        )
+        raise _lost_race(transaction_id, expected)
 
 
 def _set_operation(operation_id: str, **fields: Any) -> None:
@@ -154,8 +150,9 @@ def _store_payload(
     """Write (or rewrite) one payload; rewriting clears ``purged_at`` (PG-4)."""
     now = utc_now_iso()
     text = canonical_json(payload)
+    payload_digest = sha256_text(text)  # = digest(payload), without encoding it twice
     updated = ActionPayload.objects.filter(operation_id=operation_id, kind=kind).update(
-        payload=text, payload_digest=digest(payload), updated_at=now, purged_at=None
+        payload=text, payload_digest=payload_digest, updated_at=now, purged_at=None
     )
     if not updated:
         ActionPayload.objects.create(
@@ -163,7 +160,7 @@ def _store_payload(
             operation_id=operation_id,
             kind=kind,
             payload=text,
-            payload_digest=digest(payload),
+            payload_digest=payload_digest,
             created_at=now,
             updated_at=now,
         )
@@ -197,9 +194,11 @@ def _next_attempt(operation_id: str, phase: str) -> int:
 
 def _issue_receipt(txn_id: str, terminal_state: str, actor: str) -> dict[str, Any]:
     """R-1..R-3: idempotent; bound to an ``action.receipt_issued`` event in the same transaction."""
-    existing = ActionReceipt.objects.filter(transaction_id=txn_id).order_by("-created_at", "-id")
-    if existing.exists():
-        return json.loads(existing[0].receipt_json)
+    existing = (
+        ActionReceipt.objects.filter(transaction_id=txn_id).order_by("-created_at", "-id").first()
+    )
+    if existing is not None:
+        return json.loads(existing.receipt_json)
     txn = ActionTransaction.objects.get(pk=txn_id)
     if txn.state != terminal_state:
         raise ActionStateError(
