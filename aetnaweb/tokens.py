@@ -11,7 +11,6 @@ secret).
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,6 +30,7 @@ from aetnaweb.access import (
 )
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
+from audit.canonical import sha256_text
 from audit.services import append_event
 
 TOKEN_PREFIX = "aetna_"  # noqa: S105  (a public marker, not a secret)
@@ -53,7 +53,7 @@ class IssuedToken:
 
 
 def hash_token(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    return sha256_text(raw)
 
 
 def _check_capabilities(capabilities: list[str] | tuple[str, ...] | set[str]) -> list[str]:
@@ -117,7 +117,7 @@ def create_token(
         actor=created_by,
         payload={
             "token_prefix": prefix,
-            "name_sha256": hashlib.sha256(name.encode("utf-8")).hexdigest(),
+            "name_sha256": sha256_text(name),
             "capabilities": caps,
             "expires_at": expires_at.isoformat(),
             "owner": owner.get_username() if owner is not None else None,
