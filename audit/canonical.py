@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 
 class CanonicalJSONError(ValueError):
@@ -25,6 +25,16 @@ def canonical_json(value: Any) -> str:
     except (TypeError, ValueError) as exc:
         raise CanonicalJSONError(f"value is not canonical-JSON serializable: {exc}") from exc
     return text
+
+
+def reject_json_constant(name: str) -> NoReturn:
+    """``parse_constant`` for ``json.loads``: NaN and Infinity have no canonical form."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """``json.loads`` refusing NaN, Infinity and -Infinity (a ``ValueError``, like any bad JSON)."""
+    return json.loads(text, parse_constant=reject_json_constant)
 
 
 def canonical_bytes(value: Any) -> bytes:

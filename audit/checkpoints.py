@@ -12,7 +12,6 @@ Failure messages are shared word for word with ``tools/verify_audit.py``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from django.db import connection
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import ScopeError
-from audit.canonical import CanonicalJSONError, digest
+from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import utc_now_iso
 from audit.models import AuditSubject
 
@@ -90,15 +89,11 @@ def build_checkpoint_document(*, subject_ids: Iterable[str] | None = None) -> di
     return document
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_checkpoint_line(line: str, *, line_number: int) -> dict[str, Any]:
     """One line of a checkpoint file as a v1 document, or :class:`CheckpointError`."""
     where = f"checkpoint line {line_number}"
     try:
-        document = json.loads(line, parse_constant=_reject_constant)
+        document = loads_strict(line)
     except ValueError as exc:
         raise CheckpointError(f"{where} is not JSON: {exc}") from exc
     if not isinstance(document, dict):

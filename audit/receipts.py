@@ -11,12 +11,11 @@ Failure messages are shared word for word with ``tools/verify_audit.py``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aetnaweb import access
 from aetnaweb.access import Principal
-from audit.canonical import CanonicalJSONError, digest
+from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import compute_event_hash
 from audit.models import AuditEvent
 from audit.verification import COLUMNS, is_canonical_subject
@@ -57,10 +56,6 @@ def build_deletion_receipt(
     }
     receipt["receipt_sha256"] = digest(receipt)
     return receipt
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _id_list(value: Any) -> list[str] | None:
@@ -125,7 +120,7 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
     payload_text = row.pop("payload")
     stored_hash = row.pop("event_hash")
     try:
-        payload = json.loads(payload_text, parse_constant=_reject_constant)
+        payload = loads_strict(payload_text)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

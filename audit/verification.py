@@ -41,6 +41,7 @@ from django.db import connection
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
+from audit.canonical import loads_strict, reject_json_constant
 
 CHUNK_SIZE = 10_000
 MAX_REASONS = 20
@@ -74,11 +75,7 @@ NOT_TEXT = "a hashed column holds a value that is not text"
 _quote = json.encoder.encode_basestring_ascii
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
+_scan_once = json.JSONDecoder(parse_constant=reject_json_constant).scan_once  # type: ignore[attr-defined]
 
 
 def _no_default(value: Any) -> Any:
@@ -164,7 +161,7 @@ def _canonical_payload(payload_text: Any) -> str:
         # Not canonical text (leading/trailing whitespace) or not JSON at all:
         # the strict parser decides which.
         try:
-            value = json.loads(payload_text, parse_constant=_reject_constant)
+            value = loads_strict(payload_text)
         except ValueError as exc:
             raise ValueError(PAYLOAD_NOT_JSON) from exc
     if type(value) is not dict:

@@ -14,7 +14,6 @@ exits 0 only when every chain, checkpoint line and receipt holds.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from aetnaweb import access
 from aetnaweb.scopes import Scope, ScopeError
 from audit import selectors
-from audit.canonical import canonical_json
+from audit.canonical import canonical_json, loads_strict
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
 from audit.receipts import verify_deletion_receipt
 from audit.services import AuditError, create_checkpoint, log_agent_event
@@ -55,10 +54,6 @@ def _read(path: str, what: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise CommandError(f"cannot read {what} {path}: {reason}") from exc
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 class Command(BaseCommand):
@@ -112,7 +107,7 @@ class Command(BaseCommand):
     def _log(self, options: dict[str, Any]) -> None:
         scope = _scope(options["scope"], "scope")
         try:
-            payload = json.loads(options["payload"], parse_constant=_reject_constant)
+            payload = loads_strict(options["payload"])
         except ValueError as exc:
             raise CommandError(f"--payload is not JSON: {exc}") from exc
         if not isinstance(payload, dict):
@@ -167,7 +162,7 @@ class Command(BaseCommand):
         receipts = []
         for path in [p for group in options["receipt"] for p in group]:
             try:
-                receipt = json.loads(_read(path, "receipt"), parse_constant=_reject_constant)
+                receipt = loads_strict(_read(path, "receipt"))
             except ValueError as exc:
                 raise CommandError(f"receipt {path} is not JSON: {exc}") from exc
             receipts.append((path, receipt))
