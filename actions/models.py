@@ -9,9 +9,14 @@ Everything here is data and invariants; every write goes through
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 
 from actions import formats
+
+if TYPE_CHECKING:
+    from aetnaweb.access import Principal
 
 
 def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -67,6 +72,12 @@ class ActionTransaction(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in formats.TERMINAL_STATES
+
+    def proposed_by(self, principal: Principal) -> bool:
+        """Whether ``principal`` proposed this plan or owns the agent that did (decision 5)."""
+        return principal.label == self.actor_id or (
+            principal.user_id is not None and principal.user_id == self.proposed_by_user_id
+        )
 
     def as_dict(self) -> dict[str, object]:
         """The transaction as services and the API return it (no content, no reason text)."""

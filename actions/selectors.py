@@ -57,14 +57,8 @@ def _summary(txn: ActionTransaction, principal: Principal | None = None) -> dict
     item = txn.as_dict()
     item["is_terminal"] = txn.is_terminal
     if principal is not None:
-        item["self_proposed"] = _self_proposed(txn, principal)
+        item["self_proposed"] = txn.proposed_by(principal)
     return item
-
-
-def _self_proposed(txn: ActionTransaction, principal: Principal) -> bool:
-    return principal.label == txn.actor_id or (
-        principal.user_id is not None and principal.user_id == txn.proposed_by_user_id
-    )
 
 
 def list_transactions(
@@ -257,7 +251,7 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
         ActionReceipt.objects.filter(transaction_id=txn.id).order_by("-created_at", "-id").first()
     )
     may_approve = access.may(principal, access.APPROVE, txn.subject_id)
-    self_proposed = _self_proposed(txn, principal)
+    self_proposed = txn.proposed_by(principal)
     try:
         approval_enabled = configured_authority(required=False) is not None
     except ActionError:

@@ -550,9 +550,7 @@ def stage(
 
 
 def _check_separation_of_duties(txn: ActionTransaction, principal: Principal) -> None:
-    same_label = principal.label == txn.actor_id
-    same_user = principal.user_id is not None and principal.user_id == txn.proposed_by_user_id
-    if same_label or same_user:
+    if txn.proposed_by(principal):
         raise SeparationOfDutiesError(
             f"{principal.label} proposed this plan (or owns the agent that did); "
             "another approver must approve it"
