@@ -8,9 +8,9 @@ from typing import Any
 from django import forms
 
 from actions import formats
+from actions.services import MAX_REASON_LENGTH
 from aetnaweb.scopes import Scope, ScopeError
 
-MAX_REASON_LENGTH = 2000
 TRANSACTION_ID = re.compile(r"^act_[0-9a-f]{32}$")
 
 
