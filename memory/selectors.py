@@ -81,21 +81,11 @@ def _choice(name: str, value: str | None, choices: list[str]) -> str | None:
     return value
 
 
-def _page_desc(queryset: Any, after: int | None, limit: int) -> Page:
-    """Newest first: ``after`` is the last ``id`` seen."""
+def _page(queryset: Any, after: int | None, limit: int, *, newest_first: bool) -> Page:
+    """One page by ``id``, newest first or oldest first (queues): ``after`` is the last ``id`` seen."""
     if after is not None:
-        queryset = queryset.filter(id__lt=after)
-    rows = list(queryset.order_by("-id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, str(rows[-1].id) if more and rows else None)
-
-
-def _page_asc(queryset: Any, after: int | None, limit: int) -> Page:
-    """Oldest first (queues): ``after`` is the last ``id`` seen."""
-    if after is not None:
-        queryset = queryset.filter(id__gt=after)
-    rows = list(queryset.order_by("id")[: limit + 1])
+        queryset = queryset.filter(id__lt=after) if newest_first else queryset.filter(id__gt=after)
+    rows = list(queryset.order_by("-id" if newest_first else "id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, str(rows[-1].id) if more and rows else None)
@@ -214,7 +204,7 @@ def list_records(
         queryset = queryset.filter(session_id=session_id)
     if text:
         queryset = queryset.filter(content__icontains=text)
-    return _page_desc(queryset, _cursor(after), _limit(limit))
+    return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
 
 
 def review_queue(
@@ -237,7 +227,9 @@ def review_queue(
         queryset = queryset.filter(**parsed.subtree_filter())
     elif not access.has_capability_anywhere(principal, access.REVIEW):
         raise access.AccessDenied(f"{principal.label} may not review anywhere")
-    return _page_asc(queryset.select_related("episode"), _cursor(after), _limit(limit))
+    return _page(
+        queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
+    )
 
 
 def _visible_record(principal: Principal, record_id: str) -> Record:
@@ -358,8 +350,11 @@ def retrieval_log(
 ) -> Page:
     """Recalls made at exactly ``scope``, newest first, with their candidates."""
     parsed = access.require(principal, access.READ, scope)
-    return _page_desc(
-        RetrievalEvent.objects.filter(scope=str(parsed)), _cursor(after), _limit(limit)
+    return _page(
+        RetrievalEvent.objects.filter(scope=str(parsed)),
+        _cursor(after),
+        _limit(limit),
+        newest_first=True,
     )
 
 
@@ -368,8 +363,11 @@ def list_receipts(
 ) -> Page:
     """Deletion receipts issued at exactly ``scope`` (forget and reject), newest first."""
     parsed = access.require(principal, access.READ, scope)
-    return _page_desc(
-        DeletionReceipt.objects.filter(scope=str(parsed)), _cursor(after), _limit(limit)
+    return _page(
+        DeletionReceipt.objects.filter(scope=str(parsed)),
+        _cursor(after),
+        _limit(limit),
+        newest_first=True,
     )
 
 
@@ -390,16 +388,11 @@ def get_receipt(principal: Principal, audit_event_id: str) -> dict[str, Any]:
 # -- scopes ----------------------------------------------------------------------------------
 
 
+COUNT_FIELDS = ("active", "quarantined", "superseded", "tombstoned", "episodes")
+
+
 def _counts(row: ScopeStats | None) -> dict[str, int]:
-    if row is None:
-        return {"active": 0, "quarantined": 0, "superseded": 0, "tombstoned": 0, "episodes": 0}
-    return {
-        "active": row.active,
-        "quarantined": row.quarantined,
-        "superseded": row.superseded,
-        "tombstoned": row.tombstoned,
-        "episodes": row.episodes,
-    }
+    return {name: getattr(row, name) if row is not None else 0 for name in COUNT_FIELDS}
 
 
 def inspect(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
@@ -464,9 +457,6 @@ def effective_recall_scopes(principal: Principal, *, scope: Scope | str) -> list
         }
         for item in lineage
     ]
-
-
-COUNT_FIELDS = ("active", "quarantined", "superseded", "tombstoned", "episodes")
 
 
 def scope_tree(principal: Principal, *, tenant: str | None = None) -> list[dict[str, Any]]:
@@ -555,7 +545,7 @@ def counts_by_tenant(principal: Principal) -> list[dict[str, Any]]:
 def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 50) -> Page:
     """Scopes that hold memory and the principal may read, by internal id (stable keys)."""
     queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
-    return _page_asc(queryset, _cursor(after), _limit(limit))
+    return _page(queryset, _cursor(after), _limit(limit), newest_first=False)
 
 
 __all__ = [
