@@ -408,7 +408,7 @@ class _Held(NamedTuple):
     status: str
 
 
-def _slot_holders(scope: Scope, fact_key: str, *, exclude_pk: int | None = None) -> list[_Held]:
+def _slot_holders(scope: Scope, fact_key: str) -> list[_Held]:
     """Active records holding ``fact_key`` at exactly ``scope``, oldest first (indexed)."""
     if not fact_key:
         return []
@@ -418,7 +418,7 @@ def _slot_holders(scope: Scope, fact_key: str, *, exclude_pk: int | None = None)
             "WHERE scope = %s AND fact_key = %s AND status = %s ORDER BY id",
             [str(scope), fact_key, Status.ACTIVE.value],
         )
-        return [_Held(*row) for row in cursor.fetchall() if row[0] != exclude_pk]
+        return [_Held(*row) for row in cursor.fetchall()]
 
 
 def _retire(
@@ -1352,16 +1352,15 @@ def promote(
     record = _record_at(parsed, record_id)
     _require_quarantined(record, "promote")
     now = timezone.now()
+    # Read while the record is still quarantined, so the slot holders are the
+    # others: one UPDATE then activates it and links what it replaces.
+    older = _slot_holders(parsed, record.fact_key)
+    links = {"supersedes": older[-1].record_id} if older else {}
     Record.objects.filter(pk=record.pk).update(
-        status=Status.ACTIVE, trust_tier=TrustTier.USER_CONFIRMED, updated_at=now
+        status=Status.ACTIVE, trust_tier=TrustTier.USER_CONFIRMED, updated_at=now, **links
     )
     tally = _status_deltas([record], Status.ACTIVE)
-    record.status = Status.ACTIVE
-    record.trust_tier = TrustTier.USER_CONFIRMED
     search.index_records([(record.pk, record.record_id, record.scope, record.content)])
-    older = _slot_holders(parsed, record.fact_key, exclude_pk=record.pk)
-    if older:
-        Record.objects.filter(pk=record.pk).update(supersedes=older[-1].record_id)
     superseded_ids = _retire(parsed, older, by=record.record_id, now=now, tally=tally)
     _bump(parsed, **tally)
     event = _audit(
