@@ -354,22 +354,14 @@ def verify_start(request: HttpRequest) -> HttpResponse:
 
 def _run_context(principal: Principal, run: VerificationRun) -> dict[str, Any]:
     status = None if run.is_running else status_from_run(run, principal)
+    failures = []
     hidden = 0
-    if run.failures:
-        hidden = sum(
-            1
-            for failure in run.failures
-            if isinstance(failure, dict)
-            and isinstance(failure.get("subject_id"), str)
-            and not readable(principal, failure["subject_id"])
-        )
-    failures = [
-        failure
-        for failure in (run.failures or [])
-        if isinstance(failure, dict)
-        and isinstance(failure.get("subject_id"), str)
-        and readable(principal, failure["subject_id"])
-    ]
+    for failure in run.failures or []:
+        if isinstance(failure, dict) and isinstance(failure.get("subject_id"), str):
+            if readable(principal, failure["subject_id"]):
+                failures.append(failure)
+            else:
+                hidden += 1
     return {
         "run": run,
         "status": status,
