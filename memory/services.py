@@ -40,7 +40,7 @@ from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
 from audit.services import AuditError, append_event, lock_subject, log_agent_event
-from memory import search
+from memory import search, selectors
 from memory.errors import (
     ActionLogError,
     CaptureError,
@@ -340,7 +340,7 @@ def _audit(
     return event
 
 
-_COUNTERS = frozenset({"active", "quarantined", "superseded", "tombstoned", "episodes"})
+_COUNTERS = frozenset(selectors.COUNT_FIELDS)
 
 
 def _bump(scope: Scope, **deltas: int) -> None:
@@ -1815,6 +1815,4 @@ def log_action(
 
 def inspect(*, scope: Scope | str, principal: Principal = SYSTEM) -> dict[str, Any]:
     """Records (all statuses), episodes, retrieval events, audit events and chain status at ``scope``."""
-    from memory import selectors
-
     return selectors.inspect(principal, scope=scope)
