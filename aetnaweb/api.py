@@ -389,7 +389,9 @@ def whoami(request: HttpRequest) -> dict[str, Any]:
 
 
 def _mount_app_routers() -> None:
-    # Imported here: the routers import this module's helpers.
+    # Imported here, and called from api_urls() rather than at import time: the
+    # routers import this module's helpers, so mounting while this module is
+    # still loading made `import memory.api` fail in a fresh process.
     from actions.api import mount as mount_actions
     from audit.api import mount as mount_audit
     from memory.api import mount as mount_memory
@@ -397,9 +399,6 @@ def _mount_app_routers() -> None:
     mount_memory(api)
     mount_actions(api)
     mount_audit(api)
-
-
-_mount_app_routers()
 
 
 def _exempt_from_login(patterns: list[Any]) -> None:
@@ -430,7 +429,8 @@ def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
 
 
 def api_urls() -> tuple[list[Any], str, str]:
-    """What ``aetnaweb/urls.py`` includes under ``api/v1/``."""
+    """What ``aetnaweb/urls.py`` includes under ``api/v1/`` (called once, by the URLconf)."""
+    _mount_app_routers()
     patterns, app_name, namespace = api.urls
     _exempt_from_login(patterns)
     # Ninja's root view answers an HTML 404 without docs; keep its name (ninja reverses
