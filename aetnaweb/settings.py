@@ -28,6 +28,12 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from aetnaweb import sqlite
+
+# Before Django's SQLite backend is imported: every connection uses a current
+# SQLite build (FTS5 secure-delete, loadable extensions). See aetnaweb/sqlite.py.
+SQLITE_MODULE = sqlite.install()
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("AETNAWEB_DATA_DIR", BASE_DIR / "data"))
 
