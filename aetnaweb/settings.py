@@ -145,6 +145,9 @@ SQLITE_INIT_COMMAND = (
     "PRAGMA busy_timeout=30000;"
     "PRAGMA temp_store=MEMORY;"
     "PRAGMA cache_size=-65536;"
+    # Freed space is overwritten with zeros, so a forgotten record's bytes do
+    # not linger in free pages or cells (memory-engine "Forget": no residue).
+    "PRAGMA secure_delete=ON;"
 )
 
 

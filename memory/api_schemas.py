@@ -18,6 +18,7 @@ from memory.services import (
     MAX_FORGET_RECORDS,
     MAX_QUERY_CHARS,
     MAX_RECALL_LIMIT,
+    MAX_UNPREVIEWED_FORGET,
     PERSONA_MAX_CHARS,
     RECALL_BLOCK_MIN_SCORE,
 )
@@ -94,7 +95,8 @@ class ForgetIn(Schema):
     selector: str | None = Field(
         None,
         max_length=10_000,
-        description="Forget the records whose content contains this text.",
+        description="Forget the records whose content holds these words (whole words, "
+        "case-insensitive), with their whole lineage.",
     )
     record_ids: list[RecordId] | None = Field(None, max_length=MAX_FORGET_RECORDS)
     utterance: str | None = Field(
@@ -105,7 +107,8 @@ class ForgetIn(Schema):
     expected_record_ids: list[RecordId] | None = Field(
         None,
         max_length=MAX_FORGET_RECORDS,
-        description="The record IDs a preview showed: purge exactly these, or 409.",
+        description="The record IDs a preview showed: purge exactly these, or 409. Required "
+        f"when the forget would purge more than {MAX_UNPREVIEWED_FORGET} records.",
     )
 
 
@@ -229,6 +232,10 @@ class CaptureOut(Schema):
 
 class PreviewRecordOut(Schema):
     record_id: str
+    matched: bool = Field(
+        description="True when the request matched this record itself; false when it is "
+        "purged as part of a match's lineage (an older or newer value of the same fact)."
+    )
     status: str
     fact_key: str
     content: str

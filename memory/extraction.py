@@ -337,7 +337,9 @@ _FORGET_VERB = re.compile(
     re.IGNORECASE,
 )
 _FORGET_LEAD = re.compile(
-    r"^(?:(?:that|about|what|everything about|all about|the fact that)\b\s*)*", re.IGNORECASE
+    r"^(?:(?:that|about|what\s+I\s+(?:said|told\s+you|mentioned)(?:\s+about)?|what|"
+    r"everything about|all about|the fact that)\b\s*)*",
+    re.IGNORECASE,
 )
 _POSSESSIVE = re.compile(
     r"^(?:my|our|his|her|their|the user['\u2019]s|user['\u2019]s|mine)\b\s*", re.IGNORECASE
@@ -350,7 +352,7 @@ _FORGET_TAIL = re.compile(
 def forget_needle(utterance: str) -> str:
     """ "forget my backup email" -> "backup email"; refuses anything that leaves no needle."""
     if not isinstance(utterance, str) or not utterance.strip():
-        raise SelectorError("the forget request is empty: say what to forget")
+        raise SelectorError(f"the forget request is empty: {SAY_WHAT_TO_FORGET}")
     detected, _ = embedded_blocks(utterance)
     if detected:
         raise SelectorError(
@@ -364,8 +366,98 @@ def forget_needle(utterance: str) -> str:
     text = _FORGET_TAIL.sub("", text, count=1)
     needle = text.strip().strip("\"'\u201c\u201d\u2018\u2019").strip()
     if not needle:
-        raise SelectorError(
-            f"the forget request {utterance!r} names nothing to forget: say what, e.g. "
-            "'forget my <thing>'"
-        )
+        raise SelectorError(f"the forget request names nothing to forget: {SAY_WHAT_TO_FORGET}")
     return needle
+
+
+# -- matching a forget needle ----------------------------------------------------
+
+SAY_WHAT_TO_FORGET = "say what to forget, e.g. 'forget my backup email', or give record IDs"
+MIN_NEEDLE_CHARS = 3
+
+# Words that never name a thing on their own: pronouns, determiners and words
+# that mean "everything". A needle made only of these (plus the index's stop
+# words) would match almost any record, so it is refused, never widened.
+_NON_NAMING_WORDS = frozenset(
+    """
+    i me my mine myself you your yours we us our ours they them their theirs he him his she
+    her hers it its this that these those one ones someone something anything everything
+    nothing all any every each some stuff thing things fact facts memory memories info
+    information data details everyone anybody everybody please thanks user users
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class Needle:
+    """What a forget looks for: whole-word phrases, matched case-insensitively.
+
+    ``text`` is what the caller gave (its digest goes to the audit chain);
+    ``phrases`` are token runs (:func:`word_tokens`, the tokeniser recall and
+    duplicate detection use). A record matches when its content's tokens
+    hold any phrase as a contiguous run, so "me" never matches "meetings" and
+    "beef" never matches "beefsteak".
+    """
+
+    text: str
+    phrases: tuple[tuple[str, ...], ...]
+
+    def matches(self, content: str) -> bool:
+        tokens = word_tokens(content)
+        return any(_holds_run(tokens, phrase) for phrase in self.phrases)
+
+
+def _holds_run(tokens: list[str], phrase: tuple[str, ...]) -> bool:
+    size = len(phrase)
+    if not size or size > len(tokens):
+        return False
+    first = phrase[0]
+    return any(
+        tokens[index] == first and tuple(tokens[index : index + size]) == phrase
+        for index in range(len(tokens) - size + 1)
+    )
+
+
+def _check_names_something(text: str) -> tuple[str, ...]:
+    """The needle's tokens, or SelectorError when they cannot name one thing."""
+    from memory.search import STOP_WORDS  # search imports this module; read at call time
+
+    tokens = tuple(word_tokens(text))
+    if sum(len(token) for token in tokens) < MIN_NEEDLE_CHARS or all(
+        token in _NON_NAMING_WORDS or token in STOP_WORDS for token in tokens
+    ):
+        raise SelectorError(
+            f"{text!r} is too vague to forget anything by: {SAY_WHAT_TO_FORGET}",
+            reason="vague_selector",
+        )
+    return tokens
+
+
+def selector_needle(selector: str) -> Needle:
+    """A selector is literal text: its words, as whole words, in order."""
+    text = " ".join(selector.split())
+    return Needle(text, (_check_names_something(text),))
+
+
+def utterance_needle(utterance: str) -> Needle:
+    """A spoken request: the needle in the user's words and in the stored "User" wording.
+
+    "forget that I avoid beef" looks for "I avoid beef", for the third-person
+    rewrite "User avoids beef" and for what the extractor would have stored
+    from those words (so "I don't eat beef" finds "User avoids beef.").
+    """
+    text = forget_needle(utterance)
+    tokens = _check_names_something(text)
+    phrases = [tokens]
+    for rewrite in (third_person(text), _extracted_content(text)):
+        rewritten = tuple(word_tokens(rewrite))
+        if rewritten and rewritten not in phrases:
+            phrases.append(rewritten)
+    return Needle(text, tuple(phrases))
+
+
+def _extracted_content(text: str) -> str:
+    candidate = extract_sentence(text)
+    if candidate is None:
+        return ""
+    return _strip_terminal(candidate.content)

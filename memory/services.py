@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from aetnaweb import access
@@ -54,15 +54,18 @@ from memory.errors import (
 )
 from memory.extraction import (
     MAX_TEXT_CHARS,
+    SAY_WHAT_TO_FORGET,
     UNTRUSTED_CONFIDENCE_CAP,
     Candidate,
+    Needle,
     content_digest,
     explicit_fact,
     extract,
     forced_note,
-    forget_needle,
     normalise_key,
     read_source,
+    selector_needle,
+    utterance_needle,
 )
 from memory.models import (
     DeletionReceipt,
@@ -118,6 +121,14 @@ RECALL_BLOCK_MIN_SCORE = 0.3
 PERSONA_MAX_CHARS = 1500
 PERSONA_MAX_LINES = 200
 MAX_FORGET_RECORDS = 1000
+# A forget that would purge more records than this (lineage included) must
+# carry the previewed IDs (expected_record_ids): a broad needle is never
+# applied blind.
+MAX_UNPREVIEWED_FORGET = 10
+# Forget reads a scope's records in chunks of this many to match whole words.
+MATCH_CHUNK = 2000
+# Statuses a forget can match or name: everything still holding content.
+MATCHABLE = (Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED)
 SCENES_LIMIT = 20
 SCENE_ITEMS_LIMIT = 50
 MAX_CONTEXT_CHARS = 200
@@ -1017,6 +1028,108 @@ class _ForgetRequest:
     selector_sha256: str
     utterance_sha256: str | None
     records: list[Record]
+    # What the caller's request matched or named, before the lineage was added.
+    matched_ids: tuple[str, ...]
+    needle: Needle | None
+
+
+def _forget_mode(
+    selector: str | None, record_ids: Sequence[str] | None, utterance: str | None
+) -> str:
+    if record_ids is not None:
+        return "record_ids"
+    return "utterance" if utterance is not None else "selector"
+
+
+def _named_records(scope: Scope, record_ids: Sequence[str]) -> tuple[list[Record], str]:
+    """The records a forget by ID names, each at exactly ``scope`` and not yet forgotten."""
+    if isinstance(record_ids, str) or not all(isinstance(i, str) for i in record_ids):
+        raise SelectorError("record_ids must be a list of record IDs", reason="bad_record_ids")
+    wanted = list(dict.fromkeys(i.strip() for i in record_ids if i.strip()))
+    if not wanted:
+        raise SelectorError(
+            f"no record IDs given: an empty list is never read as 'everything'; {SAY_WHAT_TO_FORGET}",
+            reason="empty_selector",
+        )
+    if len(wanted) > MAX_FORGET_RECORDS:
+        raise SelectorError(f"at most {MAX_FORGET_RECORDS} records per forget", reason="too_broad")
+    found = {r.record_id: r for r in Record.objects.filter(scope=str(scope), record_id__in=wanted)}
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise RecordNotFound(
+            f"no record {', '.join(missing)} at scope {scope}: a forget acts on exactly "
+            "the scope named"
+        )
+    gone = [r.record_id for r in found.values() if r.status == Status.TOMBSTONED]
+    if gone:
+        raise RecordStateError(
+            f"{', '.join(gone)} {'is' if len(gone) == 1 else 'are'} already tombstoned: "
+            "rejected or forgotten, content purged"
+        )
+    return sorted(found.values(), key=lambda r: r.pk), digest(sorted(wanted))
+
+
+def _matching_records(scope: Scope, needle: Needle) -> list[Record]:
+    """Records at exactly ``scope`` whose content holds the needle as whole words.
+
+    SQL ``LIKE`` folds case for ASCII only and knows no word boundaries, so the
+    words are compared in Python with the tokeniser recall and duplicate
+    detection use, reading the scope's unforgotten records in key order.
+    """
+    matched: list[int] = []
+    last = 0
+    while True:
+        rows = list(
+            Record.objects.filter(scope=str(scope), status__in=MATCHABLE, pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", "content")[:MATCH_CHUNK]
+        )
+        if not rows:
+            break
+        matched += [pk for pk, content in rows if needle.matches(content)]
+        if len(matched) > MAX_FORGET_RECORDS:
+            raise SelectorError(
+                f"the request matches more than {MAX_FORGET_RECORDS} records at {scope}; "
+                "narrow it or forget by record IDs",
+                reason="too_broad",
+            )
+        last = rows[-1][0]
+    return list(Record.objects.filter(pk__in=matched).order_by("pk"))
+
+
+def _lineage(scope: Scope, records: list[Record]) -> list[str]:
+    """Every record ID linked to ``records`` by supersession at ``scope``, transitively.
+
+    Both directions and any status: what they superseded, what superseded
+    them, and so on, so no older or newer value of a forgotten fact stays.
+    Supersession never crosses scopes, and the scope filter keeps it so.
+    """
+    known = {r.record_id for r in records}
+    frontier = set(known)
+    for record in records:
+        frontier.update(i for i in (record.supersedes_id, record.superseded_by_id) if i)
+    while frontier:
+        rows = (
+            Record.objects.filter(scope=str(scope))
+            .filter(
+                Q(record_id__in=frontier)
+                | Q(supersedes_id__in=frontier)
+                | Q(superseded_by_id__in=frontier)
+            )
+            .values_list("record_id", "supersedes_id", "superseded_by_id")
+        )
+        known |= frontier
+        found: set[str] = set()
+        for row in rows:
+            found.update(i for i in row if i)
+        frontier = found - known
+        if len(known) > MAX_FORGET_RECORDS * 2:
+            raise SelectorError(
+                f"this forget would purge more than {MAX_FORGET_RECORDS} records with their "
+                "lineage; forget fewer at a time",
+                reason="too_broad",
+            )
+    return sorted(known)
 
 
 def _forget_request(
@@ -1039,7 +1152,7 @@ def _forget_request(
     if not given:
         raise SelectorError(
             "a forget needs a selector, record IDs or an utterance; an empty request is "
-            "never read as 'everything'",
+            f"never read as 'everything': {SAY_WHAT_TO_FORGET}",
             reason="empty_selector",
         )
     if len(given) > 1:
@@ -1047,84 +1160,107 @@ def _forget_request(
             f"give exactly one of selector, record_ids or utterance (got {', '.join(given)})",
             reason="ambiguous_request",
         )
-    base = Record.objects.filter(scope=str(scope))
+    utterance_sha256 = None
+    needle: Needle | None = None
+    if record_ids is not None:
+        named, selector_sha256 = _named_records(scope, record_ids)
+    else:
+        if utterance is not None:
+            if not isinstance(utterance, str):
+                raise SelectorError("an utterance must be text", reason="empty_selector")
+            utterance_sha256 = sha256_text(utterance)
+            try:
+                needle = utterance_needle(utterance)
+            except SelectorError as exc:
+                if "embeds third-party" in str(exc):
+                    raise SelectorError(str(exc), reason="embedded_content") from exc
+                raise
+        else:
+            if not isinstance(selector, str):
+                raise SelectorError("a selector must be text", reason="empty_selector")
+            if not selector.strip():
+                raise SelectorError(
+                    "the selector is empty; an empty selector is never read as 'everything': "
+                    f"{SAY_WHAT_TO_FORGET}",
+                    reason="empty_selector",
+                )
+            needle = selector_needle(selector)
+        named = _matching_records(scope, needle)
+        selector_sha256 = sha256_text(needle.text)
+        if not named:
+            raise SelectorError(
+                f"nothing matched: no record at exactly {scope} holds the words "
+                f"{needle.text!r}, so nothing was forgotten (records at its ancestors or "
+                "below it are not touched by a forget here)",
+                reason="nothing_matched",
+            )
+    ids = _lineage(scope, named)
+    base = Record.objects.filter(scope=str(scope), record_id__in=ids).exclude(
+        status=Status.TOMBSTONED
+    )
     if lock:
         base = base.select_for_update()
-    forgettable = [Status.ACTIVE, Status.QUARANTINED]
-    if record_ids is not None:
-        if isinstance(record_ids, str) or not all(isinstance(i, str) for i in record_ids):
-            raise SelectorError("record_ids must be a list of record IDs", reason="bad_record_ids")
-        wanted = list(dict.fromkeys(i.strip() for i in record_ids if i.strip()))
-        if not wanted:
-            raise SelectorError(
-                "no record IDs given: an empty list is never read as 'everything'",
-                reason="empty_selector",
-            )
-        if len(wanted) > MAX_FORGET_RECORDS:
-            raise SelectorError(
-                f"at most {MAX_FORGET_RECORDS} records per forget", reason="too_broad"
-            )
-        found = {r.record_id: r for r in base.filter(record_id__in=wanted)}
-        missing = [i for i in wanted if i not in found]
-        if missing:
-            raise RecordNotFound(
-                f"no record {', '.join(missing)} at scope {scope}: a forget acts on exactly "
-                "the scope named"
-            )
-        unforgettable = [r for r in found.values() if r.status not in forgettable]
-        if unforgettable:
-            detail = ", ".join(f"{r.record_id} is {r.status}" for r in unforgettable)
-            raise RecordStateError(
-                f"only active or quarantined records can be forgotten ({detail})"
-            )
-        records = sorted(found.values(), key=lambda r: r.pk)
-        return _ForgetRequest("record_ids", digest(sorted(wanted)), None, records)
-    utterance_sha256 = None
-    if utterance is not None:
-        if not isinstance(utterance, str):
-            raise SelectorError("an utterance must be text", reason="empty_selector")
-        utterance_sha256 = sha256_text(utterance)
-        try:
-            needle = forget_needle(utterance)
-        except SelectorError as exc:
-            reason = "embedded_content" if "embeds third-party" in str(exc) else "empty_selector"
-            raise SelectorError(str(exc), reason=reason) from exc
-        mode = "utterance"
-    else:
-        if not isinstance(selector, str):
-            raise SelectorError("a selector must be text", reason="empty_selector")
-        needle = selector.strip()
-        mode = "selector"
-        if not needle:
-            raise SelectorError(
-                "the selector is empty; an empty selector is never read as 'everything': "
-                "give the text the records to forget contain",
-                reason="empty_selector",
-            )
-    matches = list(
-        base.filter(status__in=forgettable, content__icontains=needle).order_by("id")[
-            : MAX_FORGET_RECORDS + 1
-        ]
-    )
-    if len(matches) > MAX_FORGET_RECORDS:
+    records = list(base.order_by("id"))
+    if len(records) > MAX_FORGET_RECORDS:
         raise SelectorError(
-            f"the selector matches more than {MAX_FORGET_RECORDS} records at {scope}; "
-            "narrow it or forget by record IDs",
+            f"this forget would purge {len(records)} records with their lineage, more than "
+            f"{MAX_FORGET_RECORDS}; forget fewer at a time",
             reason="too_broad",
         )
-    return _ForgetRequest(mode, sha256_text(needle), utterance_sha256, matches)
+    mode = _forget_mode(selector, record_ids, utterance)
+    return _ForgetRequest(
+        mode,
+        selector_sha256,
+        utterance_sha256,
+        records,
+        tuple(r.record_id for r in named),
+        needle,
+    )
 
 
 def _episode_ids(records: Iterable[Record]) -> list[str]:
     return sorted({r.episode_id for r in records if r.episode_id})
 
 
+def _forget_recall_queries(scope: Scope, record_ids: list[str], needle: Needle | None) -> None:
+    """Clear stored recall query text that could repeat what was forgotten.
+
+    Query text is kept only when the operator turned query storage on. A
+    recall that considered a purged record, or one at this scope or below
+    whose query holds the forget's needle as whole words, keeps its
+    ``query_sha256`` only.
+    """
+    considered = RetrievalHit.objects.filter(record_id__in=record_ids).values("retrieval_event_id")
+    stored = RetrievalEvent.objects.exclude(query_text="")
+    stored.filter(pk__in=considered).update(query_text="")
+    if needle is None:
+        return
+    last = 0
+    while True:
+        rows = list(
+            stored.filter(pk__gt=last, **scope.subtree_filter())
+            .order_by("pk")
+            .values_list("pk", "query_text")[:MATCH_CHUNK]
+        )
+        if not rows:
+            return
+        repeating = [pk for pk, text in rows if needle.matches(text)]
+        if repeating:
+            RetrievalEvent.objects.filter(pk__in=repeating).update(query_text="")
+        last = rows[-1][0]
+
+
 def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str], list[str]]:
-    """Tombstone records and clear their source episodes' text; returns the purged IDs."""
+    """Tombstone records, clear their source episodes' text; returns the purged IDs.
+
+    After the transaction commits, the database is asked to drop the freed
+    bytes (see :func:`_drop_freed_bytes`).
+    """
     if not records:
         return [], []
     pks = [r.pk for r in records]
-    search.unindex_records([r.pk for r in records if r.status == Status.ACTIVE])
+    # Superseded and quarantined records are not in the index; deleting them is a no-op.
+    search.unindex_records(pks)
     Record.objects.filter(pk__in=pks).update(
         status=Status.TOMBSTONED,
         content="",
@@ -1136,14 +1272,35 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
     episode_ids = _episode_ids(records)
     if episode_ids:
+        # A message's text is cleared even when another fact drawn from it stays
+        # active: the text holds the forgotten words too. That fact keeps its own content.
         Episode.objects.filter(episode_id__in=episode_ids).update(text="", purged_at=now)
+    transaction.on_commit(_drop_freed_bytes)
     return [r.record_id for r in records], episode_ids
 
 
-def _preview_rows(records: list[Record]) -> tuple[dict[str, Any], ...]:
+def _drop_freed_bytes() -> None:
+    """SQLite: copy the write-ahead log into the database file and truncate it.
+
+    ``PRAGMA secure_delete`` (settings) zeroes freed space in the pages, and
+    FTS5 ``secure-delete`` removes a deleted row's words from the index
+    segments; the log still holds the pages as they were before the forget
+    until a checkpoint. A checkpoint that a concurrent reader blocks is
+    retried by SQLite's next automatic checkpoint; operators.md says so.
+    PostgreSQL keeps dead row versions until VACUUM (operators.md).
+    """
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _preview_rows(records: list[Record], matched: set[str]) -> tuple[dict[str, Any], ...]:
     return tuple(
         {
             "record_id": r.record_id,
+            # False: not matched itself, purged as part of a match's lineage.
+            "matched": r.record_id in matched,
             "status": r.status,
             "fact_key": r.fact_key,
             "content": r.content,
@@ -1167,7 +1324,9 @@ def forget_preview(
 ) -> ForgetPreview:
     """Exactly the records (and source episodes) a forget with these arguments would purge.
 
-    Writes nothing; an empty request raises :class:`SelectorError`.
+    The matches and their whole lineage; each row says whether it matched
+    itself. Writes nothing; an empty or vague request, or one that matches
+    nothing, raises :class:`SelectorError`.
     """
     parsed = access.require(principal, access.FORGET, scope)
     request = _forget_request(
@@ -1178,7 +1337,7 @@ def forget_preview(
         mode=request.mode,
         record_ids=tuple(r.record_id for r in request.records),
         episode_ids=tuple(_episode_ids(request.records)),
-        records=_preview_rows(request.records),
+        records=_preview_rows(request.records, set(request.matched_ids)),
     )
 
 
@@ -1203,13 +1362,18 @@ def forget(
     principal: Principal = SYSTEM,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """Purge matching active and quarantined records at exactly ``scope``; return the receipt.
+    """Purge the matching records at exactly ``scope`` with their whole lineage; return the receipt.
 
-    Content, fact key and source episode text are cleared, the records leave
-    the full-text index, and an ``aetnamem-deletion-receipt-v1`` bound to the
-    ``memory.forget`` event is returned. With ``expected_record_ids`` (the
-    previewed IDs) it purges exactly those or refuses with
-    :class:`ForgetPreviewStale`. An empty request is refused with
+    A selector or utterance matches whole words (case-insensitive); record IDs
+    name records directly (superseded ones too). Every record linked to a
+    match by supersession is purged with it: content, fact key and source
+    episode text cleared, out of the full-text index, stored recall queries
+    that repeat it cleared, freed bytes dropped after commit. Returns an
+    ``aetnamem-deletion-receipt-v1`` bound to the ``memory.forget`` event.
+    With ``expected_record_ids`` (the previewed IDs) it purges exactly those
+    or refuses with :class:`ForgetPreviewStale`; without them, more than
+    ``MAX_UNPREVIEWED_FORGET`` records are refused. An empty or vague request,
+    one that matches nothing or one that needs a preview is refused with
     :class:`SelectorError` and recorded as ``memory.forget_rejected`` (that
     one event commits even though the call raises; nothing else is written).
     """
@@ -1225,13 +1389,7 @@ def forget(
             actor=actor_label,
         )
     except SelectorError as exc:
-        mode = (
-            "record_ids"
-            if record_ids is not None
-            else "utterance"
-            if utterance is not None
-            else "selector"
-        )
+        mode = _forget_mode(selector, record_ids, utterance)
         _record_forget_rejected(
             parsed, actor=actor_label, reason=exc.reason, mode=mode, utterance=utterance
         )
@@ -1252,6 +1410,13 @@ def _forget_apply(
     request = _forget_request(
         scope, selector=selector, record_ids=record_ids, utterance=utterance, lock=True
     )
+    if expected_record_ids is None and len(request.records) > MAX_UNPREVIEWED_FORGET:
+        raise SelectorError(
+            f"this forget would purge {len(request.records)} records (with their lineage), "
+            f"more than {MAX_UNPREVIEWED_FORGET} without a preview: preview first, then "
+            "forget passing the previewed record IDs as expected_record_ids",
+            reason="preview_required",
+        )
     if expected_record_ids is not None:
         expected = set(expected_record_ids)
         actual = {r.record_id for r in request.records}
@@ -1265,6 +1430,7 @@ def _forget_apply(
             )
     now = timezone.now()
     purged_ids, episode_ids = _purge(scope, request.records, now)
+    _forget_recall_queries(scope, purged_ids, request.needle)
     payload: dict[str, Any] = {
         "mode": request.mode,
         "selector_sha256": request.selector_sha256,

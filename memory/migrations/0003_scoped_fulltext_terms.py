@@ -16,6 +16,9 @@ CREATE_V1 = (
     "content, scope_key, record_id UNINDEXED, tokenize='porter unicode61')"
 )
 RANK_V1 = "INSERT INTO memory_record_fts(memory_record_fts, rank) VALUES('rank', 'bm25(1.0, 0.0)')"
+# FTS5 keeps a deleted row's words in its index segments unless secure-delete
+# is on (SQLite 3.44+, aetnaweb/sqlite.py); a forget must leave none behind.
+SECURE_DELETE = "INSERT INTO memory_record_fts(memory_record_fts, rank) VALUES('secure-delete', 1)"
 CHUNK = 5000
 
 
@@ -43,6 +46,7 @@ def forward(apps, schema_editor):
 
     schema_editor.execute("DROP TABLE IF EXISTS memory_record_fts")
     schema_editor.execute(CREATE)
+    schema_editor.execute(SECURE_DELETE)
     for rows in _active_rows(connection):
         with connection.cursor() as cursor:
             cursor.executemany(
@@ -63,6 +67,7 @@ def backward(apps, schema_editor):
     schema_editor.execute("DROP TABLE IF EXISTS memory_record_fts")
     schema_editor.execute(CREATE_V1)
     schema_editor.execute(RANK_V1)
+    schema_editor.execute(SECURE_DELETE)
     for rows in _active_rows(connection):
         with connection.cursor() as cursor:
             cursor.executemany(

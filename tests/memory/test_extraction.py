@@ -179,9 +179,10 @@ def test_sentence_split_keeps_dotted_values():
     [
         ("forget my glorbix handle", "glorbix handle"),
         ("Please forget about my vantrell, thanks!", "vantrell"),
-        ("forget what I said about plinthar now.", "I said about plinthar"),
+        ("forget what I said about plinthar now.", "plinthar"),
         ("can you delete my snarfwidget model please", "snarfwidget model"),
         ("Forget that murgle.", "murgle"),
+        ("forget what I told you about the quorvane", "the quorvane"),
     ],
 )
 def test_forget_needle(utterance, needle):

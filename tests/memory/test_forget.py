@@ -100,13 +100,18 @@ def test_forget_acts_on_exactly_the_scope_named_never_cascades():
 
 
 @pytest.mark.django_db
-def test_forget_keeps_superseded_records_as_the_spec_says():
-    # Spec: matching *active and quarantined* records are tombstoned.
-    old = services.remember(scope=S, text="My car is red.").record_ids[0]
-    services.remember(scope=S, text="My car is blue.")
-    receipt = services.forget(scope=S, selector="car")
-    assert old not in receipt["purged_record_ids"]
-    assert Record.objects.get(record_id=old).status == "superseded"
+def test_forget_purges_the_whole_lineage_not_just_the_newest_value():
+    # Given a slot corrected twice (red -> blue -> green)
+    red = services.remember(scope=S, text="My car is red.").record_ids[0]
+    blue = services.remember(scope=S, text="My car is blue.").record_ids[0]
+    green = services.remember(scope=S, text="My car is green.").record_ids[0]
+    # When the fact is forgotten by its current wording
+    receipt = services.forget(scope=S, selector="car is green")
+    # Then every value of it is gone, and the receipt says so
+    assert receipt["purged_record_ids"] == [red, blue, green]
+    assert set(Record.objects.values_list("status", "content")) == {("tombstoned", "")}
+    assert len(receipt["purged_episode_ids"]) == 3
+    assert Episode.objects.exclude(text="").count() == 0
 
 
 @pytest.mark.django_db
@@ -187,12 +192,13 @@ def test_forget_refusals_for_unknown_or_foreign_ids_write_nothing(rows):
     elsewhere = services.remember(scope="acme:bob:*", text="My car is grey.").record_ids[0]
     old = services.remember(scope=S, text="My bike is old.").record_ids[0]
     services.remember(scope=S, text="My bike is new.")
+    services.forget(scope=S, record_ids=[old])
     before = rows()
     with pytest.raises(RecordNotFound):
         services.forget(scope=S, record_ids=["mem_doesnotexist"])
     with pytest.raises(RecordNotFound):
         services.forget(scope=S, record_ids=[elsewhere])
-    with pytest.raises(RecordStateError, match="superseded"):
+    with pytest.raises(RecordStateError, match="already tombstoned"):
         services.forget(scope=S, record_ids=[old])
     with pytest.raises(ScopeError):
         services.forget(scope="acme::proj", selector="car")
@@ -213,9 +219,18 @@ def test_forget_needs_the_forget_capability(rows, principal_for):
 
 
 @pytest.mark.django_db
-def test_a_forget_matching_nothing_still_returns_an_honest_receipt():
-    receipt = services.forget(scope=S, selector="nothing like this")
-    assert receipt["purged_record_ids"] == [] and verify_deletion_receipt(receipt) == []
+def test_a_forget_matching_nothing_is_a_refusal_never_an_empty_receipt(rows):
+    services.remember(scope=S, text="My car is red.")
+    before = rows()
+    with pytest.raises(SelectorError, match="nothing matched") as caught:
+        services.forget(scope=S, selector="nothing like this")
+    assert caught.value.reason == "nothing_matched"
+    after = rows()
+    assert after["records"] == before["records"] and after["DeletionReceipt"] == 0
+    assert after["AuditEvent"] == before["AuditEvent"] + 1
+    rejected = AuditEvent.objects.order_by("-sequence").first()
+    assert rejected.event_type == "memory.forget_rejected"
+    assert json.loads(rejected.payload) == {"reason": "nothing_matched", "mode": "selector"}
 
 
 @pytest.mark.django_db(transaction=True)
