@@ -462,6 +462,20 @@ def _visible_duplicates(scope: Scope, digest_value: str, *, trusted: bool) -> li
         return [row[0] for row in cursor.fetchall()]
 
 
+def _corrects_local_slot(scope: Scope, fact_key: str, digest_value: str) -> bool:
+    """True when ``scope`` holds ``fact_key`` with a value other than ``digest_value``."""
+    if not fact_key:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT content_digest FROM {Record._meta.db_table} "  # noqa: S608  (model metadata only)
+            "WHERE scope = %s AND fact_key = %s AND status = %s",
+            [str(scope), fact_key, Status.ACTIVE.value],
+        )
+        held = {row[0] for row in cursor.fetchall()}
+    return bool(held) and digest_value not in held
+
+
 def _store_candidate(
     *,
     scope: Scope,
@@ -484,6 +498,11 @@ def _store_candidate(
     """
     digest_value = content_digest(candidate.content)
     duplicates = _visible_duplicates(scope, digest_value, trusted=trusted)
+    if duplicates and trusted and _corrects_local_slot(scope, candidate.fact_key, digest_value):
+        # The same words stored at an ancestor do not make this a repeat: the
+        # write scope holds another value of the slot, and dropping the
+        # correction would leave that stale value ranked first here.
+        duplicates = []
     trust_tier = TrustTier.TRUSTED_USER if trusted else TrustTier.UNTRUSTED_CONTENT
     episode_id = episode.episode_id if episode else None
     if duplicates:

@@ -209,6 +209,76 @@ def test_duplicates_are_checked_against_what_is_visible_at_that_scope():
     assert other.records and mine.records
 
 
+CAROL = "acme:carol:audit2"
+
+
+@pytest.mark.django_db
+def test_a_correction_equal_to_an_ancestors_value_supersedes_the_local_slot():
+    # Given a user-level email and a project-level one that differs
+    user_level = services.remember(
+        scope="acme:carol:*", text="My backup email is carol.userlevel@example.com."
+    ).record_ids[0]
+    stale = services.remember(
+        scope="acme:carol:audit2", text="My backup email is carol.p@example.com."
+    ).record_ids[0]
+    # When the project corrects its value to the user-level one
+    fixed = services.remember(
+        scope="acme:carol:audit2", text="My backup email is carol.userlevel@example.com."
+    )
+    # Then it is stored at the project and supersedes the stale local value
+    assert fixed.duplicate_of == () and fixed.superseded_ids == (stale,)
+    assert Record.objects.get(record_id=stale).status == "superseded"
+    assert Record.objects.get(record_id=user_level).status == "active"
+    # And recall no longer ranks the stale value at all
+    found = services.recall(scope="acme:carol:audit2", query="backup email")
+    assert stale not in found.record_ids
+    assert found.returned[0].record_id == fixed.record_ids[0]
+
+
+@pytest.mark.django_db
+def test_an_explicit_key_correction_equal_to_an_ancestors_value_supersedes_too():
+    services.remember_fact(scope="acme:carol:*", key="Backup email", value="c@example.com")
+    stale = services.remember_fact(scope=CAROL, key="backup email", value="p@example.com")
+    fixed = services.remember_fact(scope=CAROL, key="backup email", value="c@example.com")
+    assert fixed.records and list(fixed.superseded_ids) == stale.record_ids
+
+
+@pytest.mark.django_db
+def test_a_correction_matching_an_unkeyed_ancestor_record_supersedes_the_local_slot():
+    # Given the same words stored unkeyed above (a promoted proposal carries no key)
+    episode = services.remember(scope="acme:carol:*", text="hello there", force=True)
+    proposed = services.propose_facts(
+        scope="acme:carol:*",
+        facts=[
+            {
+                "content": "User's backup email is carol.userlevel@example.com.",
+                "evidence": [episode.episode_id],
+            }
+        ],
+    ).accepted[0]
+    services.promote(scope="acme:carol:*", record_id=proposed.record_id)
+    stale = services.remember(scope=CAROL, text="My backup email is carol.p@example.com.")
+    # When the keyed correction repeats those words
+    fixed = services.remember(scope=CAROL, text="My backup email is carol.userlevel@example.com.")
+    # Then the local slot is corrected, not left stale
+    assert fixed.records and fixed.superseded_ids == tuple(stale.record_ids)
+
+
+@pytest.mark.django_db
+def test_repeating_an_ancestors_fact_with_nothing_stale_here_is_still_a_duplicate():
+    # Keyed, no local value: the ancestor's record already says it
+    services.remember(scope="acme:carol:*", text="My backup email is c@example.com.")
+    keyed = services.remember(scope=CAROL, text="My backup email is c@example.com.")
+    # Unkeyed: there is no slot to correct
+    services.remember(scope="acme:carol:*", text="I avoid beef.")
+    unkeyed = services.remember(scope=CAROL, text="I avoid beef.")
+    # A local repeat of the current local value
+    services.remember(scope=CAROL, text="My car is red.")
+    local = services.remember(scope=CAROL, text="My car is red.")
+    assert keyed.records == unkeyed.records == local.records == ()
+    assert keyed.duplicate_of and unkeyed.duplicate_of and local.duplicate_of
+
+
 @pytest.mark.django_db
 def test_untrusted_duplicates_include_quarantined_trusted_ones_do_not():
     # Given a quarantined claim
