@@ -66,6 +66,7 @@ from memory.extraction import (
     read_source,
     selector_needle,
     utterance_needle,
+    word_tokens,
 )
 from memory.models import (
     DeletionReceipt,
@@ -1241,18 +1242,25 @@ def _episode_ids(records: Iterable[Record]) -> list[str]:
     return sorted({r.episode_id for r in records if r.episode_id})
 
 
-def _forget_recall_queries(scope: Scope, record_ids: list[str], needle: Needle | None) -> None:
+def _forget_recall_queries(scope: Scope, records: list[Record], needle: Needle | None) -> None:
     """Clear stored recall query text that could repeat what was forgotten.
 
     Query text is kept only when the operator turned query storage on. A
     recall that considered a purged record, or one at this scope or below
-    whose query holds the forget's needle as whole words, keeps its
-    ``query_sha256`` only.
+    whose query shares a word with the purged content or the needle (stop
+    words aside), keeps its ``query_sha256`` only. Erring wide is the point:
+    stored query text is a debugging aid, a forgotten value is not.
     """
-    considered = RetrievalHit.objects.filter(record_id__in=record_ids).values("retrieval_event_id")
+    considered = RetrievalHit.objects.filter(
+        record_id__in=[r.record_id for r in records]
+    ).values("retrieval_event_id")
     stored = RetrievalEvent.objects.exclude(query_text="")
     stored.filter(pk__in=considered).update(query_text="")
-    if needle is None:
+    words = {word for r in records for word in word_tokens(r.content)}
+    if needle is not None:
+        words.update(word for phrase in needle.phrases for word in phrase)
+    words -= search.STOP_WORDS
+    if not words:
         return
     last = 0
     while True:
@@ -1263,7 +1271,7 @@ def _forget_recall_queries(scope: Scope, record_ids: list[str], needle: Needle |
         )
         if not rows:
             return
-        repeating = [pk for pk, text in rows if needle.matches(text)]
+        repeating = [pk for pk, text in rows if words.intersection(word_tokens(text))]
         if repeating:
             RetrievalEvent.objects.filter(pk__in=repeating).update(query_text="")
         last = rows[-1][0]
@@ -1448,8 +1456,8 @@ def _forget_apply(
                 "preview again and confirm the new list"
             )
     now = timezone.now()
+    _forget_recall_queries(scope, request.records, request.needle)
     purged_ids, episode_ids = _purge(scope, request.records, now)
-    _forget_recall_queries(scope, purged_ids, request.needle)
     payload: dict[str, Any] = {
         "mode": request.mode,
         "selector_sha256": request.selector_sha256,
