@@ -212,8 +212,9 @@ class ForgetForm(forms.Form):
         max_length=MAX_SELECTOR_CHARS,
         required=False,
         strip=True,
-        label="Records containing",
-        help_text="Case-insensitive text the records' content contains, e.g. 'backup email'.",
+        label="Records with the words",
+        help_text="Whole words the records hold, any case, e.g. 'backup email' (never part of "
+        "a word: 'me' does not match 'meetings').",
     )
     record_ids = TextListField(required=False)
 

@@ -1061,7 +1061,7 @@ def _forget_mode(
     return "utterance" if utterance is not None else "selector"
 
 
-def _named_records(scope: Scope, record_ids: Sequence[str]) -> tuple[list[Record], str]:
+def _named_records(scope: Scope, record_ids: Sequence[str]) -> tuple[list[_Match], str]:
     """The records a forget by ID names, each at exactly ``scope`` and not yet forgotten."""
     if isinstance(record_ids, str) or not all(isinstance(i, str) for i in record_ids):
         raise SelectorError("record_ids must be a list of record IDs", reason="bad_record_ids")
@@ -1086,38 +1086,54 @@ def _named_records(scope: Scope, record_ids: Sequence[str]) -> tuple[list[Record
             f"{', '.join(gone)} {'is' if len(gone) == 1 else 'are'} already tombstoned: "
             "rejected or forgotten, content purged"
         )
-    return sorted(found.values(), key=lambda r: r.pk), digest(sorted(wanted))
+    named = [
+        _Match(r.pk, r.record_id, r.supersedes_id, r.superseded_by_id)
+        for r in sorted(found.values(), key=lambda r: r.pk)
+    ]
+    return named, digest(sorted(wanted))
 
 
-def _matching_records(scope: Scope, needle: Needle) -> list[Record]:
+class _Match(NamedTuple):
+    pk: int
+    record_id: str
+    supersedes_id: str | None
+    superseded_by_id: str | None
+
+
+def _matching_records(scope: Scope, needle: Needle) -> list[_Match]:
     """Records at exactly ``scope`` whose content holds the needle as whole words.
 
     SQL ``LIKE`` folds case for ASCII only and knows no word boundaries, so the
     words are compared in Python with the tokeniser recall and duplicate
     detection use, reading the scope's unforgotten records in key order.
     """
-    matched: list[int] = []
+    matched: list[_Match] = []
     last = 0
     while True:
         rows = list(
             Record.objects.filter(scope=str(scope), status__in=MATCHABLE, pk__gt=last)
             .order_by("pk")
-            .values_list("pk", "content")[:MATCH_CHUNK]
+            .values_list("pk", "content", "record_id", "supersedes_id", "superseded_by_id")[
+                :MATCH_CHUNK
+            ]
         )
-        if not rows:
-            break
-        matched += [pk for pk, content in rows if needle.matches(content)]
+        matched += [
+            _Match(pk, record_id, older, newer)
+            for pk, content, record_id, older, newer in rows
+            if needle.matches(content)
+        ]
         if len(matched) > MAX_FORGET_RECORDS:
             raise SelectorError(
                 f"the request matches more than {MAX_FORGET_RECORDS} records at {scope}; "
                 "narrow it or forget by record IDs",
                 reason="too_broad",
             )
+        if len(rows) < MATCH_CHUNK:
+            return matched
         last = rows[-1][0]
-    return list(Record.objects.filter(pk__in=matched).order_by("pk"))
 
 
-def _lineage(scope: Scope, records: list[Record]) -> list[str]:
+def _lineage(scope: Scope, records: Sequence[Record | _Match]) -> list[str]:
     """Every record ID linked to ``records`` by supersession at ``scope``, transitively.
 
     Both directions and any status: what they superseded, what superseded
@@ -1125,11 +1141,17 @@ def _lineage(scope: Scope, records: list[Record]) -> list[str]:
     Supersession never crosses scopes, and the scope filter keeps it so.
     """
     known = {r.record_id for r in records}
-    frontier = set(known)
-    for record in records:
-        frontier.update(i for i in (record.supersedes_id, record.superseded_by_id) if i)
+    # Every write that links two records sets a link on both (the newer's
+    # ``supersedes``, the older's ``superseded_by``), so a record with neither
+    # link is alone in its lineage and costs no query.
+    linked = [r for r in records if r.supersedes_id or r.superseded_by_id]
+    frontier = {r.record_id for r in linked} | {
+        link for r in linked for link in (r.supersedes_id, r.superseded_by_id) if link
+    }
+    explored: set[str] = set()
     while frontier:
-        rows = (
+        explored |= frontier
+        rows = list(
             Record.objects.filter(scope=str(scope))
             .filter(
                 Q(record_id__in=frontier)
@@ -1138,11 +1160,10 @@ def _lineage(scope: Scope, records: list[Record]) -> list[str]:
             )
             .values_list("record_id", "supersedes_id", "superseded_by_id")
         )
-        known |= frontier
-        found: set[str] = set()
-        for row in rows:
-            found.update(i for i in row if i)
-        frontier = found - known
+        # Only rows stored at this scope join the lineage; a link to a record
+        # elsewhere is explored once, finds nothing here, and is not followed.
+        known |= {row[0] for row in rows}
+        frontier = {i for row in rows for i in row if i} - explored
         if len(known) > MAX_FORGET_RECORDS * 2:
             raise SelectorError(
                 f"this forget would purge more than {MAX_FORGET_RECORDS} records with their "

@@ -48,6 +48,7 @@ from memory.errors import (
     QueryError,
     RecordNotFound,
     RecordStateError,
+    SelectorError,
 )
 from memory.forms import (
     PROMOTE,
@@ -68,7 +69,8 @@ RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
 RECEIPTS_ON_SCOPE_PAGE = 10
 LIVE_CHAIN_LIMIT = 20_000  # events checked on page load (about a second; see docs/operators.md)
-FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED}
+# Every status that still holds content; a forget takes the record's whole lineage.
+FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED}
 TOMBSTONING_EVENTS = {"memory.forget", "memory.record_rejected"}
 TRUST_LABELS = dict(TrustTier.choices)
 SOURCE_LABELS = dict(SourceType.choices)
@@ -633,7 +635,8 @@ def _preview_page(
             scope=parsed, principal=principal, **form.service_arguments()
         )
     except MemoryEngineError as exc:
-        form.add_error(None, str(exc))
+        # Vague text, nothing matched, an ID that is gone: the form says why.
+        form.add_error(None, _sentence(str(exc)))
         return _forget_form_page(request, parsed, form, status=409 if stale else 400)
     return render_page(
         request,
@@ -651,12 +654,17 @@ def _preview_page(
                 }
                 for row in preview.records
             ],
+            "lineage_count": sum(1 for row in preview.records if not row["matched"]),
             "selector": form.cleaned_data.get("selector") or "",
             "record_ids": form.cleaned_data.get("record_ids") or [],
             "stale": stale,
         },
         status=409 if stale else 200,
     )
+
+
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:]
 
 
 @never_cache
@@ -687,7 +695,8 @@ def forget(request: HttpRequest, scope: str) -> HttpResponse:
         )
     except ForgetPreviewStale as exc:
         return _preview_page(request, principal, parsed, apply_form, stale=str(exc))
-    except (RecordNotFound, RecordStateError) as exc:
+    except (RecordNotFound, RecordStateError, SelectorError) as exc:
+        # e.g. someone forgot the same records a moment ago: nothing matches now.
         apply_form.add_error(None, f"Nothing was forgotten: {exc}")
         return _forget_form_page(request, parsed, apply_form, status=409)
     count = len(receipt["purged_record_ids"])

@@ -242,14 +242,21 @@ def test_inspect_shows_every_status_episodes_retrievals_events_and_the_chain():
     services.remember(scope=S, text="My car is red.")
     services.remember(scope=S, text="My car is blue.")
     services.remember(scope=S, text="<webpage>My car is fake.</webpage>")
+    services.remember(scope=S, text="My bike is old.")
+    services.remember(scope=S, text="My bike is new.")
     services.recall(scope=S, query="car")
     services.forget(scope=S, selector="blue")
     data = services.inspect(scope=S)
-    assert {r["status"] for r in data["records"]} == {"superseded", "quarantined", "tombstoned"}
-    assert len(data["episodes"]) == 3 and len(data["retrieval_events"]) == 1
+    assert {r["status"] for r in data["records"]} == {
+        "active",
+        "superseded",
+        "quarantined",
+        "tombstoned",
+    }
+    assert len(data["episodes"]) == 5 and len(data["retrieval_events"]) == 1
     assert data["audit_events"][0]["event_type"] == "memory.forget"
     assert data["chain"]["ok"] is True
-    assert data["counts"]["tombstoned"] == 1
+    assert data["counts"]["tombstoned"] == 2  # red and blue: one lineage
     assert data == selectors.inspect(services.SYSTEM, scope=S)
 
 

@@ -616,12 +616,79 @@ def test_forget_of_a_record_at_another_scope_is_refused_with_its_reason(reviewer
     assert "acts on exactly the scope named" in body(response)
 
 
-def test_forget_preview_with_no_match_offers_nothing_to_apply(reviewer):
+def test_forget_preview_with_no_match_says_nothing_matched_and_offers_nothing_to_apply(reviewer):
+    before = audit_rows()
     response = reviewer.post(
         scope_url(name="memory:forget"), {"step": "preview", "selector": "no such words"}
     )
-    assert "Nothing to forget" in body(response)
+    assert response.status_code == 400
+    assert "Nothing matched" in body(response) and 'role="alert"' in body(response)
     assert 'value="apply"' not in body(response)
+    assert audit_rows() == before
+
+
+@pytest.mark.parametrize("selector", ["it", "me", "everything", "a"])
+def test_forget_refuses_vague_text_with_what_to_say_instead(reviewer, selector):
+    before = audit_rows()
+    response = reviewer.post(
+        scope_url(name="memory:forget"), {"step": "preview", "selector": selector}
+    )
+    assert response.status_code == 400
+    assert "say what to forget, e.g. &#x27;forget my backup email&#x27;" in body(response)
+    assert audit_rows() == before
+
+
+def test_forget_matches_whole_words_only(reviewer, facts):
+    services.remember(scope=SCOPE, text="Remember that I dislike loud meetings.")
+    response = reviewer.post(
+        scope_url(name="memory:forget"), {"step": "preview", "selector": "meeting"}
+    )
+    assert "Nothing matched" in body(response)
+
+
+def test_a_superseded_record_page_offers_forget_and_the_preview_shows_its_lineage(reviewer):
+    # Given an email corrected once
+    old = services.remember(scope=SCOPE, text="My backup email is carol.old@example.com.")
+    new = services.remember(scope=SCOPE, text="Use carol.new@example.com as my backup email.")
+    old_id, new_id = old.record_ids[0], new.record_ids[0]
+    # When the reviewer opens the superseded record / Then it offers Forget
+    page = body(reviewer.get(reverse("memory:record", args=[old_id])))
+    assert "Forget this record" in page
+    # When they preview forgetting it / Then the newer value is listed as the same fact
+    response = reviewer.post(
+        scope_url(name="memory:forget"), {"step": "preview", "record_ids": [old_id]}
+    )
+    text = body(response)
+    assert "2 records will be purged" in text and "same fact" in text
+    for record_id in (old_id, new_id):
+        assert f'name="expected_record_ids" value="{record_id}"' in text
+    # And applying purges both, and the receipt lists both
+    response = reviewer.post(
+        scope_url(name="memory:forget"),
+        {"step": "apply", "record_ids": [old_id], "expected_record_ids": [old_id, new_id]},
+    )
+    assert response.status_code == 302
+    receipt = DeletionReceipt.objects.get(audit_event_id=events_of("memory.forget")[-1].event_id)
+    assert receipt.receipt["purged_record_ids"] == [old_id, new_id]
+    page = body(reviewer.get(reverse("memory:record", args=[old_id])))
+    assert "carol.old" not in page and "Forget this record" not in page
+
+
+def test_the_scope_page_lets_a_superseded_record_be_ticked_for_forgetting(reviewer):
+    old = services.remember(scope=SCOPE, text="My shell is bash.").record_ids[0]
+    services.remember(scope=SCOPE, text="My shell is fish.")
+    page = body(reviewer.get(scope_url() + "?status=superseded"))
+    assert f'name="record_ids" value="{old}"' in page
+
+
+def test_applying_after_someone_else_forgot_the_same_records_is_refused(reviewer, facts):
+    services.forget(scope=SCOPE, selector="editor")
+    response = reviewer.post(
+        scope_url(name="memory:forget"),
+        {"step": "apply", "selector": "editor", "expected_record_ids": [facts["editor"]]},
+    )
+    assert response.status_code == 409
+    assert "Nothing was forgotten" in body(response) and "nothing matched" in body(response)
 
 
 # -- receipts ----------------------------------------------------------------------------
