@@ -90,6 +90,17 @@ async def conversation(python: str, errlog, bob_record: str) -> dict[str, Any]:
         seen["after_forget"] = await call(session, "recall", query="backup email")
         refused = await session.call_tool("forget", {"selector": "   "})
         seen["empty_forget"] = (refused.is_error, refused.content[0].text)
+        # Issue 9: a superseded value is forgotten by ID with its lineage; vague
+        # or unmatched requests are tool errors, never an empty receipt.
+        seen["shell_old"] = await call(session, "remember", text="My shell is bash.")
+        seen["shell_new"] = await call(session, "remember", text="My shell is fish.")
+        seen["lineage_receipt"] = await call(
+            session, "forget", record_ids=[seen["shell_old"]["records"][0]["record_id"]]
+        )
+        vague = await session.call_tool("forget", {"utterance": "forget it please"})
+        seen["vague_forget"] = (vague.is_error, vague.content[0].text)
+        unmatched = await session.call_tool("forget", {"utterance": "forget my boat"})
+        seen["unmatched_forget"] = (unmatched.is_error, unmatched.content[0].text)
         foreign = await session.call_tool("get_record", {"record_id": seen["bob_record"]})
         seen["foreign"] = (foreign.is_error, foreign.content[0].text)
         nul = await session.call_tool("remember", {"text": "My pet is fi\x00do"})
@@ -148,6 +159,12 @@ def test_mcp_session_end_to_end(python):
     # And refusals are tool errors the model can read, never crashes or leaks
     assert seen["empty_forget"][0] is True
     assert "empty" in seen["empty_forget"][1]
+    shell_ids = [seen[k]["records"][0]["record_id"] for k in ("shell_old", "shell_new")]
+    assert seen["lineage_receipt"]["purged_record_ids"] == shell_ids
+    assert seen["vague_forget"][0] is True
+    assert "say what to forget, e.g. 'forget my backup email'" in seen["vague_forget"][1]
+    assert seen["unmatched_forget"][0] is True
+    assert "nothing matched" in seen["unmatched_forget"][1]
     assert seen["foreign"] == (
         True,
         f"Error executing tool get_record: no record {seen['bob_record']}: check the ID",
@@ -168,7 +185,7 @@ def test_mcp_session_end_to_end(python):
     written = AuditEvent.objects.exclude(subject_id="acme:bob:proj")
     assert set(written.values_list("subject_id", flat=True)) == {SCOPE}
     assert set(written.values_list("actor", flat=True)) == {"agent:mcp"}
-    assert Episode.objects.filter(scope=SCOPE).count() == 3  # backup email, webpage, desk
+    assert Episode.objects.filter(scope=SCOPE).count() == 5  # backup email, webpage, 2 shells, desk
     # And the server logged to stderr only (stdout carried nothing but the protocol)
     assert "serving MCP over stdio at scope acme:alice:proj" in stderr
 

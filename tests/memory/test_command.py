@@ -125,3 +125,54 @@ def test_an_empty_forget_from_the_command_is_refused_and_recorded():
         call_command("memory", "forget", S, "--selector", "  ", stdout=io.StringIO())
     assert caught.value.returncode == 2
     assert Record.objects.get().status == "active"
+
+
+# -- forget (issue 9) -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_forget_a_superseded_record_by_id_takes_its_lineage_and_preview_marks_it():
+    old = services.remember(scope=S, text="My shell is bash.").record_ids[0]
+    new = services.remember(scope=S, text="My shell is fish.").record_ids[0]
+    preview = run("forget", S, "--record-id", old, "--preview")
+    assert "would purge 2 record(s)" in preview
+    assert f"{new} active (same fact): User's shell is fish." in preview
+    receipt = run_json("forget", S, "--record-id", old, "--expect", old, "--expect", new)
+    assert receipt["purged_record_ids"] == [old, new]
+    assert "bash" not in run("list", S, "--status", "tombstoned")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--utterance", "forget it please"), "say what to forget"),
+        (("--selector", "me"), "say what to forget"),
+        (("--utterance", "forget everything"), "say what to forget"),
+        (("--selector", "eet"), "nothing matched"),
+        (("--utterance", "forget my boat"), "nothing matched"),
+    ],
+)
+def test_vague_or_unmatched_forgets_exit_2_with_one_line_and_purge_nothing(rows, args, message):
+    services.remember(scope=S, text="Remember that I hate loud meetings.")
+    before = rows()
+    with pytest.raises(CommandError) as caught:
+        call_command("memory", "forget", S, *args, stdout=io.StringIO())
+    assert caught.value.returncode == 2
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    after = rows()
+    assert after["records"] == before["records"] and after["episodes"] == before["episodes"]
+    assert after["AuditEvent"] == before["AuditEvent"] + 1  # memory.forget_rejected only
+
+
+@pytest.mark.django_db
+def test_a_broad_forget_from_the_command_needs_the_previewed_ids():
+    for n in range(services.MAX_UNPREVIEWED_FORGET + 1):
+        services.remember(scope=S, text=f"Remember that crate {n} is in the depot.")
+    with pytest.raises(CommandError, match="preview first") as caught:
+        call_command("memory", "forget", S, "--selector", "depot", stdout=io.StringIO())
+    assert caught.value.returncode == 2
+    ids = run_json("forget", S, "--selector", "depot", "--preview")["record_ids"]
+    expect = [arg for record_id in ids for arg in ("--expect", record_id)]
+    receipt = run_json("forget", S, "--selector", "depot", *expect)
+    assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1

@@ -22,8 +22,10 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
 
 ``--json`` (before or after the verb) prints machine-readable JSON. Every
 refusal (an invalid scope, an unknown record, a record in the wrong state, an
-empty forget) is one line on stderr and exit status 2, and writes nothing
-(an empty forget is recorded as ``memory.forget_rejected``, as the spec asks).
+empty or vague forget, a forget that matches nothing, one over the unpreviewed
+bound without ``--expect``) is one line on stderr and exit status 2, and
+writes nothing (a refused forget is recorded as ``memory.forget_rejected``,
+as the spec asks).
 The command runs as the trusted system principal.
 """
 
@@ -105,7 +107,9 @@ class Command(BaseCommand):
         show.add_argument("record_id")
 
         forget = verb("forget", "purge records at exactly SCOPE and print the deletion receipt")
-        forget.add_argument("--selector", help="substring of the content to forget")
+        forget.add_argument(
+            "--selector", help="whole words the records to forget hold (any case)"
+        )
         forget.add_argument(
             "--record-id", dest="record_ids", action="append", help="repeat for several"
         )
@@ -294,7 +298,11 @@ class Command(BaseCommand):
         if options["preview"]:
             preview = services.forget_preview(scope=scope, **request)
             lines = [f"would purge {len(preview.record_ids)} record(s) at {scope}:"]
-            lines += [f"  {r['record_id']} {r['status']}: {r['content']}" for r in preview.records]
+            lines += [
+                f"  {r['record_id']} {r['status']}{'' if r['matched'] else ' (same fact)'}: "
+                f"{r['content']}"
+                for r in preview.records
+            ]
             lines.append(f"source episodes cleared: {', '.join(preview.episode_ids) or '-'}")
             self._emit(preview.as_dict(), "\n".join(lines))
             return
