@@ -1272,9 +1272,9 @@ def _forget_recall_queries(scope: Scope, records: list[Record], needle: Needle |
     words aside), keeps its ``query_sha256`` only. Erring wide is the point:
     stored query text is a debugging aid, a forgotten value is not.
     """
-    considered = RetrievalHit.objects.filter(
-        record_id__in=[r.record_id for r in records]
-    ).values("retrieval_event_id")
+    considered = RetrievalHit.objects.filter(record_id__in=[r.record_id for r in records]).values(
+        "retrieval_event_id"
+    )
     stored = RetrievalEvent.objects.exclude(query_text="")
     stored.filter(pk__in=considered).update(query_text="")
     words = {word for r in records for word in word_tokens(r.content)}

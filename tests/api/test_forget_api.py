@@ -20,9 +20,7 @@ def remember(api, text: str) -> dict:
 
 
 @pytest.mark.django_db
-def test_forget_purges_the_lineage_and_no_read_endpoint_shows_the_old_value(
-    alice_api, make_api
-):
+def test_forget_purges_the_lineage_and_no_read_endpoint_shows_the_old_value(alice_api, make_api):
     # Given an email corrected once
     old = remember(alice_api, "My backup email is carol.old@example.com.")
     new = remember(alice_api, "Use carol.new@example.com as my backup email from now on.")
@@ -91,8 +89,9 @@ def test_vague_and_unmatched_forgets_are_400_and_purge_nothing(alice_api, body, 
         response = alice_api.post(path, {"scope": SCOPE, **body})
         assert response.status_code == 400, response.content
         assert (response.data["field"], response.data["error"]) == (field, error)
-    assert "say what to forget" in response.data["detail"] or "nothing matched" in (
-        response.data["detail"]
+    assert (
+        "say what to forget" in response.data["detail"]
+        or "nothing matched" in (response.data["detail"])
     )
     # Only the forget (not the preview) records its refusal
     assert AuditEvent.objects.count() == before + 1

@@ -174,7 +174,7 @@ def test_vague_needles_are_refused_and_write_only_the_rejection(rows, request_kw
     services.remember(scope=S, text="My favourite colours are teal and rust.")
     before = rows()
     # When / Then refused with the message telling the user what to say
-    with pytest.raises(SelectorError, match="say what to forget, e.g. 'forget my backup email'"):
+    with pytest.raises(SelectorError, match=r"say what to forget, e\.g\. 'forget my backup email'"):
         services.forget(scope=S, **request_kwargs)
     with pytest.raises(SelectorError, match="too vague"):
         services.forget_preview(scope=S, **request_kwargs)
@@ -195,9 +195,9 @@ def test_utterances_find_records_in_the_stored_user_wording():
     assert services.forget_preview(scope=S, utterance="forget that I avoid beef").record_ids == (
         beef,
     )
-    assert services.forget_preview(scope=S, utterance="Forget that I don't eat beef").record_ids == (
-        beef,
-    )
+    assert services.forget_preview(
+        scope=S, utterance="Forget that I don't eat beef"
+    ).record_ids == (beef,)
     receipt = services.forget(scope=S, utterance="please forget that I avoid beef")
     assert receipt["purged_record_ids"] == [beef]
 
@@ -252,7 +252,10 @@ def test_a_forget_at_the_bound_applies_without_a_preview():
 # -- the property: nothing but whole-word matches is ever touched -----------------------
 
 WORDS = ["amber", "Amber", "amberly", "hammer", "me", "meetings", "it", "item", "Ölweg", "ölweg"]
-word = st.one_of(st.sampled_from(WORDS), st.text(alphabet="abcÉéßẞİı-.' ", min_size=1, max_size=6))
+word = st.one_of(
+    st.sampled_from(WORDS),
+    st.text(alphabet="abc\u00c9\u00e9\u00df\u1e9e\u0130\u0131-.' ", min_size=1, max_size=6),
+)
 content = st.lists(word, min_size=1, max_size=6).map(" ".join).filter(str.strip)
 fresh = itertools.count()
 

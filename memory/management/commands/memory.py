@@ -107,9 +107,7 @@ class Command(BaseCommand):
         show.add_argument("record_id")
 
         forget = verb("forget", "purge records at exactly SCOPE and print the deletion receipt")
-        forget.add_argument(
-            "--selector", help="whole words the records to forget hold (any case)"
-        )
+        forget.add_argument("--selector", help="whole words the records to forget hold (any case)")
         forget.add_argument(
             "--record-id", dest="record_ids", action="append", help="repeat for several"
         )
