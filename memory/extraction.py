@@ -378,68 +378,13 @@ MIN_NEEDLE_CHARS = 3
 # Words that never name a thing on their own: pronouns, determiners and words
 # that mean "everything". A needle made only of these (plus the index's stop
 # words) would match almost any record, so it is refused, never widened.
-_NON_NAMING_WORDS = frozenset(
-    [
-        "i",
-        "me",
-        "my",
-        "mine",
-        "myself",
-        "you",
-        "your",
-        "yours",
-        "we",
-        "us",
-        "our",
-        "ours",
-        "they",
-        "them",
-        "their",
-        "theirs",
-        "he",
-        "him",
-        "his",
-        "she",
-        "her",
-        "hers",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "one",
-        "ones",
-        "someone",
-        "something",
-        "anything",
-        "everything",
-        "nothing",
-        "all",
-        "any",
-        "every",
-        "each",
-        "some",
-        "stuff",
-        "thing",
-        "things",
-        "fact",
-        "facts",
-        "memory",
-        "memories",
-        "info",
-        "information",
-        "data",
-        "details",
-        "everyone",
-        "anybody",
-        "everybody",
-        "please",
-        "thanks",
-        "user",
-        "users",
-    ]
-)
+_NON_NAMING_TEXT = """
+    i me my mine myself you your yours we us our ours they them their theirs he him his she
+    her hers it its this that these those one ones someone something anything everything
+    nothing all any every each some stuff thing things fact facts memory memories info
+    information data details everyone anybody everybody please thanks user users
+"""
+_NON_NAMING_WORDS = frozenset(_NON_NAMING_TEXT.split())
 
 
 @dataclass(frozen=True)
