@@ -194,7 +194,7 @@ def test_reviewer_forgets_a_fact_and_verifies_its_receipt(page, alice_memory, tm
     # When she asks to forget "deploy branch" at the project scope
     page.goto(f"/memory/scope/{SCOPE}/")
     page.get_by_role("link", name="Forget…").click()
-    page.get_by_label("Records containing").fill("deploy branch")
+    page.get_by_label("Records with the words").fill("deploy branch")
     page.get_by_role("button", name="Preview what would be forgotten").click()
 
     # Then the preview lists exactly that record, and nothing is purged yet
@@ -255,3 +255,45 @@ def test_reviewer_forgets_a_fact_and_verifies_its_receipt(page, alice_memory, tm
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_reviewer_forgets_a_superseded_value_with_its_whole_lineage(page, alice_memory):
+    # Given Alice's deploy branch was corrected, so the old value is superseded
+    newer = services.remember(scope=SCOPE, text="Use main-2026 as my deploy branch from now on.")
+    old = Record.objects.get(scope=SCOPE, status=Status.SUPERSEDED)
+    make_operator("rita", [("acme:alice:*", "reviewer")])
+    login(page, "rita")
+
+    # When she opens the superseded record and asks to forget it
+    page.goto(f"/memory/records/{old.record_id}/")
+    page.get_by_role("button", name="Forget this record…").click()
+
+    # Then the preview lists the old value and the newer one as the same fact
+    main = page.locator("#main").inner_text()
+    assert "2 records will be purged" in main and "same fact" in main
+    table = page.locator("table").inner_text()
+    assert "release-2025" in table and "main-2026" in table
+    shot(page, "memory-forget-lineage-preview")
+
+    # When she confirms / Then both values are purged and the receipt lists both
+    page.get_by_role("button", name="Forget these 2 records").click()
+    page.wait_for_url("**/memory/receipts/**")
+    assert "Verified against the audit chain" in page.locator("#receipt-verdict").inner_text()
+    purged = {old.record_id, newer.records[0].record_id}
+    assert set(
+        Record.objects.filter(record_id__in=purged, status=Status.TOMBSTONED).values_list(
+            "record_id", flat=True
+        )
+    ) == purged
+
+    # And the old record's page shows neither value nor a Forget button
+    page.goto(f"/memory/records/{old.record_id}/")
+    text = page.locator("#main").inner_text()
+    assert "release-2025" not in text and "main-2026" not in text
+    assert page.get_by_role("button", name="Forget this record…").count() == 0
+
+    # And vague text in the forget form is refused with what to say instead
+    page.goto(f"/memory/scope/{SCOPE}/forget/")
+    page.get_by_label("Records with the words").fill("it")
+    page.get_by_role("button", name="Preview what would be forgotten").click()
+    assert "say what to forget" in page.get_by_role("alert").first.inner_text()
