@@ -126,3 +126,21 @@ def test_forget_that_i_avoid_beef_finds_the_user_wording(alice_api):
     )
     assert response.status_code == 200
     assert response.data["purged_record_ids"] == [beef]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"scope": "acme:alice:proj", "selector": "back\\ud800up email"}',
+        '{"scope": "acme:alice:proj", "utterance": "forget my \\ud800"}',
+        '{"scope": "acme:alice:proj", "selector": "backup\\u0000email"}',
+    ],
+)
+def test_odd_text_in_a_forget_is_a_400_naming_the_field_and_purges_nothing(alice_api, raw):
+    remember(alice_api, "My backup email is a@example.com.")
+    for path in ("/memory/forget/preview", "/memory/forget"):
+        response = alice_api.post(path, raw=raw)
+        assert response.status_code == 400, response.content
+        assert response.data["field"] in {"selector", "utterance"}
+    assert set(Record.objects.values_list("status", flat=True)) == {"active"}
