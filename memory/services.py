@@ -1307,8 +1307,8 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
     if not records:
         return [], []
     pks = [r.pk for r in records]
-    # Superseded and quarantined records are not in the index; deleting them is a no-op.
-    search.unindex_records(pks)
+    # Only active records are in the index (supersession and quarantine keep them out).
+    search.unindex_records([r.pk for r in records if r.status == Status.ACTIVE])
     Record.objects.filter(pk__in=pks).update(
         status=Status.TOMBSTONED,
         content="",
