@@ -280,11 +280,14 @@ def test_reviewer_forgets_a_superseded_value_with_its_whole_lineage(page, alice_
     page.wait_for_url("**/memory/receipts/**")
     assert "Verified against the audit chain" in page.locator("#receipt-verdict").inner_text()
     purged = {old.record_id, newer.records[0].record_id}
-    assert set(
-        Record.objects.filter(record_id__in=purged, status=Status.TOMBSTONED).values_list(
-            "record_id", flat=True
+    assert (
+        set(
+            Record.objects.filter(record_id__in=purged, status=Status.TOMBSTONED).values_list(
+                "record_id", flat=True
+            )
         )
-    ) == purged
+        == purged
+    )
 
     # And the old record's page shows neither value nor a Forget button
     page.goto(f"/memory/records/{old.record_id}/")
