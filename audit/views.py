@@ -33,7 +33,6 @@ from aetnaweb.dashboard import (
     principal_for,
     render_page,
 )
-from aetnaweb.overview import ChainStatus, may_see_checkpoint, status_from_run
 from aetnaweb.scopes import Scope, ScopeError
 from audit import selectors
 from audit.canonical import canonical_json
@@ -44,6 +43,7 @@ from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.receipts import verify_deletion_receipt
 from audit.selectors import readable
 from audit.services import AuditError, create_checkpoint, start_verification_run
+from audit.status import ChainStatus, may_see_checkpoint, status_from_run
 from audit.verification import COLUMNS
 
 EVENTS_PER_PAGE = 50

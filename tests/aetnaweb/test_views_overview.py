@@ -257,9 +257,9 @@ def test_the_events_chart_checks_no_chain_one_by_one(monkeypatch):
 @pytest.mark.django_db
 def test_a_run_whose_failure_list_was_cut_short_is_inconclusive_elsewhere():
     from aetnaweb import access
-    from aetnaweb.overview import status_from_run
     from audit.models import VerificationRun
     from audit.services import MAX_RECORDED_FAILURES
+    from audit.status import status_from_run
 
     # Given a failed run that recorded only the first 100 failing chains, all in globex
     failures = [
