@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from actions import formats, services
 from actions.approvals import ApprovalAuthority, configured_authority
 from actions.errors import (
+    ActionInputError,
     ActionStateError,
     ApprovalInvalid,
     ApprovalUnavailable,
@@ -110,7 +112,9 @@ def test_authority_issue_rules_ap6():
         "format",
     }
     assert approval["format"] == "aetna-action-approval-v1"
-    assert len(approval["nonce"]) == 32 and int(approval["nonce"], 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{32}", approval["nonce"])
+    again = authority.issue(transaction_id="act_1", plan_hash="a" * 64, approver="ada", now=now)
+    assert again["nonce"] != approval["nonce"]  # fresh per approval: a replay is detectable
     assert datetime.fromisoformat(approval["expires_at"]) - now == timedelta(seconds=60)
     assert approval["issued_at"] == now.isoformat()
     assert "ApprovalAuthority" in repr(authority) and "x" * 32 not in repr(authority)
@@ -292,3 +296,19 @@ def test_configured_authority_is_optional_when_not_required(settings):
     settings.AETNAWEB_APPROVAL_KEY_FILE = "/nonexistent/key"
     with pytest.raises(ApprovalUnavailable, match="cannot read the approval key file"):
         configured_authority(required=False)
+
+
+@pytest.mark.django_db
+def test_the_service_refuses_a_reason_over_the_cap_and_writes_nothing(staged, approval_key):
+    # Given a staged plan and a reason one character over the cap, sent past any form
+    too_long = "r" * (services.MAX_REASON_LENGTH + 1)
+    before = (AuditEvent.objects.count(), ActionTransaction.objects.get(pk=staged).state)
+    # When abort and deny are called directly with it
+    for verb in (services.abort, services.deny):
+        with pytest.raises(ActionInputError, match=f"at most {services.MAX_REASON_LENGTH}"):
+            verb(transaction_id=staged, reason=too_long, principal=access.system_principal())
+    # Then nothing changed; a reason of exactly the cap is accepted
+    assert (AuditEvent.objects.count(), ActionTransaction.objects.get(pk=staged).state) == before
+    exact = "r" * services.MAX_REASON_LENGTH
+    services.abort(transaction_id=staged, reason=exact, principal=access.system_principal())
+    assert ActionTransaction.objects.get(pk=staged).abort_reason == exact

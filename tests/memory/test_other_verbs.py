@@ -10,7 +10,7 @@ import pytest
 from aetnaweb.access import AccessDenied
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
-from memory import search, selectors, services
+from memory import search, services
 from memory.errors import ActionLogError, CaptureError, ProposalError
 from memory.models import Episode, Record
 
@@ -257,7 +257,13 @@ def test_inspect_shows_every_status_episodes_retrievals_events_and_the_chain():
     assert data["audit_events"][0]["event_type"] == "memory.forget"
     assert data["chain"]["ok"] is True
     assert data["counts"]["tombstoned"] == 2  # red and blue: one lineage
-    assert data == selectors.inspect(services.SYSTEM, scope=S)
+    # What inspect lists is what the tables hold at this scope, row for row
+    assert sorted(r["record_id"] for r in data["records"]) == sorted(
+        Record.objects.filter(scope=S).values_list("record_id", flat=True)
+    )
+    assert sorted(e["episode_id"] for e in data["episodes"]) == sorted(
+        Episode.objects.filter(scope=S).values_list("episode_id", flat=True)
+    )
 
 
 @pytest.mark.django_db
@@ -279,3 +285,18 @@ def test_the_index_holds_exactly_the_active_records_after_every_kind_of_change()
     active = {pk for pk, status in everything if status == "active"}
     assert search.indexed_pks([pk for pk, _ in everything]) == active
     assert search.index_size() == len(active)
+
+
+@pytest.mark.django_db
+def test_a_proposal_holds_at_most_500_facts_and_a_refused_one_writes_nothing():
+    # Given an episode that 501 proposed facts could cite
+    episode = services.remember(scope=S, text="We talked about many things.").episode_id
+    fact = {"content": "User mentioned a thing.", "evidence": [episode]}
+    before = (Record.objects.count(), AuditEvent.objects.count())
+    # When a proposal carries one fact over the cap, it is refused whole
+    with pytest.raises(ProposalError, match="at most 500 facts"):
+        services.propose_facts(scope=S, facts=[fact] * 501)
+    assert (Record.objects.count(), AuditEvent.objects.count()) == before
+    # Then exactly the cap is accepted (the duplicates are reported, not refused)
+    result = services.propose_facts(scope=S, facts=[fact] * 500)
+    assert len(result.accepted) + len(result.duplicates) + len(result.rejected) == 500

@@ -247,8 +247,10 @@ def test_the_tool_imports_only_the_standard_library():
         elif isinstance(node, ast.ImportFrom):
             modules.add((node.module or "").split(".")[0])
     assert modules <= set(sys.stdlib_module_names) | {"__future__"}
+    # The documented entry points are defined in the tool itself, not imported
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     for name in ("canonical_json", "digest", "verify_chain", "verify_receipt", "verify_checkpoint"):
-        assert callable(getattr(tool, name))
+        assert name in defined
         assert f"``{name}(" in tool.__doc__
 
 
