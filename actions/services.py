@@ -65,6 +65,7 @@ from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, digest, sha256_text
 from audit.chain import utc_now_iso
 from audit.models import AuditEvent
@@ -338,6 +339,7 @@ def _parse_operations(operations: Any) -> list[OperationProposal]:
     return _order_by_dependencies(proposals)
 
 
+@storable_text_arguments
 def stage(
     *,
     scope: Any,
@@ -557,6 +559,7 @@ def _check_separation_of_duties(txn: ActionTransaction, principal: Principal) ->
         )
 
 
+@storable_text_arguments
 def approve(
     *,
     transaction_id: str,
@@ -634,6 +637,7 @@ def approve(
     return _refreshed(txn.id)
 
 
+@storable_text_arguments
 def abort(
     *,
     transaction_id: str,
@@ -676,6 +680,7 @@ def abort(
     )
 
 
+@storable_text_arguments
 def deny(*, transaction_id: str, reason: str, principal: Principal) -> dict[str, Any]:
     """A reviewer's refusal: an abort with a required reason, recorded as category ``denied``."""
     if not isinstance(reason, str) or not reason.strip():

@@ -19,9 +19,10 @@ from django.http import HttpRequest
 from aetnaweb import access, grants
 from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 
 
-class ScopeGrantForm(forms.ModelForm):
+class ScopeGrantForm(StorableTextMixin, forms.ModelForm):
     """Parses the scope exactly (never repairs it) and checks the signed-in admin may grant there."""
 
     request: HttpRequest | None = None

@@ -41,6 +41,7 @@ from aetnaweb import access, tokens
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
 
 logger = logging.getLogger("aetnaweb.api")
 
@@ -129,49 +130,27 @@ class StrictJSONParser(Parser):
             ) from exc
         if not isinstance(data, dict):
             raise bad_request("the body must be a JSON object", field="body", error="invalid_json")
-        where = nul_character_in(data)
-        if where is not None:
-            raise _nul_refusal(where or "body")
+        # NUL (PostgreSQL refuses it) and lone surrogates (UTF-8 cannot encode
+        # them; JSON can spell one as \ud800) are bad input, never a 500 later.
+        found = unstorable_text_in(data)
+        if found is not None:
+            raise _text_refusal(found[0] or "body", found[1])
         return data
 
 
-def nul_character_in(value: Any, where: str = "") -> str | None:
-    """The dotted path of the first string (or key) holding a NUL character, else ``None``.
-
-    No store keeps NUL in text (PostgreSQL refuses it outright), so it is bad
-    input at the boundary, never a database error later.
-    """
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            path = f"{where}.{key}" if where else str(key)
-            if "\x00" in str(key):
-                return where or "body"
-            found = nul_character_in(item, path)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = nul_character_in(item, f"{where}.{index}" if where else str(index))
-            if found is not None:
-                return found
-    return None
-
-
-def _nul_refusal(field: str) -> ApiError:
-    return bad_request(
-        "text may not contain the NUL character (\\u0000)", field=field, error="invalid_field"
-    )
+def _text_refusal(field: str, reason: str) -> ApiError:
+    return bad_request(reason, field=field, error="invalid_field")
 
 
 def check_url_text(request: HttpRequest) -> None:
-    """Refuse NUL characters in the path and the query string (names the parameter)."""
-    if "\x00" in request.path:
-        raise _nul_refusal("path")
+    """Refuse unstorable text in the path and the query string (names the parameter)."""
+    found = unstorable_text_in(request.path)
+    if found is not None:
+        raise _text_refusal("path", found[1])
     for name, values in request.GET.lists():
-        if "\x00" in name or any("\x00" in value for value in values):
-            raise _nul_refusal(name.replace("\x00", "") or "query")
+        found = unstorable_text_in([name, *values])
+        if found is not None:
+            raise _text_refusal(displayable(name.replace("\x00", "")) or "query", found[1])
 
 
 def check_body_size(request: HttpRequest) -> None:
@@ -345,6 +324,12 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 @api.exception_handler(ScopeError)
 def _scope_error(request: HttpRequest, exc: ScopeError) -> HttpResponse:
     return error_response(request, 400, "invalid_scope", str(exc), "scope")
+
+
+@api.exception_handler(UnstorableText)
+def _unstorable_text(request: HttpRequest, exc: UnstorableText) -> HttpResponse:
+    # A service's own check (the last line of defence): the same 400 as the parser's.
+    return _api_error(request, _text_refusal(exc.field, exc.reason))
 
 
 @api.exception_handler(Exception)

@@ -23,6 +23,7 @@ from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
 from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
 from audit.services import append_event
 
 
@@ -51,6 +52,7 @@ def _audit_payload(user: Any, role: str, scope: Scope) -> dict[str, Any]:
     return {"user": user.get_username(), "user_id": user.pk, "role": role, "scope": str(scope)}
 
 
+@storable_text_arguments
 @transaction.atomic
 def grant_role(
     *,
@@ -89,6 +91,7 @@ def grant_role(
     return grant
 
 
+@storable_text_arguments
 @transaction.atomic
 def revoke_role(
     *,

@@ -118,7 +118,9 @@ ASGI_APPLICATION = "aetnaweb.asgi.application"
 
 TEMPLATES = [
     {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        # Output with a lone surrogate (an already-stored bad string) renders
+        # as U+FFFD instead of failing the page for good (aetnaweb/text.py).
+        "BACKEND": "aetnaweb.text.DisplayableTemplates",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {

@@ -32,6 +32,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
@@ -98,6 +99,7 @@ def _check_context(name: str, value: str | None) -> str | None:
     return value
 
 
+@storable_text_arguments
 def append_event(
     *,
     subject: Scope | str,
@@ -211,6 +213,7 @@ def append_event(
 AGENT_EVENT_PREFIX = "agent."
 
 
+@storable_text_arguments
 @transaction.atomic
 def log_agent_event(
     *,
@@ -320,6 +323,7 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 MAX_RECORDED_FAILURES = 100
 
 
+@storable_text_arguments
 @transaction.atomic
 def start_verification_run(
     *,
