@@ -29,8 +29,10 @@ import logging
 from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, URLResolver, path, re_path, resolve
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -39,6 +41,7 @@ from pydantic import AfterValidator, Field
 
 from aetnaweb import access, tokens
 from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
@@ -332,6 +335,17 @@ def _unstorable_text(request: HttpRequest, exc: UnstorableText) -> HttpResponse:
     return _api_error(request, _text_refusal(exc.field, exc.reason))
 
 
+@api.exception_handler(DatabaseError)
+def _database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    fault = database_fault(exc)
+    if fault is None:  # an IntegrityError or a bad query: a bug
+        return _unexpected(request, exc)
+    logger.error("database fault in %s %s: %s", request.method, request.path, exc)
+    response = error_response(request, 503, "service_unavailable", fault)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     # A bug, never bad input: logged with its traceback, reported without detail.
@@ -395,6 +409,7 @@ def _exempt_from_login(patterns: list[Any]) -> None:
             pattern.callback.login_required = False  # type: ignore[attr-defined]
 
 
+@csrf_exempt  # it writes nothing; a POST to a wrong path is a JSON 404, not a CSRF page
 @login_not_required
 def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
     """Any other path under ``/api/v1/``: a JSON 404 (agents never get an HTML page)."""
@@ -426,3 +441,51 @@ def api_urls() -> tuple[list[Any], str, str]:
     ]
     patterns = [*patterns, re_path(r"^(?P<rest>.*)$", unknown_endpoint, name="unknown")]
     return patterns, app_name, namespace
+
+
+# -- every error under /api/v1/ is JSON ------------------------------------------------------
+
+_PLAIN_ERRORS: dict[int, tuple[str, str]] = {
+    403: (
+        "forbidden",
+        "refused before reaching the API (a cookie-authenticated request without a CSRF"
+        " token): agents send only 'Authorization: Bearer <token>'",
+    ),
+    404: ("not_found", "no such endpoint; the endpoints are listed in /api/v1/openapi.json"),
+    405: ("method_not_allowed", "this endpoint does not accept {method}"),
+    500: ("internal_error", "the server failed; the error has been logged"),
+}
+
+
+class JsonErrorsMiddleware:
+    """Under ``/api/v1/``, an error answered outside the API's own handlers becomes JSON.
+
+    Django and ninja answer a wrong method (405), a CSRF failure (403) and
+    errors raised in other middleware with HTML; an agent must always get
+    ``{"error", "field", "detail"}``. Headers that tell the client what to do
+    (``Allow``, ``Retry-After``) are kept.
+    """
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response: HttpResponse = self.get_response(request)
+        if not request.path.startswith(API_PREFIX) or response.status_code < 400:
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        status = response.status_code
+        error, detail = _PLAIN_ERRORS.get(status, ("http_error", response.reason_phrase))
+        detail = detail.format(method=request.method)
+        if status == 405 and response.has_header("Allow"):
+            detail += f"; allowed: {response['Allow']}"
+        replaced = HttpResponse(
+            json.dumps({"error": error, "field": None, "detail": detail}),
+            status=status,
+            content_type="application/json",
+        )
+        for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+            if response.has_header(header):
+                replaced[header] = response[header]
+        return replaced
