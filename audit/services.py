@@ -43,7 +43,15 @@ logger = logging.getLogger(__name__)
 
 
 class AuditError(ValueError):
-    """An append that the evidence layer refuses (bad subject, payload or call site)."""
+    """An append that the evidence layer refuses (bad subject, payload or call site).
+
+    ``field`` names the argument at fault when there is one (``event_type``,
+    ``payload``), so a caller can point at it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 MAX_CONTEXT_LENGTH = 200
@@ -129,15 +137,16 @@ def append_event(
     ):
         raise AuditError(
             f"invalid event type {event_type!r}: expected dotted lower-case words "
-            f"of at most {MAX_EVENT_TYPE_LENGTH} characters"
+            f"of at most {MAX_EVENT_TYPE_LENGTH} characters",
+            field="event_type",
         )
     _check_actor(actor)
     if not isinstance(payload, dict):
-        raise AuditError("an audit payload must be a JSON object")
+        raise AuditError("an audit payload must be a JSON object", field="payload")
     try:
         payload_text = check_round_trip(payload)
     except CanonicalJSONError as exc:
-        raise AuditError(f"audit payload refused: {exc}") from exc
+        raise AuditError(f"audit payload refused: {exc}", field="payload") from exc
     session_id = _check_context("session_id", session_id)
     turn_id = _check_context("turn_id", turn_id)
     record_id = _check_context("record_id", record_id)
@@ -236,7 +245,8 @@ def log_agent_event(
     if not isinstance(event_type, str) or not event_type.startswith(AGENT_EVENT_PREFIX):
         raise AuditError(
             f"event type {event_type!r} refused: only agent.* events may be logged "
-            "(e.g. agent.tool_call)"
+            "(e.g. agent.tool_call)",
+            field="event_type",
         )
     try:
         scope = Scope.parse(subject)

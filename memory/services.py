@@ -2030,7 +2030,7 @@ def log_action(
             principal=principal,
         )
     except AuditError as exc:
-        raise ActionLogError(str(exc)) from exc
+        raise ActionLogError(str(exc), field=exc.field or "payload") from exc
     return {
         "audit_event_id": event.event_id,
         "sequence": event.sequence,
