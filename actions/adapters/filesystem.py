@@ -14,6 +14,7 @@ import difflib
 import errno
 import hashlib
 import os
+import posixpath
 import secrets
 import stat
 from collections.abc import Mapping
@@ -99,7 +100,17 @@ class FilesystemAdapter:
         if not parts:
             raise ActionInputError("the filesystem adapter requires a relative path to a file")
         if ".." in parts:
-            raise ActionInputError(f"path {raw!r} escapes the configured root")
+            # Refused even when it would stay inside the root (a//b/../c.txt):
+            # the reviewer approves the path as written, and lexical
+            # normalization past a directory that may not exist (or may be
+            # swapped) would touch a file other than the one shown.
+            lexical = posixpath.normpath("/".join(parts))
+            if lexical == ".." or lexical.startswith("../"):
+                raise ActionInputError(f"path {raw!r} escapes the configured root")
+            raise ActionInputError(
+                f"path {raw!r}: '..' segments are refused, even inside the root;"
+                f" send the path without them ({lexical!r})"
+            )
         current = self.root
         for index, part in enumerate(parts):
             current = current / part
