@@ -41,6 +41,7 @@ from actions.errors import (
     ActionInputError,
     ActionStateError,
     AdapterDriftError,
+    AdapterNotRegistered,
     ApprovalInvalid,
     ApprovalUnavailable,
     ConcurrentTransitionError,
@@ -1154,8 +1155,49 @@ def _compensate(
 # -- recover (A10) ----------------------------------------------------------------------
 
 
-@db_transaction.atomic
 def recover(
+    *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
+) -> dict[str, Any]:
+    """Fence a run that died mid-commit, then sweep what its crashed writes left on disk.
+
+    The result is the fenced transaction and its receipt, plus ``leftovers``:
+    each temporary file an adapter's interrupted write left beside its target
+    (the filesystem adapter's ``.<name>.<tag>.<random>.aetnaweb-tmp``), and
+    whether it was removed. Removal happens only after the fence committed:
+    from then on no run of these operations can rename the file into place.
+    """
+    result = _fence_interrupted_run(transaction_id=transaction_id, principal=principal, actor=actor)
+    result["leftovers"] = _sweep_leftovers(str(result["transaction"]["transaction_id"]))
+    return result
+
+
+def _sweep_leftovers(transaction_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for op in ActionOperation.objects.filter(transaction_id=transaction_id).order_by("ordinal"):
+        payload = _load_payload(op.id, "prepared")
+        if payload is None:
+            continue
+        try:
+            adapter = get_adapter(op.adapter)
+        except AdapterNotRegistered:
+            continue
+        sweep = getattr(adapter, "leftovers", None)  # optional: adapters without temp files
+        if sweep is None:
+            continue
+        try:
+            items = sweep(
+                PreparedOperation.from_payload(payload),
+                [op.idempotency_key, op.compensation_key],
+                remove=True,
+            )
+        except OSError as exc:
+            items = [{"path": None, "removed": False, "kept_because": exc.strerror or str(exc)}]
+        found.extend({"operation_id": op.id, **item} for item in items)
+    return found
+
+
+@db_transaction.atomic
+def _fence_interrupted_run(
     *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
 ) -> dict[str, Any]:
     """Fence a run that died mid-commit: ``recovery_required`` with a receipt; never retries.

@@ -102,9 +102,7 @@ def test_stored_path_is_normalized_fs2(adapter, root):
 
 
 @pytest.mark.parametrize("path", ["a//b/../c.txt", "a/./b/../c.txt", "b/.."])
-def test_dot_dot_inside_the_root_is_refused_with_the_normalized_path_suggested(
-    adapter, root, path
-):
+def test_dot_dot_inside_the_root_is_refused_with_the_normalized_path_suggested(adapter, root, path):
     # Given a path whose '..' would stay inside the root (issue 10 item 8: the docs say
     # '..' is refused, and it is, with a message that does not claim it escapes)
     (root / "a" / "b").mkdir(parents=True)
