@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
-    from django.core.management import execute_from_command_line
+    from aetnaweb.cli import run_command
 
-    execute_from_command_line(sys.argv)
+    run_command(sys.argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ from django import forms
 from actions import formats
 from actions.services import MAX_REASON_LENGTH
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 
 TRANSACTION_ID = re.compile(r"^act_[0-9a-f]{32}$")
 
 
-class DenyForm(forms.Form):
+class DenyForm(StorableTextMixin, forms.Form):
     """A reviewer's refusal. The reason is required; it stays on the transaction, never in the audit log."""
 
     reason = forms.CharField(
@@ -27,7 +28,7 @@ class DenyForm(forms.Form):
     )
 
 
-class AbortForm(forms.Form):
+class AbortForm(StorableTextMixin, forms.Form):
     """Abort an approved (or staged) plan before it runs; the reason is optional."""
 
     reason = forms.CharField(
@@ -39,7 +40,7 @@ class AbortForm(forms.Form):
     )
 
 
-class PurgeForm(forms.Form):
+class PurgeForm(StorableTextMixin, forms.Form):
     """The confirmation step before payloads are purged."""
 
     confirm = forms.BooleanField(
@@ -49,7 +50,7 @@ class PurgeForm(forms.Form):
     )
 
 
-class HistoryFilterForm(forms.Form):
+class HistoryFilterForm(StorableTextMixin, forms.Form):
     """Filters for the transaction history: a scope subtree, a state, and the page cursor."""
 
     scope = forms.CharField(

@@ -41,6 +41,7 @@ from actions.errors import (
     ActionInputError,
     ActionStateError,
     AdapterDriftError,
+    AdapterNotRegistered,
     ApprovalInvalid,
     ApprovalUnavailable,
     ConcurrentTransitionError,
@@ -65,6 +66,7 @@ from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, digest, sha256_text
 from audit.chain import utc_now_iso
 from audit.models import AuditEvent
@@ -338,6 +340,7 @@ def _parse_operations(operations: Any) -> list[OperationProposal]:
     return _order_by_dependencies(proposals)
 
 
+@storable_text_arguments
 def stage(
     *,
     scope: Any,
@@ -557,6 +560,7 @@ def _check_separation_of_duties(txn: ActionTransaction, principal: Principal) ->
         )
 
 
+@storable_text_arguments
 def approve(
     *,
     transaction_id: str,
@@ -634,6 +638,7 @@ def approve(
     return _refreshed(txn.id)
 
 
+@storable_text_arguments
 def abort(
     *,
     transaction_id: str,
@@ -676,6 +681,7 @@ def abort(
     )
 
 
+@storable_text_arguments
 def deny(*, transaction_id: str, reason: str, principal: Principal) -> dict[str, Any]:
     """A reviewer's refusal: an abort with a required reason, recorded as category ``denied``."""
     if not isinstance(reason, str) or not reason.strip():
@@ -1149,8 +1155,49 @@ def _compensate(
 # -- recover (A10) ----------------------------------------------------------------------
 
 
-@db_transaction.atomic
 def recover(
+    *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
+) -> dict[str, Any]:
+    """Fence a run that died mid-commit, then sweep what its crashed writes left on disk.
+
+    The result is the fenced transaction and its receipt, plus ``leftovers``:
+    each temporary file an adapter's interrupted write left beside its target
+    (the filesystem adapter's ``.<name>.<tag>.<random>.aetnaweb-tmp``), and
+    whether it was removed. Removal happens only after the fence committed:
+    from then on no run of these operations can rename the file into place.
+    """
+    result = _fence_interrupted_run(transaction_id=transaction_id, principal=principal, actor=actor)
+    result["leftovers"] = _sweep_leftovers(str(result["transaction"]["transaction_id"]))
+    return result
+
+
+def _sweep_leftovers(transaction_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for op in ActionOperation.objects.filter(transaction_id=transaction_id).order_by("ordinal"):
+        payload = _load_payload(op.id, "prepared")
+        if payload is None:
+            continue
+        try:
+            adapter = get_adapter(op.adapter)
+        except AdapterNotRegistered:
+            continue
+        sweep = getattr(adapter, "leftovers", None)  # optional: adapters without temp files
+        if sweep is None:
+            continue
+        try:
+            items = sweep(
+                PreparedOperation.from_payload(payload),
+                [op.idempotency_key, op.compensation_key],
+                remove=True,
+            )
+        except OSError as exc:
+            items = [{"path": None, "removed": False, "kept_because": exc.strerror or str(exc)}]
+        found.extend({"operation_id": op.id, **item} for item in items)
+    return found
+
+
+@db_transaction.atomic
+def _fence_interrupted_run(
     *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
 ) -> dict[str, Any]:
     """Fence a run that died mid-commit: ``recovery_required`` with a receipt; never retries.

@@ -129,6 +129,22 @@ def may(principal: Principal, capability: str, scope: Scope | str) -> bool:
     return False
 
 
+def recalled_ancestors(principal: Principal) -> list[str]:
+    """Ancestor scopes whose active records a token's recall hands it (scopes.md: a read sees its lineage).
+
+    Operators already read ancestors (:func:`may`). A token stays inside its
+    subtree, except that a record recall gave it can be opened by ID: the
+    caller limits this to what recall returns (active records).
+    """
+    if principal.is_system or principal.is_operator:
+        return []
+    found: set[str] = set()
+    for granted, caps in principal.bindings:
+        if READ in caps:
+            found.update(str(ancestor) for ancestor in granted.ancestors())
+    return sorted(found)
+
+
 def require(principal: Principal, capability: str, scope: Scope | str) -> Scope:
     """Return the parsed scope, or raise :class:`AccessDenied`."""
     parsed = Scope.parse(scope)

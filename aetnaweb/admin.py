@@ -13,15 +13,20 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from aetnaweb import access, grants
 from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 
 
-class ScopeGrantForm(forms.ModelForm):
+class ScopeGrantForm(StorableTextMixin, forms.ModelForm):
     """Parses the scope exactly (never repairs it) and checks the signed-in admin may grant there."""
 
     request: HttpRequest | None = None
@@ -155,3 +160,35 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class AuditedUserAdmin(UserAdmin):  # type: ignore[type-arg]
+    """Django's user admin, except that deleting a user revokes their grants through the service.
+
+    The grant rows would otherwise vanish by ``ON DELETE CASCADE`` with no
+    ``access.grant_revoked`` event: an auditor could no longer tell when,
+    or by whom, that person's access ended.
+    """
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if not super().has_delete_permission(request, obj):
+            return False
+        return obj is None or grants.may_delete_user(access.operator_principal(request.user), obj)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        try:
+            grants.delete_user(user=obj, deleted_by=access.operator_principal(request.user))
+        except access.AccessDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        # All or nothing: one user out of reach refuses the whole bulk delete.
+        with transaction.atomic():
+            for user in queryset:
+                self.delete_model(request, user)
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, AuditedUserAdmin)

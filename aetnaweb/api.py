@@ -29,8 +29,10 @@ import logging
 from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, URLResolver, path, re_path, resolve
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -39,8 +41,10 @@ from pydantic import AfterValidator, Field
 
 from aetnaweb import access, tokens
 from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
 
 logger = logging.getLogger("aetnaweb.api")
 
@@ -129,49 +133,27 @@ class StrictJSONParser(Parser):
             ) from exc
         if not isinstance(data, dict):
             raise bad_request("the body must be a JSON object", field="body", error="invalid_json")
-        where = nul_character_in(data)
-        if where is not None:
-            raise _nul_refusal(where or "body")
+        # NUL (PostgreSQL refuses it) and lone surrogates (UTF-8 cannot encode
+        # them; JSON can spell one as \ud800) are bad input, never a 500 later.
+        found = unstorable_text_in(data)
+        if found is not None:
+            raise _text_refusal(found[0] or "body", found[1])
         return data
 
 
-def nul_character_in(value: Any, where: str = "") -> str | None:
-    """The dotted path of the first string (or key) holding a NUL character, else ``None``.
-
-    No store keeps NUL in text (PostgreSQL refuses it outright), so it is bad
-    input at the boundary, never a database error later.
-    """
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            path = f"{where}.{key}" if where else str(key)
-            if "\x00" in str(key):
-                return where or "body"
-            found = nul_character_in(item, path)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = nul_character_in(item, f"{where}.{index}" if where else str(index))
-            if found is not None:
-                return found
-    return None
-
-
-def _nul_refusal(field: str) -> ApiError:
-    return bad_request(
-        "text may not contain the NUL character (\\u0000)", field=field, error="invalid_field"
-    )
+def _text_refusal(field: str, reason: str) -> ApiError:
+    return bad_request(reason, field=field, error="invalid_field")
 
 
 def check_url_text(request: HttpRequest) -> None:
-    """Refuse NUL characters in the path and the query string (names the parameter)."""
-    if "\x00" in request.path:
-        raise _nul_refusal("path")
+    """Refuse unstorable text in the path and the query string (names the parameter)."""
+    found = unstorable_text_in(request.path)
+    if found is not None:
+        raise _text_refusal("path", found[1])
     for name, values in request.GET.lists():
-        if "\x00" in name or any("\x00" in value for value in values):
-            raise _nul_refusal(name.replace("\x00", "") or "query")
+        found = unstorable_text_in([name, *values])
+        if found is not None:
+            raise _text_refusal(displayable(name.replace("\x00", "")) or "query", found[1])
 
 
 def check_body_size(request: HttpRequest) -> None:
@@ -347,6 +329,23 @@ def _scope_error(request: HttpRequest, exc: ScopeError) -> HttpResponse:
     return error_response(request, 400, "invalid_scope", str(exc), "scope")
 
 
+@api.exception_handler(UnstorableText)
+def _unstorable_text(request: HttpRequest, exc: UnstorableText) -> HttpResponse:
+    # A service's own check (the last line of defence): the same 400 as the parser's.
+    return _api_error(request, _text_refusal(exc.field, exc.reason))
+
+
+@api.exception_handler(DatabaseError)
+def _database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    fault = database_fault(exc)
+    if fault is None:  # an IntegrityError or a bad query: a bug
+        return _unexpected(request, exc)
+    logger.error("database fault in %s %s: %s", request.method, request.path, exc)
+    response = error_response(request, 503, "service_unavailable", fault)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     # A bug, never bad input: logged with its traceback, reported without detail.
@@ -410,6 +409,7 @@ def _exempt_from_login(patterns: list[Any]) -> None:
             pattern.callback.login_required = False  # type: ignore[attr-defined]
 
 
+@csrf_exempt  # it writes nothing; a POST to a wrong path is a JSON 404, not a CSRF page
 @login_not_required
 def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
     """Any other path under ``/api/v1/``: a JSON 404 (agents never get an HTML page)."""
@@ -441,3 +441,51 @@ def api_urls() -> tuple[list[Any], str, str]:
     ]
     patterns = [*patterns, re_path(r"^(?P<rest>.*)$", unknown_endpoint, name="unknown")]
     return patterns, app_name, namespace
+
+
+# -- every error under /api/v1/ is JSON ------------------------------------------------------
+
+_PLAIN_ERRORS: dict[int, tuple[str, str]] = {
+    403: (
+        "forbidden",
+        "refused before reaching the API (a cookie-authenticated request without a CSRF"
+        " token): agents send only 'Authorization: Bearer <token>'",
+    ),
+    404: ("not_found", "no such endpoint; the endpoints are listed in /api/v1/openapi.json"),
+    405: ("method_not_allowed", "this endpoint does not accept {method}"),
+    500: ("internal_error", "the server failed; the error has been logged"),
+}
+
+
+class JsonErrorsMiddleware:
+    """Under ``/api/v1/``, an error answered outside the API's own handlers becomes JSON.
+
+    Django and ninja answer a wrong method (405), a CSRF failure (403) and
+    errors raised in other middleware with HTML; an agent must always get
+    ``{"error", "field", "detail"}``. Headers that tell the client what to do
+    (``Allow``, ``Retry-After``) are kept.
+    """
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response: HttpResponse = self.get_response(request)
+        if not request.path.startswith(API_PREFIX) or response.status_code < 400:
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        status = response.status_code
+        error, detail = _PLAIN_ERRORS.get(status, ("http_error", response.reason_phrase))
+        detail = detail.format(method=request.method)
+        if status == 405 and response.has_header("Allow"):
+            detail += f"; allowed: {response['Allow']}"
+        replaced = HttpResponse(
+            json.dumps({"error": error, "field": None, "detail": detail}),
+            status=status,
+            content_type="application/json",
+        )
+        for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+            if response.has_header(header):
+                replaced[header] = response[header]
+        return replaced

@@ -11,8 +11,17 @@ import os
 import sys
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_command(argv: list[str]) -> None:
+    """Run a management command; a bad setting exits 1 with one line naming it, no traceback."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(["aetnaweb", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        execute_from_command_line(argv)
+    except ImproperlyConfigured as exc:
+        sys.exit(f"aetnaweb: configuration error: {exc}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(["aetnaweb", *(sys.argv[1:] if argv is None else argv)])

@@ -23,6 +23,7 @@ from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
 from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
 from audit.services import append_event
 
 
@@ -46,11 +47,15 @@ def require_grant_admin(principal: Principal, scope: Scope) -> None:
         raise access.AccessDenied(f"{principal.label} may not manage grants at {scope}")
 
 
-def _audit_payload(user: Any, role: str, scope: Scope) -> dict[str, Any]:
+def _audit_payload(user: Any, role: str, scope: Scope, reason: str | None = None) -> dict[str, Any]:
     # Identifiers and structure only (audit-log-v1 "What payloads may contain").
-    return {"user": user.get_username(), "user_id": user.pk, "role": role, "scope": str(scope)}
+    payload = {"user": user.get_username(), "user_id": user.pk, "role": role, "scope": str(scope)}
+    if reason is not None:
+        payload["reason"] = reason
+    return payload
 
 
+@storable_text_arguments
 @transaction.atomic
 def grant_role(
     *,
@@ -89,6 +94,7 @@ def grant_role(
     return grant
 
 
+@storable_text_arguments
 @transaction.atomic
 def revoke_role(
     *,
@@ -96,6 +102,7 @@ def revoke_role(
     scope: Scope | str,
     role: str,
     revoked_by: Principal | None = None,
+    reason: str | None = None,
 ) -> None:
     """Remove ``user``'s ``role`` on exactly ``scope``; audited in ``scope``'s chain.
 
@@ -118,8 +125,40 @@ def revoke_role(
         subject=parsed,
         event_type="access.grant_revoked",
         actor=revoked_by.label,
-        payload=_audit_payload(user, role, parsed),
+        payload=_audit_payload(user, role, parsed, reason),
     )
+
+
+@transaction.atomic
+def delete_user(*, user: Any, deleted_by: Principal | None = None) -> int:
+    """Delete ``user``, revoking each of their grants first; returns how many were revoked.
+
+    Deleting a user would otherwise cascade their grants away with no trace:
+    each grant gets its ``access.grant_revoked`` event (``reason``
+    ``user_deleted``) in its scope's chain, in the same transaction as the
+    deletion. Refused (``AccessDenied``, nothing written) unless the deleter
+    may manage grants on every scope the user holds one on.
+    """
+    deleted_by = deleted_by or system_principal()
+    held = list(ScopeGrant.objects.select_for_update().filter(user=user).order_by("scope", "role"))
+    for grant in held:
+        require_grant_admin(deleted_by, Scope.parse(grant.scope))
+    for grant in held:
+        revoke_role(
+            user=user,
+            scope=grant.scope,
+            role=grant.role,
+            revoked_by=deleted_by,
+            reason="user_deleted",
+        )
+    user.delete()
+    return len(held)
+
+
+def may_delete_user(principal: Principal, user: Any) -> bool:
+    """Whether :func:`delete_user` would let ``principal`` delete ``user`` (their grants are in reach)."""
+    scopes = ScopeGrant.objects.filter(user=user).values_list("scope", flat=True).distinct()
+    return all(access.may_administer(principal, Scope.parse(scope)) for scope in scopes)
 
 
 def grants_of(*, user: Any | None = None) -> list[ScopeGrant]:

@@ -15,6 +15,12 @@ Environment variables:
 - ``AETNAWEB_ACTIONS_ROOT``: directory the filesystem adapter is rooted at.
 - ``AETNAWEB_STORE_RECALL_QUERIES``: keep raw recall query text in the
   retrieval log (off by default; never in the audit table).
+- ``AETNAWEB_DB_POOL_SIZE`` (PostgreSQL): connections kept in this process's
+  pool (default 10; ``0`` turns the pool off and keeps each connection for
+  ``AETNAWEB_DB_CONN_MAX_AGE_SECONDS``, default 60);
+  ``AETNAWEB_DB_POOL_TIMEOUT_SECONDS``: how long a request waits for one (10).
+
+A number that does not parse stops start-up with a sentence naming the variable.
 """
 
 from __future__ import annotations
@@ -43,6 +49,22 @@ def env_flag(name: str, default: bool = False) -> bool:
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """A whole-number variable; a bad value stops start-up with a sentence naming it."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, got {value.strip()[:40]!r}"
+        )
+    return number
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -98,6 +120,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost after security: sees every answer, CSRF failures and 405s included.
+    "aetnaweb.api.JsonErrorsMiddleware",
     # Serves /static/ from the app process (no separate web server needed);
     # in production run `manage.py collectstatic` first.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -118,7 +142,9 @@ ASGI_APPLICATION = "aetnaweb.asgi.application"
 
 TEMPLATES = [
     {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        # Output with a lone surrogate (an already-stored bad string) renders
+        # as U+FFFD instead of failing the page for good (aetnaweb/text.py).
+        "BACKEND": "aetnaweb.text.DisplayableTemplates",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
@@ -138,8 +164,9 @@ TEMPLATES = [
 DEFAULT_SQLITE_PATH = DATA_DIR / "aetnaweb.sqlite3"
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip() or f"sqlite:///{DEFAULT_SQLITE_PATH}"
 
+# WAL is switched on once per file by aetnaweb.sqlite.use_wal, not here: it
+# is a write, and a read-only database file must still serve reads.
 SQLITE_INIT_COMMAND = (
-    "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
     "PRAGMA foreign_keys=ON;"
     "PRAGMA busy_timeout=30000;"
@@ -170,6 +197,23 @@ def _database() -> dict[str, Any]:
         config["TEST"] = {"NAME": str(DATA_DIR / f"test_aetnaweb_{os.getpid()}.sqlite3")}
     elif config["ENGINE"] == "django.db.backends.postgresql":
         config.setdefault("OPTIONS", {})
+        # Reuse connections so many concurrent clients share a few server slots
+        # (PostgreSQL's default is 100 in all). With the pool, a request waits
+        # up to the timeout for a free connection, then gets a 503 (never a
+        # "too many clients" 500); each connection is checked before reuse.
+        pool_size = env_int("AETNAWEB_DB_POOL_SIZE", 10)
+        if pool_size:
+            from psycopg_pool import ConnectionPool
+
+            config["CONN_MAX_AGE"] = 0  # Django: a pool replaces persistent connections
+            config["OPTIONS"]["pool"] = {
+                "min_size": 1,
+                "max_size": pool_size,
+                "timeout": env_int("AETNAWEB_DB_POOL_TIMEOUT_SECONDS", 10, minimum=1),
+                "check": ConnectionPool.check_connection,
+            }
+        else:
+            config["CONN_MAX_AGE"] = env_int("AETNAWEB_DB_CONN_MAX_AGE_SECONDS", 60)
         config["CONN_HEALTH_CHECKS"] = True
         config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return config
@@ -231,7 +275,7 @@ SECURE_CSP = {
 
 if PRODUCTION:
     SECURE_SSL_REDIRECT = env_flag("SECURE_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = True
@@ -253,7 +297,7 @@ LOGGING = {
 
 AETNAWEB_APPROVAL_KEY = os.environ.get("AETNAWEB_APPROVAL_KEY", "")
 AETNAWEB_APPROVAL_KEY_FILE = os.environ.get("AETNAWEB_APPROVAL_KEY_FILE", "")
-AETNAWEB_APPROVAL_TTL_SECONDS = int(os.environ.get("AETNAWEB_APPROVAL_TTL_SECONDS", "900"))
+AETNAWEB_APPROVAL_TTL_SECONDS = env_int("AETNAWEB_APPROVAL_TTL_SECONDS", 900, minimum=1)
 AETNAWEB_ACTIONS_ROOT = os.environ.get("AETNAWEB_ACTIONS_ROOT", str(DATA_DIR / "actions-root"))
 AETNAWEB_STORE_RECALL_QUERIES = env_flag("AETNAWEB_STORE_RECALL_QUERIES")
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(

@@ -22,7 +22,9 @@ module: they read only plain tables, which any SQLite 3 can read.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
 import sys
 from types import ModuleType
@@ -64,6 +66,7 @@ def _shim(dbapi2: ModuleType) -> ModuleType:
 
     def connect(*args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("factory", Connection)
+        create_private_file(args[0] if args else kwargs.get("database"))
         return dbapi2.connect(*args, **kwargs)
 
     module = ModuleType("sqlite3", dbapi2.__doc__)
@@ -81,6 +84,48 @@ def _shim(dbapi2: ModuleType) -> ModuleType:
         }
     )
     return module
+
+
+def create_private_file(database: Any) -> None:
+    """Create a database file that does not exist yet readable by its owner only (0600).
+
+    SQLite would create it with the process umask (often 0644), handing
+    memories and audit rows to every local user; like ``data/secret_key`` it
+    is created 0600 in one step. SQLite copies the file's mode to its -wal and
+    -shm files. ``:memory:`` and ``file:`` URIs are left to SQLite.
+    """
+    if not isinstance(database, (str, os.PathLike)):
+        return
+    path = os.fspath(database)
+    if not path or path == ":memory:" or path.startswith("file:") or os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process created it first; its mode is its creator's
+    except OSError:
+        return  # no such folder, no permission: let SQLite report it in its own words
+    os.close(fd)
+
+
+def use_wal(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created``: switch a SQLite database to WAL once (the mode is stored in the file).
+
+    Not an ``init_command``: ``PRAGMA journal_mode=WAL`` is a write, so on a
+    read-only file it failed every connection and with it every page, reads
+    included. Here a read-only file keeps its journal mode and serves reads;
+    writes answer 503 (aetnaweb/faults.py).
+    """
+    if connection.vendor != "sqlite":
+        return
+    import sqlite3  # the module install() routed: its errors are the connection's
+
+    raw = connection.connection
+    mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() in {"wal", "memory"}:
+        return
+    with contextlib.suppress(sqlite3.OperationalError):  # read-only: readers need no WAL
+        raw.execute("PRAGMA journal_mode=WAL")
 
 
 def install() -> ModuleType:

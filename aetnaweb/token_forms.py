@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from aetnaweb.access import AUDIT, FORGET, PROPOSE, READ, STAGE, TOKEN_CAPABILITIES, WRITE
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 
 CAPABILITY_HELP = {
     READ: "read: list and show records, recall, persona, scenes, list and show actions",
@@ -22,7 +23,7 @@ CAPABILITY_HELP = {
 MAX_DAYS = 366
 
 
-class TokenCreateForm(forms.Form):
+class TokenCreateForm(StorableTextMixin, forms.Form):
     name = forms.CharField(
         max_length=100,
         help_text="Who will use it, e.g. 'support-bot (prod)'. Recorded in the audit chain as a digest.",

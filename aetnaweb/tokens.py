@@ -30,6 +30,7 @@ from aetnaweb.access import (
 )
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import append_event
 
@@ -72,6 +73,7 @@ def _check_capabilities(capabilities: list[str] | tuple[str, ...] | set[str]) ->
     return caps
 
 
+@storable_text_arguments
 @transaction.atomic
 def create_token(
     *,

@@ -25,3 +25,7 @@ urlpatterns = [
     path("actions/", include("actions.urls")),
     path("memory/", include("memory.urls")),
 ]
+
+# A database fault (full disk, read-only file, no free connections) is a 503
+# saying so; anything else the usual 500 page (JSON under /api/v1/).
+handler500 = "aetnaweb.views.server_error"

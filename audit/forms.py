@@ -15,6 +15,7 @@ from typing import Any
 from django import forms
 
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 from audit.chain import EVENT_TYPE_RE
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -35,7 +36,7 @@ def clean_scope_value(raw: str, *, required: bool = False) -> str:
         raise forms.ValidationError(str(exc)) from exc
 
 
-class EventFilterForm(forms.Form):
+class EventFilterForm(StorableTextMixin, forms.Form):
     """The audit explorer's filters; every field is optional and exact."""
 
     scope = forms.CharField(
@@ -103,7 +104,7 @@ class EventFilterForm(forms.Form):
         return bool(self.is_bound and self.is_valid() and self.filters())
 
 
-class VerifyChainForm(forms.Form):
+class VerifyChainForm(StorableTextMixin, forms.Form):
     """Start a verification run over one scope's chains."""
 
     scope = forms.CharField(max_length=200)

@@ -32,6 +32,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
@@ -42,7 +43,15 @@ logger = logging.getLogger(__name__)
 
 
 class AuditError(ValueError):
-    """An append that the evidence layer refuses (bad subject, payload or call site)."""
+    """An append that the evidence layer refuses (bad subject, payload or call site).
+
+    ``field`` names the argument at fault when there is one (``event_type``,
+    ``payload``), so a caller can point at it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 MAX_CONTEXT_LENGTH = 200
@@ -98,6 +107,7 @@ def _check_context(name: str, value: str | None) -> str | None:
     return value
 
 
+@storable_text_arguments
 def append_event(
     *,
     subject: Scope | str,
@@ -127,15 +137,16 @@ def append_event(
     ):
         raise AuditError(
             f"invalid event type {event_type!r}: expected dotted lower-case words "
-            f"of at most {MAX_EVENT_TYPE_LENGTH} characters"
+            f"of at most {MAX_EVENT_TYPE_LENGTH} characters",
+            field="event_type",
         )
     _check_actor(actor)
     if not isinstance(payload, dict):
-        raise AuditError("an audit payload must be a JSON object")
+        raise AuditError("an audit payload must be a JSON object", field="payload")
     try:
         payload_text = check_round_trip(payload)
     except CanonicalJSONError as exc:
-        raise AuditError(f"audit payload refused: {exc}") from exc
+        raise AuditError(f"audit payload refused: {exc}", field="payload") from exc
     session_id = _check_context("session_id", session_id)
     turn_id = _check_context("turn_id", turn_id)
     record_id = _check_context("record_id", record_id)
@@ -211,6 +222,7 @@ def append_event(
 AGENT_EVENT_PREFIX = "agent."
 
 
+@storable_text_arguments
 @transaction.atomic
 def log_agent_event(
     *,
@@ -233,7 +245,8 @@ def log_agent_event(
     if not isinstance(event_type, str) or not event_type.startswith(AGENT_EVENT_PREFIX):
         raise AuditError(
             f"event type {event_type!r} refused: only agent.* events may be logged "
-            "(e.g. agent.tool_call)"
+            "(e.g. agent.tool_call)",
+            field="event_type",
         )
     try:
         scope = Scope.parse(subject)
@@ -320,6 +333,7 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 MAX_RECORDED_FAILURES = 100
 
 
+@storable_text_arguments
 @transaction.atomic
 def start_verification_run(
     *,

@@ -83,9 +83,9 @@ def refusals(field: str | None = None, **fields: str) -> Iterator[None]:
             str(exc), field=fields.get("SelectorError", field), error=exc.reason
         ) from exc
     except MemoryEngineError as exc:
-        raise bad_request(
-            str(exc), field=fields.get(type(exc).__name__, field), error=_code(exc)
-        ) from exc
+        # An error that knows its field (ActionLogError: event_type or payload) names it.
+        named = getattr(exc, "field", None) or fields.get(type(exc).__name__, field)
+        raise bad_request(str(exc), field=named, error=_code(exc)) from exc
 
 
 def _code(exc: Exception) -> str:
@@ -253,7 +253,7 @@ def log_action(request: HttpRequest, payload: LogActionIn) -> dict[str, Any]:
     """Record what the agent did (capability ``write``). The payload goes into the
     audit chain as given: it must hold digests, IDs and counts, never content."""
     require(request, access.WRITE, payload.scope)
-    with refusals("payload", ActionLogError="payload"):
+    with refusals("payload"):
         return services.log_action(
             scope=payload.scope,
             event_type=payload.event_type,

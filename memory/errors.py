@@ -48,7 +48,11 @@ class ProposalError(MemoryEngineError):
 
 
 class ActionLogError(MemoryEngineError):
-    """An ``agent.*`` event the caller may not log (bad type or payload)."""
+    """An ``agent.*`` event the caller may not log (bad type or payload); ``field`` says which."""
+
+    def __init__(self, message: str, *, field: str = "payload") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class QueryError(MemoryEngineError):

@@ -15,6 +15,7 @@ from typing import Any
 from django import forms
 
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import StorableTextMixin
 from memory.models import SourceType, Status, TrustTier
 
 MAX_REASON_CHARS = 2000
@@ -66,7 +67,7 @@ def _optional_choice(choices: list[tuple[str, str]], label: str) -> forms.Choice
     return forms.ChoiceField(choices=[("", f"Any {label}"), *choices], required=False, label=label)
 
 
-class ScopeJumpForm(forms.Form):
+class ScopeJumpForm(StorableTextMixin, forms.Form):
     """The scope browser's "open a scope" box."""
 
     scope = forms.CharField(
@@ -78,7 +79,7 @@ class ScopeJumpForm(forms.Form):
         return parse_scope_field(self.cleaned_data["scope"])
 
 
-class RecordFilterForm(forms.Form):
+class RecordFilterForm(StorableTextMixin, forms.Form):
     """Filters of a scope's record list (all optional; GET parameters)."""
 
     status = _optional_choice(Status.choices, "status")
@@ -99,7 +100,7 @@ class RecordFilterForm(forms.Form):
         }
 
 
-class RecallTestForm(forms.Form):
+class RecallTestForm(StorableTextMixin, forms.Form):
     """The recall tester: the same arguments an agent's recall takes."""
 
     query = forms.CharField(
@@ -112,7 +113,7 @@ class RecallTestForm(forms.Form):
     min_score = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.0, label="Minimum score")
 
 
-class DecisionForm(forms.Form):
+class DecisionForm(StorableTextMixin, forms.Form):
     """Promote or reject one quarantined record; the reason is required."""
 
     scope = forms.CharField(max_length=200, widget=forms.HiddenInput)
@@ -131,7 +132,7 @@ class DecisionForm(forms.Form):
         return check_record_id(self.cleaned_data["record_id"])
 
 
-class BulkDecisionForm(forms.Form):
+class BulkDecisionForm(StorableTextMixin, forms.Form):
     """Promote or reject several records at once, confirmed by typing.
 
     Each selected item is ``<scope>|<record_id>`` (a scope never holds ``|``).
@@ -190,7 +191,7 @@ class BulkDecisionForm(forms.Form):
         return data
 
 
-class ReviewScopeForm(forms.Form):
+class ReviewScopeForm(StorableTextMixin, forms.Form):
     """Narrow the review queue to one scope's subtree (optional)."""
 
     scope = forms.CharField(max_length=200, required=False, label="Only scope")
@@ -200,7 +201,7 @@ class ReviewScopeForm(forms.Form):
         return parse_scope_field(raw) if raw else None
 
 
-class ForgetForm(forms.Form):
+class ForgetForm(StorableTextMixin, forms.Form):
     """A forget request: a selector (text the records contain) or a selection of record IDs.
 
     Exactly one of the two; an empty request is refused here, before any
@@ -259,7 +260,7 @@ class ForgetApplyForm(ForgetForm):
         return list(dict.fromkeys(check_record_id(item) for item in raw))
 
 
-class ReceiptVerifyForm(forms.Form):
+class ReceiptVerifyForm(StorableTextMixin, forms.Form):
     """A deletion receipt to verify: an uploaded JSON file or pasted JSON."""
 
     receipt_file = forms.FileField(required=False, label="Receipt file (.json)")

@@ -13,17 +13,33 @@ exactly the bound scope; recall sees it and its ancestors, as scopes.md says.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+import io
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Annotated, Any, Literal
 
+import anyio
 from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCResponse,
+    TextContent,
+)
 from pydantic import BaseModel, Field
 
 from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from memory import selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
 from memory.extraction import MAX_TEXT_CHARS
@@ -72,34 +88,18 @@ def bound_principal(scope: Scope, capabilities: Iterable[str], *, name: str = "m
     return Principal(label=f"agent:{name}", kind="token", bindings=((scope, caps),))
 
 
-def _nul_in(value: Any, where: str) -> str | None:
-    """Where a NUL character hides in a tool argument (no store keeps NUL in text)."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _nul_in(str(key), where) or _nul_in(item, f"{where}.{key}")
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_in(item, f"{where}.{index}")
-            if found:
-                return found
-    return None
-
-
 def _text_arguments[F: Callable[..., Any]](tool: F) -> F:
-    """Refuse NUL characters in any argument before the tool runs (names the argument)."""
+    """Refuse unstorable text in any argument before the tool runs (names the argument)."""
 
     @functools.wraps(tool)
     def checked(**arguments: Any) -> Any:
         for name, value in arguments.items():
-            where = _nul_in(value, name)
-            if where:
-                raise ToolError(f"{where}: text may not contain the NUL character (\\u0000)")
+            if isinstance(value, BaseModel):
+                value = value.model_dump()
+            try:
+                check_storable_text(value, name)
+            except UnstorableText as exc:
+                raise ToolError(str(exc)) from exc
         return tool(**arguments)
 
     return checked  # type: ignore[return-value]
@@ -116,7 +116,7 @@ def _call[T](fn: Callable[[], T]) -> T:
         raise ToolError(
             "not allowed: this MCP session is bound to one scope and may not do that"
         ) from exc
-    except (MemoryEngineError, ScopeError) as exc:
+    except (MemoryEngineError, ScopeError, UnstorableText) as exc:
         raise ToolError(str(exc)) from exc
     finally:
         close_old_connections()
@@ -411,3 +411,73 @@ def build_server(
         )
 
     return server
+
+
+# -- stdio, answering what the SDK would drop -----------------------------------------------
+
+
+def refusal_for(line: str) -> JSONRPCMessage | None:
+    """The answer to a request line the SDK cannot parse because of unstorable text, else ``None``.
+
+    The SDK validates each line with pydantic, which refuses a lone surrogate
+    (``"\\ud800"`` in JSON); it then drops the message without a reply and the
+    client waits forever. Python's json reads such a line, so the request's
+    ``id`` is known and it gets an answer: a tool error result for
+    ``tools/call`` (like every other refused argument), a JSON-RPC
+    invalid-params error otherwise. Anything else is left to the SDK.
+    """
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    found = unstorable_text_in(message)
+    request_id = message.get("id")
+    if found is None or not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        return None  # a valid line, or a notification or id that cannot be answered
+    if unstorable_text_in(request_id) is not None:
+        return None
+    field = found[0].removeprefix("params.").removeprefix("arguments.")
+    text = f"{field}: {found[1]}"
+    if message["method"] == "tools/call":
+        result = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return JSONRPCResponse(
+            jsonrpc="2.0",
+            id=request_id,
+            result=result.model_dump(by_alias=True, mode="json", exclude_none=True),
+        )
+    return JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_PARAMS, message=text)
+    )
+
+
+class _AnsweringLines:
+    """The stdin the SDK reads: refused requests are answered on ``replies``, not passed on."""
+
+    def __init__(self, lines: Any) -> None:
+        self._lines = lines
+        self.replies: Any = None
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            answer = refusal_for(line)
+            if answer is None or self.replies is None:
+                yield line
+            else:
+                await self.replies.send(SessionMessage(answer))
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve ``server`` over stdin/stdout like ``server.run("stdio")``, answering every request."""
+    wire = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    lines = _AnsweringLines(anyio.wrap_file(wire))
+    async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+        # Set before the first await, so the reader task (started by the
+        # context) can answer from its very first line.
+        lines.replies = write_stream
+        lowlevel = server._lowlevel_server  # the SDK's run_stdio_async does exactly this
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -246,6 +246,20 @@ def _visible_record(principal: Principal, record_id: str) -> Record:
     raise RecordNotFound(f"no record {record_id}: check the ID")
 
 
+def _recalled_ancestor_record(principal: Principal, record_id: str) -> Record:
+    ancestors = access.recalled_ancestors(principal)
+    record = (
+        Record.objects.filter(scope__in=ancestors, record_id=record_id, status=Status.ACTIVE)
+        .select_related("episode")
+        .first()
+        if ancestors
+        else None
+    )
+    if record is None:
+        raise access.AccessDenied(f"{principal.label} may not read record {record_id}")
+    return record
+
+
 @dataclass(frozen=True)
 class RecordDetail:
     """A record with everything a reviewer or auditor asks about it."""
@@ -298,8 +312,15 @@ def _follow(principal: Principal, start: str | None, attribute: str) -> list[Rec
 
 def record_detail(principal: Principal, record_id: str) -> RecordDetail:
     """The record, its supersession chain both ways, its source episode, the audit
-    events that name it and the recalls that considered it."""
-    record = _visible_record(principal, record_id)
+    events that name it and the recalls that considered it.
+
+    A token may also open an active record of an ancestor scope (recall gave
+    it that record): without the source episode, which recall never shows.
+    """
+    try:
+        record = _visible_record(principal, record_id)
+    except access.AccessDenied:
+        record = _recalled_ancestor_record(principal, record_id)
     sequences = list(
         RecordAuditLink.objects.filter(record_id=record.record_id)
         .order_by("event_sequence")
@@ -323,7 +344,7 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         record=record,
         supersedes_chain=_follow(principal, record.supersedes_id, "supersedes_id"),
         superseded_by_chain=_follow(principal, record.superseded_by_id, "superseded_by_id"),
-        episode=record.episode,
+        episode=record.episode if access.may(principal, access.READ, record.scope) else None,
         audit_events=events,
         recalls=hits,
     )

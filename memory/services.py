@@ -36,6 +36,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
 from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
@@ -593,6 +594,7 @@ def _check_text(text: Any, what: str = "text") -> str:
 # -- remember --------------------------------------------------------------------
 
 
+@storable_text_arguments
 @transaction.atomic
 def remember(
     *,
@@ -696,6 +698,7 @@ def remember(
     )
 
 
+@storable_text_arguments
 @transaction.atomic
 def remember_fact(
     *,
@@ -923,6 +926,7 @@ def _log_retrieval(
     return event, audit_event
 
 
+@storable_text_arguments
 @transaction.atomic
 def recall(
     *,
@@ -965,6 +969,7 @@ def _block_line(candidate: RecallCandidate) -> str:
     return f"- [{candidate.record_id}] {content}"
 
 
+@storable_text_arguments
 @transaction.atomic
 def recall_block(
     *,
@@ -1361,6 +1366,7 @@ def _preview_rows(records: list[Record], matched: set[str]) -> tuple[dict[str, A
     )
 
 
+@storable_text_arguments
 @transaction.atomic
 def forget_preview(
     *,
@@ -1400,6 +1406,7 @@ def _record_forget_rejected(
     return _audit(scope=scope, event_type="memory.forget_rejected", actor=actor, payload=payload)
 
 
+@storable_text_arguments
 def forget(
     *,
     scope: Scope | str,
@@ -1547,6 +1554,7 @@ def _reason_payload(reason: str | None) -> dict[str, Any]:
     return {"reason_sha256": sha256_text(reason)}
 
 
+@storable_text_arguments
 @transaction.atomic
 def promote(
     *,
@@ -1602,6 +1610,7 @@ def promote(
     )
 
 
+@storable_text_arguments
 @transaction.atomic
 def reject(
     *,
@@ -1676,6 +1685,7 @@ def _check_evidence(scope: Scope, evidence: Any) -> tuple[list[str], str, str]:
     return ids, "", ""
 
 
+@storable_text_arguments
 @transaction.atomic
 def propose_facts(
     *,
@@ -1765,6 +1775,7 @@ def propose_facts(
     return ProposeResult(str(parsed), tuple(accepted), tuple(duplicates), tuple(rejected))
 
 
+@storable_text_arguments
 @transaction.atomic
 def consolidate(
     *, scope: Scope | str, principal: Principal = SYSTEM, actor: str | None = None
@@ -1826,6 +1837,7 @@ def consolidate(
 # -- derived views: persona, scenes -------------------------------------------------------
 
 
+@storable_text_arguments
 @transaction.atomic
 def persona(
     *,
@@ -1879,6 +1891,7 @@ def persona(
     return Persona(str(parsed), text, tuple(record_ids), persona_sha256, event.event_id)
 
 
+@storable_text_arguments
 @transaction.atomic
 def scenes(
     *, scope: Scope | str, limit: int = SCENES_LIMIT, principal: Principal = SYSTEM
@@ -1938,6 +1951,7 @@ def scenes(
 # -- host hooks: capture and log_action ------------------------------------------------------
 
 
+@storable_text_arguments
 @transaction.atomic
 def capture(
     *,
@@ -1984,6 +1998,7 @@ def capture(
     return CaptureResult(role, event.event_id, None)
 
 
+@storable_text_arguments
 @transaction.atomic
 def log_action(
     *,
@@ -2015,7 +2030,7 @@ def log_action(
             principal=principal,
         )
     except AuditError as exc:
-        raise ActionLogError(str(exc)) from exc
+        raise ActionLogError(str(exc), field=exc.field or "payload") from exc
     return {
         "audit_event_id": event.event_id,
         "sequence": event.sequence,

@@ -14,9 +14,10 @@ import difflib
 import errno
 import hashlib
 import os
+import posixpath
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -42,6 +43,9 @@ ABSENT: dict[str, Any] = {
     "content_b64": None,
     "mode": None,
 }
+
+
+TEMP_SUFFIX = ".aetnaweb-tmp"
 
 
 def public_snapshot(snapshot: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +103,17 @@ class FilesystemAdapter:
         if not parts:
             raise ActionInputError("the filesystem adapter requires a relative path to a file")
         if ".." in parts:
-            raise ActionInputError(f"path {raw!r} escapes the configured root")
+            # Refused even when it would stay inside the root (a//b/../c.txt):
+            # the reviewer approves the path as written, and lexical
+            # normalization past a directory that may not exist (or may be
+            # swapped) would touch a file other than the one shown.
+            lexical = posixpath.normpath("/".join(parts))
+            if lexical == ".." or lexical.startswith("../"):
+                raise ActionInputError(f"path {raw!r} escapes the configured root")
+            raise ActionInputError(
+                f"path {raw!r}: '..' segments are refused, even inside the root;"
+                f" send the path without them ({lexical!r})"
+            )
         current = self.root
         for index, part in enumerate(parts):
             current = current / part
@@ -178,9 +192,14 @@ class FilesystemAdapter:
             os.close(parent_fd)
 
     @staticmethod
-    def _atomic_write(parent_fd: int, name: str, data: bytes, mode: int) -> None:
-        """Temporary file in the same directory, fsync, rename over the target, fsync the dir."""
-        temp_name = f".{name[:100]}.{secrets.token_hex(8)}.aetnaweb-tmp"
+    def _atomic_write(parent_fd: int, name: str, data: bytes, mode: int, key: str) -> None:
+        """Temporary file in the same directory, fsync, rename over the target, fsync the dir.
+
+        The temporary name carries a tag of ``key`` (the attempt's idempotency
+        or compensation key), so after a crash :meth:`leftovers` finds this
+        operation's own temporary files and never another run's.
+        """
+        temp_name = f".{name[:100]}.{_temp_tag(key)}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
         fd = os.open(
             temp_name,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
@@ -308,7 +327,7 @@ class FilesystemAdapter:
                 changed = current["sha256"] != _sha256(data)
                 if changed:
                     mode = current["mode"] if current["exists"] else NEW_FILE_MODE
-                    self._atomic_write(parent_fd, name, data, mode)
+                    self._atomic_write(parent_fd, name, data, mode, idempotency_key)
             else:
                 try:
                     os.unlink(name, dir_fd=parent_fd)
@@ -375,7 +394,7 @@ class FilesystemAdapter:
         parent_fd, name = self._open_parent(relative)
         try:
             if before.get("exists"):
-                self._atomic_write(parent_fd, name, data, int(before["mode"]))
+                self._atomic_write(parent_fd, name, data, int(before["mode"]), compensation_key)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=parent_fd)
@@ -383,6 +402,56 @@ class FilesystemAdapter:
         finally:
             os.close(parent_fd)
         return {"provider_request_id": compensation_key, "path": relative, "after": after}
+
+    def leftovers(
+        self, prepared: PreparedOperation, keys: Sequence[str], *, remove: bool
+    ) -> list[dict[str, Any]]:
+        """Temporary files a crashed write of this operation left beside its target.
+
+        A crash between creating the temporary file and renaming it leaves a
+        hidden ``.<name>.<tag>.<random>.aetnaweb-tmp`` in the target folder
+        (content the reviewer approved, never the target itself). Only files
+        tagged with one of ``keys`` (this operation's idempotency and
+        compensation keys) are considered, and with ``remove`` a regular file
+        is unlinked; anything else (a link, a folder) is reported and kept.
+        """
+        relative = prepared.arguments.get("path")
+        if not isinstance(relative, str):
+            return []
+        try:
+            parent_fd, name = self._open_parent(self.normalize_path(relative))
+        except (ActionInputError, OSError):
+            return []  # the folder is gone or no longer safe to open: nothing to sweep
+        prefixes = tuple(f".{name[:100]}.{_temp_tag(key)}." for key in keys)
+        parent = posixpath.dirname(relative)
+        found: list[dict[str, Any]] = []
+        try:
+            for entry in sorted(os.listdir(parent_fd)):
+                if not (entry.startswith(prefixes) and entry.endswith(TEMP_SUFFIX)):
+                    continue
+                shown = posixpath.join(parent, entry) if parent else entry
+                info = os.stat(entry, dir_fd=parent_fd, follow_symlinks=False)
+                regular = stat.S_ISREG(info.st_mode)
+                removed = False
+                if remove and regular:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry, dir_fd=parent_fd)
+                        removed = True
+                found.append(
+                    {
+                        "path": shown,
+                        "bytes": info.st_size,
+                        "removed": removed,
+                        "kept_because": None
+                        if removed or not remove
+                        else ("not a regular file" if not regular else "already gone"),
+                    }
+                )
+            if any(item["removed"] for item in found):
+                os.fsync(parent_fd)
+        finally:
+            os.close(parent_fd)
+        return found
 
     def verify_compensation(
         self, prepared: PreparedOperation, compensation_receipt: dict[str, Any]
@@ -399,6 +468,10 @@ class FilesystemAdapter:
             "" if ok else "filesystem state was not restored",
             {"path": relative, "expected": expected, "observed": observed},
         )
+
+
+def _temp_tag(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
 def describe_prepared(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -215,3 +215,81 @@ def test_real_process_without_key_exits_non_zero_with_one_line(
     assert result.stderr.strip().count("\n") == 0
     assert "approval is disabled: no approval key is configured" in result.stderr
     assert ActionTransaction.objects.get(pk=txn_id).state == "awaiting_approval"
+
+
+def test_recover_reports_and_removes_the_temporary_file_a_crashed_write_left(
+    actions_root, approval_key, approver, plan_file
+):
+    # Given a commit that died inside the filesystem adapter's atomic write: the
+    # temporary file (named by the adapter from the operation's idempotency key) is
+    # left beside the target, next to another run's temporary file and a user's file
+    from actions.adapters.filesystem import _temp_tag
+
+    txn = _stage(plan_file)
+    run("approve", txn, "--as", "ada")
+    ActionTransaction.objects.filter(pk=txn).update(state="committing")
+    ActionOperation.objects.filter(transaction_id=txn).update(state="executing")
+    op = ActionOperation.objects.get(transaction_id=txn)
+    ours = actions_root / f".cli.txt.{_temp_tag(op.idempotency_key)}.0a1b2c3d.aetnaweb-tmp"
+    ours.write_text("from the command line")
+    theirs = actions_root / f".cli.txt.{_temp_tag('another-run')}.0a1b2c3d.aetnaweb-tmp"
+    theirs.write_text("another run, maybe alive")
+    (actions_root / "notes.txt").write_text("mine")
+    # When an operator recovers the run
+    result = json.loads(run("recover", txn, "--as", "ada"))
+    # Then the run is fenced, and our temporary file is reported and removed
+    assert result["transaction"]["state"] == "recovery_required"
+    assert result["leftovers"] == [
+        {
+            "operation_id": op.id,
+            "path": ours.name,
+            "bytes": len("from the command line"),
+            "removed": True,
+            "kept_because": None,
+        }
+    ]
+    assert not ours.exists()
+    # And nothing else in the folder was touched, nor the target created
+    assert theirs.exists() and (actions_root / "notes.txt").read_text() == "mine"
+    assert not (actions_root / "cli.txt").exists()
+
+
+def test_recover_keeps_a_leftover_that_is_not_a_regular_file(
+    actions_root, approval_key, approver, plan_file
+):
+    from actions.adapters.filesystem import _temp_tag
+
+    txn = _stage(plan_file)
+    run("approve", txn, "--as", "ada")
+    ActionTransaction.objects.filter(pk=txn).update(state="committing")
+    op = ActionOperation.objects.get(transaction_id=txn)
+    odd = actions_root / f".cli.txt.{_temp_tag(op.compensation_key)}.0a1b2c3d.aetnaweb-tmp"
+    odd.symlink_to(actions_root / "elsewhere")
+    result = json.loads(run("recover", txn, "--as", "ada"))
+    assert [(i["removed"], i["kept_because"]) for i in result["leftovers"]] == [
+        (False, "not a regular file")
+    ]
+    assert odd.is_symlink()
+
+
+def test_the_adapter_names_its_temporary_file_after_the_attempt_key(actions_root, monkeypatch):
+    # The convention recover relies on: seen at the moment of the rename
+    from actions.adapters import filesystem
+    from actions.adapters.filesystem import FilesystemAdapter, _temp_tag
+
+    seen: list[str] = []
+    real_replace = os.replace
+
+    def watching_replace(src, dst, **kwargs):
+        seen.append(src)
+        return real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(filesystem.os, "replace", watching_replace)
+    fd = os.open(actions_root, os.O_RDONLY)
+    try:
+        FilesystemAdapter._atomic_write(fd, "f.txt", b"x", 0o600, "key-1")
+    finally:
+        os.close(fd)
+    assert len(seen) == 1
+    assert seen[0].startswith(f".f.txt.{_temp_tag('key-1')}.") and seen[0].endswith(".aetnaweb-tmp")
+    assert (actions_root / "f.txt").read_bytes() == b"x"

@@ -101,6 +101,19 @@ def test_stored_path_is_normalized_fs2(adapter, root):
     assert prepared.preview["path"] == "a/b.txt"
 
 
+@pytest.mark.parametrize("path", ["a//b/../c.txt", "a/./b/../c.txt", "b/.."])
+def test_dot_dot_inside_the_root_is_refused_with_the_normalized_path_suggested(adapter, root, path):
+    # Given a path whose '..' would stay inside the root (issue 10 item 8: the docs say
+    # '..' is refused, and it is, with a message that does not claim it escapes)
+    (root / "a" / "b").mkdir(parents=True)
+    # When it is staged, then it is refused, naming the rule and the path to send instead
+    with pytest.raises(ValueError) as caught:
+        _prepare(adapter, path=path, content="x")
+    message = str(caught.value)
+    assert "'..' segments are refused" in message and "escapes" not in message
+    assert not (root / "a" / "c.txt").exists()
+
+
 def test_regular_files_only_fs3(adapter, root):
     (root / "dir").mkdir()
     with pytest.raises(ValueError, match="regular files only"):

@@ -85,3 +85,27 @@ def test_debug_is_off_unless_asked(tmp_path, env, expected):
     done = run(tmp_path, "-c", f"import django; django.setup(); {PRINT_DEBUG}", **env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AETNAWEB_APPROVAL_TTL_SECONDS", "abc"),
+        ("AETNAWEB_APPROVAL_TTL_SECONDS", "0"),
+        ("AETNAWEB_DB_POOL_SIZE", "ten"),
+        ("SECURE_HSTS_SECONDS", "1y"),
+    ],
+)
+def test_a_bad_number_stops_start_up_with_one_line_naming_the_variable(tmp_path, name, value):
+    # Given a setting that is not a whole number (HSTS is read in production only)
+    env = production(**{name: value}) if name == "SECURE_HSTS_SECONDS" else {name: value}
+    if name == "AETNAWEB_DB_POOL_SIZE":
+        env["DATABASE_URL"] = "postgres://u:p@127.0.0.1:5432/aetnaweb"
+    # When a command starts
+    done = run(tmp_path, "manage.py", "check", **env)
+    # Then it exits non-zero with one line naming the variable and the bad value, no traceback
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert lines[0].startswith("aetnaweb: configuration error:")
+    assert name in lines[0] and repr(value) in lines[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -122,3 +123,72 @@ def test_token_admin_is_read_only_and_never_shows_the_hash(client):
     assert issued.token.token_prefix in body
     assert issued.token.token_hash not in body and issued.secret not in body
     assert 'name="_save"' not in body
+
+
+# -- deleting a user (issue 10 item 6) ----------------------------------------------------------
+
+
+def user_admin(username: str, grants) -> object:
+    """A staff user allowed to delete users in the admin, holding ``grants``."""
+    user = make_operator(username, grants, is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["view_user", "delete_user", "change_user", "delete_scopegrant"]
+        )
+    )
+    return user
+
+
+@pytest.mark.django_db
+def test_deleting_a_user_in_the_admin_audits_each_grant_revoked(client):
+    # Given a user holding two grants, and a tenant admin
+    boss = user_admin("boss", [("acme:*:*", "admin")])
+    target = make_operator("alice", [("acme:alice:*", "viewer"), ("acme:*:*", "reviewer")])
+    login_as(client, boss)
+    # When the boss deletes alice in the admin
+    url = reverse("admin:auth_user_delete", args=[target.pk])
+    response = client.post(url, {"post": "yes"})
+    # Then she is gone, and each grant's chain says who ended her access and why
+    assert response.status_code == 302
+    assert not type(target).objects.filter(pk=target.pk).exists()
+    assert not ScopeGrant.objects.filter(user_id=target.pk).exists()
+    events = AuditEvent.objects.filter(event_type="access.grant_revoked").order_by("subject_id")
+    assert [(e.subject_id, e.actor) for e in events] == [
+        ("acme:*:*", "boss"),
+        ("acme:alice:*", "boss"),
+    ]
+    payloads = [json.loads(e.payload) for e in events]
+    assert {p["role"] for p in payloads} == {"viewer", "reviewer"}
+    assert all(p["reason"] == "user_deleted" and p["user"] == "alice" for p in payloads)
+
+
+@pytest.mark.django_db
+def test_the_bulk_delete_action_audits_too(client):
+    boss = user_admin("boss", [("acme:*:*", "admin")])
+    targets = [make_operator(name, [(f"acme:{name}:*", "viewer")]) for name in ("amy", "ann")]
+    login_as(client, boss)
+    response = client.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "_selected_action": [t.pk for t in targets], "post": "yes"},
+    )
+    assert response.status_code == 302
+    assert AuditEvent.objects.filter(event_type="access.grant_revoked").count() == 2
+
+
+@pytest.mark.django_db
+def test_deleting_a_user_with_grants_out_of_reach_is_refused_and_writes_nothing(client):
+    # Given a user with a globex grant the acme admin does not manage
+    boss = user_admin("boss", [("acme:*:*", "admin")])
+    target = make_operator("gina", [("acme:gina:*", "viewer"), ("globex:*:*", "viewer")])
+    login_as(client, boss)
+    before = AuditEvent.objects.count()
+    # When the boss tries to delete her, one by one or in bulk
+    single = client.post(reverse("admin:auth_user_delete", args=[target.pk]), {"post": "yes"})
+    bulk = client.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "delete_selected", "_selected_action": [target.pk], "post": "yes"},
+    )
+    # Then it is refused, and the user, her grants and the chains are untouched
+    assert single.status_code == 403 and bulk.status_code == 403
+    assert ScopeGrant.objects.filter(user=target).count() == 2
+    assert AuditEvent.objects.count() == before

@@ -327,8 +327,8 @@ def test_log_action_appends_an_agent_event(alice_api):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"event_type": "memory.forget", "payload": {}}, "payload"),
-        ({"event_type": "agent.Bad Type", "payload": {}}, "payload"),
+        ({"event_type": "memory.forget", "payload": {}}, "event_type"),
+        ({"event_type": "agent.Bad Type", "payload": {}}, "event_type"),
         ({"event_type": "agent.ok", "payload": []}, "payload"),
         ({"event_type": "agent.ok"}, "payload"),
         ({"payload": {}}, "event_type"),

@@ -39,6 +39,7 @@ from actions.approvals import ApprovalAuthority, read_key_file
 from actions.errors import ActionError
 from aetnaweb.access import AccessDenied, Principal, operator_principal, system_principal
 from aetnaweb.scopes import ScopeError
+from aetnaweb.text import UnstorableText
 
 REFUSED = 2
 
@@ -126,7 +127,7 @@ class Command(BaseCommand):
             handlers[options["verb"]](options)
         except AccessDenied as exc:
             raise _refuse(f"refused: {exc} (or no such transaction)") from exc
-        except (ActionError, ScopeError) as exc:
+        except (ActionError, ScopeError, UnstorableText) as exc:
             raise _refuse(exc) from exc
 
     # -- helpers ------------------------------------------------------------------

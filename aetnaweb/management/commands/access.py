@@ -27,6 +27,7 @@ from aetnaweb import grants, tokens
 from aetnaweb.access import AccessDenied, system_principal
 from aetnaweb.models import ApiToken, Role
 from aetnaweb.scopes import ScopeError
+from aetnaweb.text import UnstorableText
 
 REFUSED = 2  # exit status for every refusal (bad input or a change that cannot be made)
 
@@ -81,7 +82,13 @@ class Command(BaseCommand):
         }
         try:
             handlers[verb](options)
-        except (ScopeError, grants.GrantError, tokens.TokenError, AccessDenied) as exc:
+        except (
+            ScopeError,
+            grants.GrantError,
+            tokens.TokenError,
+            AccessDenied,
+            UnstorableText,
+        ) as exc:
             raise _refuse(str(exc)) from exc
 
     # -- grants -----------------------------------------------------------------

@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from aetnaweb import access
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import UnstorableText
 from audit import selectors
 from audit.canonical import canonical_json, loads_strict
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
@@ -99,7 +100,7 @@ class Command(BaseCommand):
         handler = getattr(self, f"_{verb}")
         try:
             handler(options)
-        except (AuditError, CheckpointError, access.AccessDenied) as exc:
+        except (AuditError, CheckpointError, access.AccessDenied, UnstorableText) as exc:
             raise CommandError(str(exc)) from exc
 
     # -- verbs ------------------------------------------------------------------------

@@ -13,10 +13,17 @@ import logging
 import sys
 from typing import Any
 
+import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from aetnaweb.scopes import Scope, ScopeError
-from memory.mcp_server import DEFAULT_CAPABILITIES, MCP_CAPABILITIES, bound_principal, build_server
+from memory.mcp_server import (
+    DEFAULT_CAPABILITIES,
+    MCP_CAPABILITIES,
+    bound_principal,
+    build_server,
+    serve_stdio,
+)
 
 REFUSED = 2
 
@@ -63,7 +70,7 @@ class Command(BaseCommand):
         self._log_to_stderr()
         server = build_server(scope, capabilities=capabilities, name=name)
         logging.getLogger("aetnaweb.mcp").info("serving MCP over stdio at scope %s", scope)
-        server.run("stdio")
+        anyio.run(serve_stdio, server)
 
     def _log_to_stderr(self) -> None:
         # Django's console handler already writes to stderr; make sure nothing

@@ -39,6 +39,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from aetnaweb.access import AccessDenied, system_principal
 from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.text import UnstorableText
 from memory import selectors, services
 from memory.errors import MemoryEngineError, ProposalError
 
@@ -155,7 +156,7 @@ class Command(BaseCommand):
         handler = getattr(self, f"_{options['verb']}")
         try:
             handler(options)
-        except (MemoryEngineError, AccessDenied) as exc:
+        except (MemoryEngineError, AccessDenied, UnstorableText) as exc:
             raise _refuse(exc) from exc
         except ScopeError as exc:
             raise _refuse(exc) from exc
