@@ -47,12 +47,14 @@ test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy aetnaweb audit memory actions
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy aetnaweb audit memory actions
+	$(VENV)/bin/lint-imports
 
 format: setup
 	$(VENV)/bin/ruff format .

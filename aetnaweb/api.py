@@ -31,7 +31,7 @@ from typing import Annotated, Any, NoReturn
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.urls import URLPattern, URLResolver, path, re_path, resolve
+from django.urls import resolve
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -384,29 +384,7 @@ def whoami(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-# -- URL patterns ---------------------------------------------
-
-
-def _mount_app_routers() -> None:
-    # Imported here, and called from api_urls() rather than at import time: the
-    # routers import this module's helpers, so mounting while this module is
-    # still loading made `import memory.api` fail in a fresh process.
-    from actions.api import mount as mount_actions
-    from audit.api import mount as mount_audit
-    from memory.api import mount as mount_memory
-
-    mount_memory(api)
-    mount_actions(api)
-    mount_audit(api)
-
-
-def _exempt_from_login(patterns: list[Any]) -> None:
-    for pattern in patterns:
-        if isinstance(pattern, URLResolver):
-            _exempt_from_login(pattern.url_patterns)
-        elif isinstance(pattern, URLPattern):
-            # Token auth, not sessions: LoginRequiredMiddleware must not redirect agents.
-            pattern.callback.login_required = False  # type: ignore[attr-defined]
+# -- the JSON 404 for paths no router answers -------------------------------------------
 
 
 @csrf_exempt  # it writes nothing; a POST to a wrong path is a JSON 404, not a CSRF page
@@ -426,21 +404,6 @@ def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
         status=404,
         content_type="application/json",
     )
-
-
-def api_urls() -> tuple[list[Any], str, str]:
-    """What ``aetnaweb/urls.py`` includes under ``api/v1/`` (called once, by the URLconf)."""
-    _mount_app_routers()
-    patterns, app_name, namespace = api.urls
-    _exempt_from_login(patterns)
-    # Ninja's root view answers an HTML 404 without docs; keep its name (ninja reverses
-    # it to find the API's prefix) but answer JSON like every other unknown path.
-    patterns = [
-        path("", unknown_endpoint, name="api-root") if getattr(p, "name", None) == "api-root" else p
-        for p in patterns
-    ]
-    patterns = [*patterns, re_path(r"^(?P<rest>.*)$", unknown_endpoint, name="unknown")]
-    return patterns, app_name, namespace
 
 
 # -- every error under /api/v1/ is JSON ------------------------------------------------------

@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from aetnaweb import views
-from aetnaweb.api import api_urls
+from aetnaweb.api_urls import api_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
