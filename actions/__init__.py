@@ -1,1 +1,1 @@
-"""Guarded actions (shared/spec/guarded-actions-v1.md)."""
+"""Guarded actions (docs/spec/guarded-actions-v1.md)."""

@@ -1,4 +1,4 @@
-"""The Scope value type (shared/spec/scopes.md).
+"""The Scope value type (docs/spec/scopes.md).
 
 A scope is written ``tenant:user:project``. Parsing refuses, never repairs:
 every command, service, form and API endpoint validates a scope here, so they

@@ -1,1 +1,1 @@
-"""The evidence layer: one SHA-256 hash chain per scope (shared/spec/audit-log-v1.md)."""
+"""The evidence layer: one SHA-256 hash chain per scope (docs/spec/audit-log-v1.md)."""

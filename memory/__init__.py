@@ -1,1 +1,1 @@
-"""The scoped memory engine (shared/spec/memory-engine.md)."""
+"""The scoped memory engine (docs/spec/memory-engine.md)."""

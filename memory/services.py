@@ -1,6 +1,6 @@
 """The memory engine's Python API: every write, and every read that leaves evidence.
 
-Each verb of shared/spec/memory-engine.md is one keyword-only function here.
+Each verb of docs/spec/memory-engine.md is one keyword-only function here.
 Views, the HTTP API, MCP tools, management commands and tests all call these
 same functions. Each one:
 

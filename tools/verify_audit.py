@@ -229,7 +229,7 @@ _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 
 
 def is_canonical_subject(subject: Any) -> bool:
-    """``tenant:user:project`` exactly as shared/spec/scopes.md allows it."""
+    """``tenant:user:project`` exactly as docs/spec/scopes.md allows it."""
     if not isinstance(subject, str):
         return False
     parts = subject.split(":")
