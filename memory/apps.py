@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        # The evidence layer imports nothing from the engine; the engine hands it
+        # the check that a receipt's records really were purged.
+        from audit.receipts import register_purge_check
+        from memory.selectors import receipt_purge_failures
+
+        register_purge_check(receipt_purge_failures)

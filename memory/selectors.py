@@ -589,3 +589,46 @@ __all__ = [
     "scope_tree",
     "scopes_with_memory",
 ]
+
+
+# -- evidence checks the audit layer runs (registered in memory.apps) ----------------
+
+
+def receipt_purge_failures(
+    subject_id: str, record_ids: list[str], episode_ids: list[str]
+) -> list[str]:
+    """Named records that are not tombstoned and episodes that are not purged.
+
+    The receipt rule's "where the records are at hand" (audit-log-v1): a row
+    that does not exist here is not at hand and is not judged. Worded exactly
+    as ``tools/verify_audit.py`` words it.
+    """
+    failures = []
+    records = {
+        row[0]: row[1:]
+        for row in Record.objects.filter(record_id__in=record_ids).values_list(
+            "record_id", "scope", "status", "content"
+        )
+    }
+    for record_id in record_ids:
+        if record_id not in records:
+            continue
+        scope, status, content = records[record_id]
+        if scope != subject_id:
+            failures.append(f"record {record_id} belongs to scope {scope}, not {subject_id}")
+        elif status != Status.TOMBSTONED:
+            failures.append(f"record {record_id} is {status}, not tombstoned: it was not purged")
+        elif content:
+            failures.append(f"record {record_id} is tombstoned but still holds content")
+    episodes = {
+        row[0]: row[1:]
+        for row in Episode.objects.filter(episode_id__in=episode_ids).values_list(
+            "episode_id", "text", "purged_at"
+        )
+    }
+    for episode_id in episode_ids:
+        if episode_id in episodes:
+            text, purged_at = episodes[episode_id]
+            if text or purged_at is None:
+                failures.append(f"episode {episode_id} still holds its text: it was not purged")
+    return failures

@@ -2010,9 +2010,11 @@ def log_action(
     principal: Principal = SYSTEM,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """Append the caller's ``agent.*`` event to the scope's chain.
+    """Append the caller's ``agent.*`` event to the scope's chain, as ``agent.log.*``.
 
-    The payload is the caller's: it must hold digests, IDs and counts, not content.
+    The payload is the caller's: it must hold digests, IDs and counts, not
+    content, and never the keys of deletion evidence (see
+    :func:`audit.services.log_agent_event`).
     """
     # The scope is checked here so a bad one surfaces as ScopeError (the API's
     # "scope" field) and an out-of-reach one as AccessDenied, like every verb.
@@ -2036,6 +2038,7 @@ def log_action(
         "sequence": event.sequence,
         "event_hash": event.event_hash,
         "subject_id": event.subject_id,
+        "event_type": event.event_type,
     }
 
 

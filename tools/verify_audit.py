@@ -37,7 +37,9 @@ trust none of the application. Sibling tools may import it
 ``parse_checkpoint_line(line) -> dict``
     One JSON Lines entry as a v1 document; raises ``ValueError`` with a reason.
 ``verify_receipt(conn, receipt) -> list[str]``
-    The receipt rule for one parsed deletion receipt.
+    The receipt rule for one parsed deletion receipt; where the database
+    holds the memory tables (``memory_record``, ``memory_episode``), also
+    that each named record is tombstoned and each episode purged.
 ``verify_event_hash(row) -> str``
     Recompute one row's hash (``row`` in ``EVENT_COLUMNS`` order, without
     ``sequence``); raises ``ValueError`` with the reason when impossible.
@@ -457,6 +459,10 @@ def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> lis
 
 # -- receipts -------------------------------------------------------------------------
 
+# The only events that purge (audit-log-v1 "Receipt rule"): an agent.* event
+# never backs a receipt, whatever its payload says.
+PURGE_EVENT_TYPES = ("memory.forget", "memory.record_rejected")
+
 _RECEIPT_FIELDS: dict[str, type] = {
     "subject_id": str,
     "created_at": str,
@@ -506,6 +512,11 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
     if row is None:
         return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
     stored_hash = row[11]
+    if row[3] not in PURGE_EVENT_TYPES:
+        failures.append(
+            f"audit event {event_id} is a {row[3]} event, not a purge "
+            f"({' or '.join(PURGE_EVENT_TYPES)})"
+        )
     if stored_hash != receipt["audit_event_hash"]:
         failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
     try:
@@ -525,6 +536,54 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
             failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
     if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    failures.extend(
+        purge_failures(
+            conn, subject_id, sorted(receipt["purged_record_ids"]), receipt["purged_episode_ids"]
+        )
+    )
+    return failures
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def purge_failures(
+    conn: sqlite3.Connection, subject_id: str, record_ids: list[str], episode_ids: list[str]
+) -> list[str]:
+    """Named records not tombstoned and episodes not purged, where the rows are at hand.
+
+    An export or a copy of audit_log alone has no memory tables: then nothing
+    here is judged. A row that does not exist is not at hand either.
+    """
+    failures = []
+    if _has_table(conn, "memory_record"):
+        for record_id in record_ids:
+            row = conn.execute(
+                "SELECT scope, status, content FROM memory_record WHERE record_id = ?",
+                (record_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            scope, status, content = row
+            if scope != subject_id:
+                failures.append(f"record {record_id} belongs to scope {scope}, not {subject_id}")
+            elif status != "tombstoned":
+                failures.append(
+                    f"record {record_id} is {status}, not tombstoned: it was not purged"
+                )
+            elif content:
+                failures.append(f"record {record_id} is tombstoned but still holds content")
+    if _has_table(conn, "memory_episode"):
+        for episode_id in sorted(episode_ids):
+            row = conn.execute(
+                "SELECT text, purged_at FROM memory_episode WHERE episode_id = ?", (episode_id,)
+            ).fetchone()
+            if row is not None and (row[0] or row[1] is None):
+                failures.append(f"episode {episode_id} still holds its text: it was not purged")
     return failures
 
 
