@@ -940,9 +940,11 @@ def recall(
 ) -> RecallResult:
     """Top ``limit`` active records visible from ``scope`` (itself and its ancestors), scored.
 
-    Every recall is logged as a retrieval event and a ``memory.recall`` audit event.
+    Every recall is logged as a retrieval event and a ``memory.recall`` audit event,
+    in the chain of ``scope`` itself; so an operator recalls only inside their own
+    subtree (an ancestor they may read is reached by recalling from below it).
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
     threshold = _check_min_score(min_score)
@@ -987,7 +989,7 @@ def recall_block(
     Only candidates scoring at least ``min_score`` (0.3) are injected, so trust
     and recency alone never inject; the injection is audited.
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
     max_chars = _check_limit("max_chars", max_chars, 100_000)
@@ -1852,7 +1854,7 @@ def persona(
     several levels), then unkeyed facts newest first; one ``- [record_id]
     content`` line each, cut at ``max_chars``.
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     max_chars = _check_limit("max_chars", max_chars, 100_000)
     visible = parsed.visible_strings()
     depth = {name: index for index, name in enumerate(visible)}  # 0 = nearest

@@ -242,6 +242,8 @@ def _scope_page(
         else None,
         first_url=f"?{query_string(request, after=None)}" if request.GET.get("after") else None,
         may_forget=access.may(principal, access.FORGET, parsed),
+        may_recall=access.may_act(principal, access.READ, parsed),
+        own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
         forgettable=FORGETTABLE,
     )
@@ -290,6 +292,8 @@ def scope_recall(request: HttpRequest, scope: str) -> HttpResponse:
                 principal=principal,
             )
         except MemoryEngineError as exc:
+            form.add_error(None, str(exc))
+        except access.AncestorOnly as exc:
             form.add_error(None, str(exc))
     else:
         access.require(principal, access.READ, parsed)
