@@ -11,6 +11,9 @@ class MemoryConfig(AppConfig):
         # The evidence layer imports nothing from the engine; the engine hands it
         # the check that a receipt's records really were purged.
         from audit.receipts import register_purge_check
-        from memory.selectors import receipt_purge_failures
+        from audit.verification import register_subject_check
+        from memory.selectors import content_failures, receipt_purge_failures
 
         register_purge_check(receipt_purge_failures)
+        # Each record must still hold the content its creation event binds.
+        register_subject_check(content_failures)

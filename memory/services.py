@@ -570,6 +570,9 @@ def _store_candidate(
             "fact_key": candidate.fact_key,
             "superseded_ids": superseded_ids,
             "rule": candidate.rule,
+            # Binds the exact content stored, so an edit behind the engine's back
+            # shows in verification (memory.selectors.content_binding).
+            "content_sha256": sha256_text(candidate.content),
             **(extra_payload or {}),
         },
         session_id=session_id,

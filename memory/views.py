@@ -383,6 +383,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
         None,
     )
     may_review = access.may(principal, access.REVIEW, record.scope)
+    binding = selectors.content_binding(record)
     return render_page(
         request,
         "memory/record_detail.html",
@@ -394,6 +395,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
             "events": events,
             "promoted": promoted,
             "tombstoned_by": tombstoned_by,
+            "binding": binding,
             "returned_recalls": [hit for hit in detail.recalls if hit.returned],
             "considered_recalls": [hit for hit in detail.recalls if not hit.returned],
             "may_review": may_review and record.status == Status.QUARANTINED,
