@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import ManagementUtility
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.urls import reverse
 
@@ -75,14 +75,13 @@ def plant_agent_purge(record_id: str) -> AuditEvent:
 
 
 def audit_command(*argv: str) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            ManagementUtility(["manage.py", "audit", *argv]).execute()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue() + err.getvalue()
+    """``manage.py audit ...`` in-process (call_command keeps the test's connection open)."""
+    out = io.StringIO()
+    try:
+        call_command("audit", *argv, stdout=out, stderr=out)
+    except CommandError as exc:
+        return 1, out.getvalue() + str(exc)
+    return 0, out.getvalue()
 
 
 def four_verdicts(client, receipt: dict, tmp_path: Path) -> dict[str, list[str]]:
