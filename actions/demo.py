@@ -64,12 +64,50 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# What the users asked their agents, by chat turn: the demo records each as a
+# real user message, so the plan's authorizing evidence resolves to it.
+REQUESTS = {
+    "chat:alice:apollo:turn-12": (
+        "acme:alice:apollo",
+        "Please update the apollo release notes for 2.4.1.",
+    ),
+    "chat:bob:zephyr:turn-4": (
+        "acme:bob:zephyr",
+        "Please add a runners file for zephyr with two runners.",
+    ),
+    "chat:alice:apollo:turn-15": (
+        "acme:alice:apollo",
+        "Please write the deploy checklist and ping the webhook.",
+    ),
+    "chat:carol:ledger:turn-8": (
+        "globex:carol:ledger",
+        "Please export the ledger for the auditors.",
+    ),
+    "chat:carol:ledger:turn-9": ("globex:carol:ledger", "Please clean up the old ledger export."),
+}
+
+
 def _said(ref: str) -> dict[str, Any]:
-    """A request the user made in a chat turn, attested by the host: it may authorize."""
+    """A request the user made in a chat turn, attested by the host: it may authorize.
+
+    The request is stored as the user's message at the chat's scope (once), and
+    the evidence cites that episode, so it resolves on the approval page.
+    """
+    from memory import services as memory_services
+    from memory.models import Episode
+
+    scope, text = REQUESTS[ref]
+    turn = ref.rsplit(":", 1)[1]
+    episode = Episode.objects.filter(scope=scope, session_id=ref, turn_id=turn).first()
+    if episode is None:
+        result = memory_services.remember(scope=scope, text=text, session_id=ref, turn_id=turn)
+        episode_id = result.episode_id
+    else:
+        episode_id = episode.episode_id
     return {
-        "kind": "chat_message",
-        "ref_id": ref,
-        "digest": _sha(ref),
+        "kind": "episode",
+        "ref_id": episode_id,
+        "digest": _sha(text),
         "relation": "authorized_by",
         "trust_tier": "trusted_user",
         "attested": True,

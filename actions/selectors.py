@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Count, Q
 
@@ -35,7 +35,8 @@ from actions.models import (
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
-from audit.canonical import digest
+from audit.canonical import digest, sha256_text
+from memory.models import Episode, Record, SourceType, Status, TrustTier
 
 MAX_PAGE = 200
 ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
@@ -127,7 +128,7 @@ def _operation_view(
                 and digest(prepared.get("preview")) == op.preview_digest
                 and digest(prepared.get("preconditions")) == op.precondition_digest
             )
-    evidence_items = [
+    evidence_items: list[dict[str, Any]] = [
         {
             "id": row.id,
             "kind": row.evidence_kind,
@@ -260,6 +261,12 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
         _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
     ]
     authorized = [item for op in op_views for item in op["authorized_by"]]
+    # Resolved now, on every view: the approver sees what each claim points at
+    # today (a message forgotten since staging no longer authorizes anything).
+    for item, authority in zip(
+        authorized, resolve_authorities(txn.subject_id, authorized), strict=True
+    ):
+        item["authority"] = authority.as_dict()
     informed = [item for op in op_views for item in op["informed_by"]]
     plan = _plan_body(txn, op_views)
     return {
@@ -427,3 +434,141 @@ def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:
         key = "pending_approvals" if state == formats.AWAITING_APPROVAL else state
         bucket[key] += count
     return dict(sorted(result.items()))
+
+
+# -- authorizing evidence: resolved against stored memory (issue 10) ---------------
+
+EVIDENCE_KINDS_RESOLVED = ("episode", "record")
+
+
+@dataclass(frozen=True)
+class Authority:
+    """What an ``authorized_by`` evidence item resolved to, or why it did not."""
+
+    resolved: bool
+    summary: str  # what it resolved to, or why not (shown to the approver)
+    kind: str = ""
+    ref_id: str = ""
+    scope: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "resolved": self.resolved,
+            "summary": self.summary,
+            "kind": self.kind,
+            "ref_id": self.ref_id,
+            "scope": self.scope,
+        }
+
+
+def _digest_matches(claimed: str, text: str) -> bool:
+    try:
+        return claimed.lower() == sha256_text(text)
+    except UnicodeEncodeError:
+        return False
+
+
+class _Stored(NamedTuple):
+    episodes: dict[str, Episode]
+    records: dict[str, Record]
+
+
+def _stored(subject: Scope, items: Iterable[Mapping[str, Any]]) -> _Stored:
+    """The episodes and records ``items`` cite at ``subject``'s lineage: two queries in all."""
+    visible = subject.visible_strings()
+    episode_ids = [i["ref_id"] for i in items if i["kind"] == "episode"]
+    record_ids = [i["ref_id"] for i in items if i["kind"] == "record"]
+    episodes = Episode.objects.filter(episode_id__in=episode_ids, scope__in=visible)
+    records = Record.objects.filter(record_id__in=record_ids, scope__in=visible)
+    return _Stored(
+        {e.episode_id: e for e in episodes} if episode_ids else {},
+        {r.record_id: r for r in records} if record_ids else {},
+    )
+
+
+def resolve_authorities(subject: Scope | str, items: list[Mapping[str, Any]]) -> list[Authority]:
+    """:func:`resolve_authority` for several items (``kind``, ``ref_id``, ``digest``,
+    ``trust_tier`` each), with the stored rows fetched once."""
+    parsed = Scope.parse(subject)
+    stored = _stored(parsed, items)
+    return [
+        resolve_authority(
+            parsed,
+            kind=item["kind"],
+            ref_id=item["ref_id"],
+            digest_value=item["digest"],
+            trust_tier=item["trust_tier"],
+            stored=stored,
+        )
+        for item in items
+    ]
+
+
+def resolve_authority(
+    subject: Scope | str,
+    *,
+    kind: str,
+    ref_id: str,
+    digest_value: str,
+    trust_tier: str,
+    stored: _Stored | None = None,
+) -> Authority:
+    """Resolve a claimed authorizing evidence item to an episode or record the plan's scope reads.
+
+    It resolves when ``kind`` is ``episode`` (an ``epi_…`` ID) or ``record``
+    (an ``mem_…`` ID) stored at the plan's scope or an ancestor, not
+    forgotten (and, for a record, active), whose SHA-256 of the stored text is
+    ``digest_value`` and whose trust tier is the one claimed. Anything else is
+    an unverified claim.
+    """
+    parsed = Scope.parse(subject)
+    label = f"{kind}:{ref_id}"
+    if kind not in EVIDENCE_KINDS_RESOLVED:
+        return Authority(
+            False,
+            f"{label} is not a stored episode or record: authorizing evidence must cite an "
+            f"episode (kind episode, an epi_ ID) or a record (kind record, a mem_ ID) of "
+            f"{parsed} or its ancestors",
+        )
+    if stored is None:
+        stored = _stored(parsed, [{"kind": kind, "ref_id": ref_id}])
+    if kind == "episode":
+        episode = stored.episodes.get(ref_id)
+        if episode is None:
+            return Authority(False, f"no episode {ref_id} at {parsed} or its ancestors")
+        if episode.purged_at is not None:
+            return Authority(False, f"episode {ref_id} was forgotten (its text is purged)")
+        stored_tier: str = (
+            TrustTier.TRUSTED_USER
+            if episode.source_type == SourceType.USER_MESSAGE
+            else TrustTier.UNTRUSTED_CONTENT
+        )
+        text, scope = episode.text, episode.scope
+        what = f"a {episode.get_source_type_display().lower()} at {scope}"
+        if episode.session_id:
+            what += f", session {episode.session_id}"
+        if episode.turn_id:
+            what += f", turn {episode.turn_id}"
+    else:
+        record = stored.records.get(ref_id)
+        if record is None:
+            return Authority(False, f"no record {ref_id} at {parsed} or its ancestors")
+        if record.status != Status.ACTIVE:
+            return Authority(False, f"record {ref_id} is {record.status}, not active")
+        stored_tier, text, scope = record.trust_tier, record.content, record.scope
+        what = f"an active record at {scope}"
+    if not _digest_matches(digest_value, text):
+        return Authority(
+            False, f"the digest does not match {kind} {ref_id} (SHA-256 of its stored text)"
+        )
+    if trust_tier != stored_tier:
+        return Authority(
+            False, f"it claims trust tier {trust_tier} but {kind} {ref_id} is {stored_tier}"
+        )
+    return Authority(
+        True,
+        f"{kind} {ref_id}: {what}; digest and trust tier ({stored_tier}) match",
+        kind,
+        ref_id,
+        scope,
+    )

@@ -39,6 +39,7 @@ from actions.approvals import NO_KEY_MESSAGE, ApprovalAuthority, configured_auth
 from actions.errors import (
     ActionError,
     ActionInputError,
+    ActionPolicyViolation,
     ActionStateError,
     AdapterDriftError,
     AdapterNotRegistered,
@@ -63,6 +64,7 @@ from actions.models import (
     ActionTransaction,
 )
 from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
+from actions.selectors import resolve_authority
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal, system_principal
@@ -340,6 +342,30 @@ def _parse_operations(operations: Any) -> list[OperationProposal]:
     return _order_by_dependencies(proposals)
 
 
+def _require_resolved_authority(subject: Any, proposal: OperationProposal) -> None:
+    """Enforce mode: every ``authorized_by`` item must resolve to stored memory, or nothing is staged.
+
+    A claimed trust tier and ``attested`` flag alone are only the agent's word;
+    the approver must be shown a message or record that really says it.
+    Observe and preview keep unresolved claims, shown as unverified.
+    """
+    for item in proposal.evidence:
+        if item.relation != formats.AUTHORIZED_BY:
+            continue
+        authority = resolve_authority(
+            subject,
+            kind=item.kind,
+            ref_id=item.ref_id,
+            digest_value=item.digest,
+            trust_tier=item.trust_tier,
+        )
+        if not authority.resolved:
+            raise ActionPolicyViolation(
+                f"operation {proposal.key!r}: authorizing evidence {item.kind}:{item.ref_id} "
+                f"does not resolve: {authority.summary}"
+            )
+
+
 @storable_text_arguments
 def stage(
     *,
@@ -410,6 +436,8 @@ def stage(
             effect_class=prepared.effect_class,
             evidence=proposal.evidence,
         )
+        if mode == formats.MODE_ENFORCE:
+            _require_resolved_authority(subject, proposal)
         try:
             digests = {
                 "manifest_digest": digest(adapter.manifest()),

@@ -153,6 +153,41 @@ def require(principal: Principal, capability: str, scope: Scope | str) -> Scope:
     return parsed
 
 
+def may_act(principal: Principal, capability: str, scope: Scope | str) -> bool:
+    """May ``principal`` exercise ``capability`` at ``scope`` as an act, inside a granted subtree?
+
+    Unlike :func:`may`, an operator's read of an ancestor does not count. A
+    read that leaves evidence (a recall, a persona) writes into the chain of
+    the scope it runs at, and operators act on their subtree only, so their
+    trace never lands in an ancestor's chain that other tenants can read.
+    """
+    if capability not in ALL_CAPABILITIES:
+        raise ValueError(f"unknown capability {capability!r}")
+    if principal.is_system:
+        return True
+    parsed = Scope.parse(scope)
+    return any(
+        capability in caps and granted.covers(parsed) for granted, caps in principal.bindings
+    )
+
+
+class AncestorOnly(AccessDenied):
+    """The scope is readable (an ancestor of a grant) but not a place to act from."""
+
+
+def require_act(principal: Principal, capability: str, scope: Scope | str) -> Scope:
+    """Return the parsed scope, or raise :class:`AccessDenied` (:class:`AncestorOnly` for an ancestor)."""
+    parsed = require(principal, capability, scope)
+    if not may_act(principal, capability, parsed):
+        own = ", ".join(str(s) for s in granted_scopes(principal, capability)) or "none"
+        raise AncestorOnly(
+            f"{principal.label} may read {parsed} only as an ancestor of their own scopes "
+            f"({own}); recall from one of those instead: it reads {parsed} too, and its "
+            "trace stays in your own scope's audit chain"
+        )
+    return parsed
+
+
 def administered_scopes(principal: Principal) -> list[Scope]:
     """Subtree roots where an operator holds the admin role (every capability).
 

@@ -6,11 +6,19 @@ event's payload lists the same purged record and episode IDs. The event's
 payload must therefore carry ``purged_record_ids`` and ``purged_episode_ids``
 (lists of strings) and, when the receipt has one, the same ``selector_sha256``.
 
+Only a real purge can back a receipt: the bound event's type must be one of
+:data:`PURGE_EVENT_TYPES`. Agent-logged events (``agent.*``) never qualify,
+whatever their payload says. Where the records are at hand, the memory engine
+registers a check (:func:`register_purge_check`) that every record the
+receipt names is tombstoned and every episode purged; the evidence layer
+imports nothing from the memory engine, so the check comes to it.
+
 Failure messages are shared word for word with ``tools/verify_audit.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aetnaweb import access
@@ -21,6 +29,31 @@ from audit.models import AuditEvent
 from audit.verification import COLUMNS, is_canonical_subject
 
 DELETION_RECEIPT_FORMAT = "aetnamem-deletion-receipt-v1"
+
+# The only events that purge (audit-log-v1 "Receipt rule").
+PURGE_EVENT_TYPES = ("memory.forget", "memory.record_rejected")
+
+# (subject_id, record IDs, episode IDs) -> failures; see register_purge_check.
+PurgeCheck = Callable[[str, list[str], list[str]], list[str]]
+_purge_checks: list[PurgeCheck] = []
+
+
+def register_purge_check(check: PurgeCheck) -> None:
+    """Add a check that the records and episodes a receipt names really were purged.
+
+    The memory engine registers one when the app loads (``memory.apps``);
+    registering the same function twice keeps one copy.
+    """
+    if check not in _purge_checks:
+        _purge_checks.append(check)
+
+
+def not_a_purge_failure(event_id: str, event_type: str) -> str:
+    return (
+        f"audit event {event_id} is a {event_type} event, not a purge "
+        f"({' or '.join(PURGE_EVENT_TYPES)})"
+    )
+
 
 # field -> the type it must have; lists must hold strings
 RECEIPT_FIELDS: dict[str, type] = {
@@ -86,9 +119,11 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
 
     ``receipt_sha256`` recomputes; the event ``audit_event_id`` exists in the
     receipt subject's chain with hash ``audit_event_hash`` (and that hash
-    recomputes from the stored row); its payload lists the same purged record
-    and episode IDs. An altered receipt digest skips the remaining checks: the
-    rest of an altered receipt proves nothing.
+    recomputes from the stored row); its type is a purge; its payload lists the
+    same purged record and episode IDs; and, through the registered checks,
+    each named record is tombstoned and each episode purged. An altered
+    receipt digest skips the remaining checks: the rest of an altered receipt
+    proves nothing.
     """
     principal = principal or access.system_principal()
     failures = receipt_shape_failures(receipt)
@@ -115,6 +150,8 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
         return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
     # A plain dict: the two columns outside the preimage are popped below.
     row: dict[str, Any] = dict(stored)
+    if row["event_type"] not in PURGE_EVENT_TYPES:
+        failures.append(not_a_purge_failure(event_id, str(row["event_type"])))
     if row["event_hash"] != receipt["audit_event_hash"]:
         failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
     payload_text = row.pop("payload")
@@ -139,4 +176,12 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
             failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
     if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    for check in _purge_checks:
+        failures.extend(
+            check(
+                subject_id,
+                sorted(receipt["purged_record_ids"]),
+                sorted(receipt["purged_episode_ids"]),
+            )
+        )
     return failures

@@ -220,6 +220,61 @@ def append_event(
 
 
 AGENT_EVENT_PREFIX = "agent."
+# Where caller-described events live: the engine itself never writes a type
+# under it, so nothing an agent logs can read as an engine event (a capture's
+# agent.tool_call, a memory.forget). Callers may give the short form.
+AGENT_LOG_PREFIX = "agent.log."
+# Payload keys that belong to deletion evidence (receipts and the purge events
+# they bind to). An agent event carrying them would look like a purge to a
+# reader or a careless verifier, so they are refused at any depth.
+RECEIPT_MIMIC_KEYS = frozenset(
+    {
+        "purged_record_ids",
+        "purged_episode_ids",
+        "selector_sha256",
+        "utterance_sha256",
+        "receipt_sha256",
+        "audit_event_hash",
+    }
+)
+EVIDENCE_FORMAT_PREFIXES = ("aetnamem-", "aetna-")
+
+
+def agent_log_event_type(event_type: Any) -> str:
+    """``agent.x`` -> ``agent.log.x`` (already namespaced types are kept); refuses the rest."""
+    if not isinstance(event_type, str) or not event_type.startswith(AGENT_EVENT_PREFIX):
+        raise AuditError(
+            f"event type {event_type!r} refused: only agent.* events may be logged "
+            "(e.g. agent.file_written)",
+            field="event_type",
+        )
+    if event_type.startswith(AGENT_LOG_PREFIX):
+        return event_type
+    return AGENT_LOG_PREFIX + event_type.removeprefix(AGENT_EVENT_PREFIX)
+
+
+def _receipt_mimic(value: Any, path: str = "payload") -> str | None:
+    """Where in ``value`` a key of deletion evidence appears (``None``: nowhere)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if key in RECEIPT_MIMIC_KEYS or (isinstance(key, str) and key.startswith("purged_")):
+                return where
+            if (
+                key == "format"
+                and isinstance(item, str)
+                and item.startswith(EVIDENCE_FORMAT_PREFIXES)
+            ):
+                return f"{where} = {item!r}"
+            found = _receipt_mimic(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _receipt_mimic(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 @storable_text_arguments
@@ -235,18 +290,23 @@ def log_agent_event(
     record_id: str | None = None,
     principal: Principal | None = None,
 ) -> AuditEvent:
-    """Append a caller-described ``agent.*`` event; every other event type is refused.
+    """Append a caller-described event as ``agent.log.*``; every other event type is refused.
 
-    Engine events (``memory.*``, ``action.*``) are written only by the engine
-    that performs the change; an agent may only describe what it did. The
+    Engine events (``memory.*``, ``action.*``, a capture's ``agent.*``) are
+    written only by the engine that performs the change; an agent may only
+    describe what it did, under ``agent.log.`` (``agent.x`` is stored as
+    ``agent.log.x``), and never with the keys of deletion evidence. The
     payload is the caller's and must hold digests, not content.
     """
     principal = principal or access.system_principal()
-    if not isinstance(event_type, str) or not event_type.startswith(AGENT_EVENT_PREFIX):
+    stored_type = agent_log_event_type(event_type)
+    mimic = _receipt_mimic(payload)
+    if mimic:
         raise AuditError(
-            f"event type {event_type!r} refused: only agent.* events may be logged "
-            "(e.g. agent.tool_call)",
-            field="event_type",
+            f"{mimic} refused: that key belongs to deletion receipts and the purge events "
+            "they bind to, which only the engine writes; forget through the memory engine "
+            "to get a real receipt, or name the key differently",
+            field="payload",
         )
     try:
         scope = Scope.parse(subject)
@@ -255,7 +315,7 @@ def log_agent_event(
     access.require(principal, access.WRITE, scope)
     return append_event(
         subject=scope,
-        event_type=event_type,
+        event_type=stored_type,
         actor=actor,
         payload=payload,
         session_id=session_id,

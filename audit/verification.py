@@ -24,6 +24,12 @@ byte-for-byte the canonical JSON of the preimage (tests compare it with
 
 Failure messages are shared word for word with ``tools/verify_audit.py`` so
 the two verifiers can be compared line by line.
+
+Checks that need rows outside ``audit_log`` (the memory engine's check that
+each record still holds the content its creation event binds) are registered
+by the app that owns those rows (:func:`register_subject_check`) and run after
+the walk; their failures join the chain's report. The evidence layer imports
+nothing from the engines.
 """
 
 from __future__ import annotations
@@ -368,15 +374,39 @@ class _ChainWalker:
         return count
 
 
-def _fail(report: SubjectReport, sequence: int, reason: str) -> None:
+def _fail(report: SubjectReport, sequence: int | None, reason: str) -> None:
     report.problem_count += 1
-    if report.first_bad_sequence is None or sequence < report.first_bad_sequence:
+    if sequence is not None and (
+        report.first_bad_sequence is None or sequence < report.first_bad_sequence
+    ):
         report.first_bad_sequence = sequence
     if len(report.reasons) < MAX_REASONS:
-        report.reasons.append(f"sequence {sequence}: {reason}")
+        report.reasons.append(reason if sequence is None else f"sequence {sequence}: {reason}")
 
 
 ProgressCallback = Callable[[int], None]
+
+# subjects (None: every subject) -> (subject_id, sequence or None, reason) failures
+SubjectCheck = Callable[[list[str] | None], Iterable[tuple[str, int | None, str]]]
+_subject_checks: list[SubjectCheck] = []
+
+
+def register_subject_check(check: SubjectCheck) -> None:
+    """Run ``check`` after every chain walk; registering the same function twice keeps one."""
+    if check not in _subject_checks:
+        _subject_checks.append(check)
+
+
+def _apply_subject_checks(reports: list[SubjectReport], subjects: list[str] | None) -> None:
+    """Add the registered checks' failures to ``reports`` (a report per failing subject)."""
+    by_subject = {report.subject_id: report for report in reports}
+    for check in _subject_checks:
+        for subject_id, sequence, reason in check(subjects):
+            report = by_subject.get(subject_id)
+            if report is None:
+                report = by_subject[subject_id] = SubjectReport(subject_id=subject_id)
+                reports.append(report)
+            _fail(report, sequence, reason)
 
 
 def _horizon() -> int:
@@ -442,8 +472,9 @@ def verify_subject(
     _require_audit(principal, subject_id)
     walker = _ChainWalker()
     _walk(walker, subject_id=subject_id, horizon=_horizon(), progress=progress)
-    reports = walker.reports()
-    return reports[0] if reports else SubjectReport(subject_id=subject_id)
+    reports = walker.reports() or [SubjectReport(subject_id=subject_id)]
+    _apply_subject_checks(reports, [subject_id])
+    return reports[0]
 
 
 def verify_subjects(
@@ -465,9 +496,9 @@ def verify_subjects(
             walker, subject_id=subject_id, horizon=horizon, progress=progress, done_before=done
         )
     seen = {report.subject_id: report for report in walker.reports()}
-    return VerificationReport(
-        subjects=[seen.get(s) or SubjectReport(subject_id=s) for s in subjects]
-    )
+    reports = [seen.get(s) or SubjectReport(subject_id=s) for s in subjects]
+    _apply_subject_checks(reports, subjects)
+    return VerificationReport(subjects=reports)
 
 
 def verify_all(
@@ -485,4 +516,6 @@ def verify_all(
     access.require(principal, access.AUDIT, Scope.platform())
     walker = _ChainWalker()
     _walk(walker, subject_id=None, horizon=_horizon(), progress=progress)
-    return VerificationReport(subjects=walker.reports())
+    reports = walker.reports()
+    _apply_subject_checks(reports, None)
+    return VerificationReport(subjects=reports)

@@ -135,12 +135,15 @@ class LogActionIn(Schema):
         ...,
         min_length=1,
         max_length=100,
-        description="'agent.' followed by dotted lower-case words, e.g. agent.file_written.",
+        description="'agent.' followed by dotted lower-case words, e.g. agent.file_written; "
+        "stored as agent.log.file_written, a namespace the engine never writes itself.",
         examples=["agent.file_written"],
     )
     payload: dict[str, Any] = Field(
         ...,
-        description="Stored in the audit chain as given: digests, IDs and counts only, never content.",
+        description="Stored in the audit chain as given: digests, IDs and counts only, never "
+        "content. Keys of deletion evidence (purged_*, selector_sha256, receipt_sha256, ...) "
+        "are refused at any depth.",
     )
     session_id: ContextStr | None = None
     turn_id: ContextStr | None = None
@@ -287,6 +290,11 @@ class LogActionOut(Schema):
     sequence: int
     event_hash: str
     subject_id: str
+    event_type: str = Field(
+        ...,
+        description="The stored type: agent-logged events live under agent.log.* "
+        "(agent.file_written is stored as agent.log.file_written).",
+    )
 
 
 class PersonaOut(Schema):

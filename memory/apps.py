@@ -6,3 +6,14 @@ from django.apps import AppConfig
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        # The evidence layer imports nothing from the engine; the engine hands it
+        # the check that a receipt's records really were purged.
+        from audit.receipts import register_purge_check
+        from audit.verification import register_subject_check
+        from memory.selectors import content_failures, receipt_purge_failures
+
+        register_purge_check(receipt_purge_failures)
+        # Each record must still hold the content its creation event binds.
+        register_subject_check(content_failures)

@@ -394,7 +394,7 @@ def build_server(
         session_id: Context = None,
         turn_id: Context = None,
     ) -> dict[str, Any]:
-        """Append an 'agent.*' event (e.g. agent.file_written) to this scope's audit chain.
+        """Append an agent.* event (stored as agent.log.*) to this scope's audit chain.
 
         The payload is stored as given: put digests, IDs and counts in it, never content.
         """

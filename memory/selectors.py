@@ -10,9 +10,13 @@ come from the per-scope counters, never from ``COUNT(*)`` over records.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Sum
 
 from aetnaweb import access
@@ -589,3 +593,154 @@ __all__ = [
     "scope_tree",
     "scopes_with_memory",
 ]
+
+
+# -- evidence checks the audit layer runs (registered in memory.apps) ----------------
+
+
+def receipt_purge_failures(
+    subject_id: str, record_ids: list[str], episode_ids: list[str]
+) -> list[str]:
+    """Named records that are not tombstoned and episodes that are not purged.
+
+    The receipt rule's "where the records are at hand" (audit-log-v1): a row
+    that does not exist here is not at hand and is not judged. Worded exactly
+    as ``tools/verify_audit.py`` words it.
+    """
+    failures = []
+    records = {
+        row[0]: row[1:]
+        for row in Record.objects.filter(record_id__in=record_ids).values_list(
+            "record_id", "scope", "status", "content"
+        )
+    }
+    for record_id in record_ids:
+        if record_id not in records:
+            continue
+        scope, status, content = records[record_id]
+        if scope != subject_id:
+            failures.append(f"record {record_id} belongs to scope {scope}, not {subject_id}")
+        elif status != Status.TOMBSTONED:
+            failures.append(f"record {record_id} is {status}, not tombstoned: it was not purged")
+        elif content:
+            failures.append(f"record {record_id} is tombstoned but still holds content")
+    episodes = {
+        row[0]: row[1:]
+        for row in Episode.objects.filter(episode_id__in=episode_ids).values_list(
+            "episode_id", "text", "purged_at"
+        )
+    }
+    for episode_id in episode_ids:
+        if episode_id in episodes:
+            text, purged_at = episodes[episode_id]
+            if text or purged_at is None:
+                failures.append(f"episode {episode_id} still holds its text: it was not purged")
+    return failures
+
+
+# A record's content is bound by the event that created it: its payload's
+# content_sha256 is the SHA-256 of the exact content stored (audit-log-v1
+# allows the field; the chain protects it). Records written before the binding
+# existed have no content_sha256 and are reported as unbound, not as broken.
+CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
+CONTENT_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class ContentBinding:
+    """Whether a record still holds what its creation event bound."""
+
+    state: str  # ok | unbound | mismatch | missing | purged | purged_with_content
+    event_id: str | None = None
+    event_type: str | None = None
+    sequence: int | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self.state in ("mismatch", "missing", "purged_with_content")
+
+
+def _judge_content(status: str, content: str, payload_text: str | None) -> str:
+    if status == Status.TOMBSTONED:
+        return "purged_with_content" if content else "purged"
+    if payload_text is None:
+        return "missing"
+    try:
+        bound = json.loads(payload_text).get("content_sha256")
+    except (ValueError, AttributeError):
+        bound = None
+    if not isinstance(bound, str):
+        return "unbound"
+    try:
+        actual = hashlib.sha256(content.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:  # a lone surrogate cannot have been what was bound
+        return "mismatch"
+    return "ok" if actual == bound else "mismatch"
+
+
+def content_failure(record_id: str, state: str, event_type: str | None) -> str | None:
+    """The verifier's words for a broken binding (shared with tools/verify_audit.py)."""
+    if state == "mismatch":
+        return (
+            f"record {record_id} content does not match the content_sha256 its "
+            f"{event_type} event binds"
+        )
+    if state == "missing":
+        return (
+            f"record {record_id} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"
+        )
+    if state == "purged_with_content":
+        return f"record {record_id} is tombstoned but still holds content"
+    return None
+
+
+def content_binding(record: Record) -> ContentBinding:
+    """The binding of one record (its creation event found through the record index)."""
+    event = (
+        AuditEvent.objects.filter(
+            record_id=record.record_id, subject_id=record.scope, event_type__in=CREATION_EVENTS
+        )
+        .order_by("sequence")
+        .values_list("event_id", "event_type", "sequence", "payload")
+        .first()
+    )
+    if event is None:
+        return ContentBinding(_judge_content(record.status, record.content, None))
+    event_id, event_type, sequence, payload = event
+    return ContentBinding(
+        _judge_content(record.status, record.content, payload), event_id, event_type, sequence
+    )
+
+
+_CONTENT_SQL = (
+    "SELECT r.id, r.record_id, r.scope, r.status, r.content, a.sequence, a.event_type, a.payload"  # noqa: S608  (model metadata only)
+    f" FROM {Record._meta.db_table} r LEFT JOIN audit_log a ON a.sequence = ("
+    # the first creation event only: one row per record, whatever was appended later
+    "SELECT MIN(c.sequence) FROM audit_log c WHERE c.record_id = r.record_id"
+    " AND c.subject_id = r.scope AND c.event_type IN (%s, %s))"
+    " WHERE r.id > %s {where} ORDER BY r.id LIMIT %s"
+)
+
+
+def content_failures(subjects: list[str] | None) -> Iterator[tuple[str, int | None, str]]:
+    """Every broken content binding at ``subjects`` (``None``: every scope), for the verifier.
+
+    Read in keyset chunks of records, so memory stays flat however many there are.
+    """
+    scopes: list[str | None] = [None] if subjects is None else list(subjects)
+    for scope in scopes:
+        where, params = ("", []) if scope is None else ("AND r.scope = %s", [scope])
+        sql = _CONTENT_SQL.format(where=where)
+        last = 0
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [*CREATION_EVENTS, last, *params, CONTENT_CHUNK])
+                rows = cursor.fetchall()
+            for _, record_id, scope_name, status, content, sequence, event_type, payload in rows:
+                state = _judge_content(status, content, payload)
+                reason = content_failure(record_id, state, event_type)
+                if reason:
+                    yield scope_name, sequence, reason
+            if len(rows) < CONTENT_CHUNK:
+                break
+            last = rows[-1][0]

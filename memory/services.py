@@ -570,6 +570,9 @@ def _store_candidate(
             "fact_key": candidate.fact_key,
             "superseded_ids": superseded_ids,
             "rule": candidate.rule,
+            # Binds the exact content stored, so an edit behind the engine's back
+            # shows in verification (memory.selectors.content_binding).
+            "content_sha256": sha256_text(candidate.content),
             **(extra_payload or {}),
         },
         session_id=session_id,
@@ -940,9 +943,11 @@ def recall(
 ) -> RecallResult:
     """Top ``limit`` active records visible from ``scope`` (itself and its ancestors), scored.
 
-    Every recall is logged as a retrieval event and a ``memory.recall`` audit event.
+    Every recall is logged as a retrieval event and a ``memory.recall`` audit event,
+    in the chain of ``scope`` itself; so an operator recalls only inside their own
+    subtree (an ancestor they may read is reached by recalling from below it).
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
     threshold = _check_min_score(min_score)
@@ -987,7 +992,7 @@ def recall_block(
     Only candidates scoring at least ``min_score`` (0.3) are injected, so trust
     and recency alone never inject; the injection is audited.
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
     max_chars = _check_limit("max_chars", max_chars, 100_000)
@@ -1852,7 +1857,7 @@ def persona(
     several levels), then unkeyed facts newest first; one ``- [record_id]
     content`` line each, cut at ``max_chars``.
     """
-    parsed = access.require(principal, access.READ, scope)
+    parsed = access.require_act(principal, access.READ, scope)
     max_chars = _check_limit("max_chars", max_chars, 100_000)
     visible = parsed.visible_strings()
     depth = {name: index for index, name in enumerate(visible)}  # 0 = nearest
@@ -2010,9 +2015,11 @@ def log_action(
     principal: Principal = SYSTEM,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """Append the caller's ``agent.*`` event to the scope's chain.
+    """Append the caller's ``agent.*`` event to the scope's chain, as ``agent.log.*``.
 
-    The payload is the caller's: it must hold digests, IDs and counts, not content.
+    The payload is the caller's: it must hold digests, IDs and counts, not
+    content, and never the keys of deletion evidence (see
+    :func:`audit.services.log_agent_event`).
     """
     # The scope is checked here so a bad one surfaces as ScopeError (the API's
     # "scope" field) and an out-of-reach one as AccessDenied, like every verb.
@@ -2036,6 +2043,7 @@ def log_action(
         "sequence": event.sequence,
         "event_hash": event.event_hash,
         "subject_id": event.subject_id,
+        "event_type": event.event_type,
     }
 
 

@@ -242,6 +242,8 @@ def _scope_page(
         else None,
         first_url=f"?{query_string(request, after=None)}" if request.GET.get("after") else None,
         may_forget=access.may(principal, access.FORGET, parsed),
+        may_recall=access.may_act(principal, access.READ, parsed),
+        own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
         forgettable=FORGETTABLE,
     )
@@ -290,6 +292,8 @@ def scope_recall(request: HttpRequest, scope: str) -> HttpResponse:
                 principal=principal,
             )
         except MemoryEngineError as exc:
+            form.add_error(None, str(exc))
+        except access.AncestorOnly as exc:
             form.add_error(None, str(exc))
     else:
         access.require(principal, access.READ, parsed)
@@ -379,6 +383,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
         None,
     )
     may_review = access.may(principal, access.REVIEW, record.scope)
+    binding = selectors.content_binding(record)
     return render_page(
         request,
         "memory/record_detail.html",
@@ -390,6 +395,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
             "events": events,
             "promoted": promoted,
             "tombstoned_by": tombstoned_by,
+            "binding": binding,
             "returned_recalls": [hit for hit in detail.recalls if hit.returned],
             "considered_recalls": [hit for hit in detail.recalls if not hit.returned],
             "may_review": may_review and record.status == Status.QUARANTINED,

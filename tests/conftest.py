@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import signed_in  # noqa: F401  (fixture shared by the dashboard view tests)
+from tests.factories import (  # noqa: F401  (fixtures shared by the tests below)
+    authorizing_messages,
+    signed_in,
+)
 
 
 @pytest.fixture(autouse=True)

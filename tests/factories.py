@@ -44,6 +44,7 @@ content instead of calling ``check``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from aetnaweb.grants import grant_role
 from aetnaweb.scopes import Scope
@@ -201,3 +203,55 @@ def signed_in(client: Client):
         return client
 
     return make
+
+
+# -- authorizing evidence for guarded actions (issue 10 item 3) ------------------------
+
+AUTHORIZING_SCOPE = "platform:*:*"  # an ancestor of every scope a test stages at
+
+
+def authorizing_episode_id(ref: str) -> str:
+    return "epi_" + hashlib.sha256(ref.encode("utf-8")).hexdigest()[:32]
+
+
+def authorizing_evidence(ref: str = "msg-1") -> dict[str, Any]:
+    """``authorized_by`` evidence citing the user message ``ref`` (see ensure_authorizing_episode).
+
+    Pure data, so parametrize lists may build it at collection time.
+    """
+    return {
+        "kind": "episode",
+        "ref_id": authorizing_episode_id(ref),
+        "digest": hashlib.sha256(ref.encode("utf-8")).hexdigest(),
+        "relation": "authorized_by",
+        "trust_tier": "trusted_user",
+        "attested": True,
+    }
+
+
+def ensure_authorizing_episode(ref: str = "msg-1") -> Any:
+    """The stored user message ``ref`` that :func:`authorizing_evidence` cites (a fixture row)."""
+    from memory.models import Episode, SourceType
+
+    scope = Scope.parse(AUTHORIZING_SCOPE)
+    episode, _ = Episode.objects.get_or_create(
+        episode_id=authorizing_episode_id(ref),
+        defaults={
+            "scope": str(scope),
+            **scope.columns(),
+            "source_type": SourceType.USER_MESSAGE,
+            "text": ref,
+            "created_at": timezone.now(),
+        },
+    )
+    return episode
+
+
+@pytest.fixture
+def authorizing_messages(request: pytest.FixtureRequest) -> None:
+    """For tests that use the database: the messages the standard evidence cites exist."""
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    request.getfixturevalue("_django_db_helper")
+    for ref in ("msg-1", "msg-2"):
+        ensure_authorizing_episode(ref)

@@ -30,6 +30,9 @@ trust none of the application. Sibling tools may import it
     An in-memory ``audit_log`` filled from an export file; raises ``UsageError``.
 ``verify_chain(conn, subject) -> list[str]``
     Failure strings for one subject's chain (empty: the chain holds).
+    Where the database holds ``memory_record``, each record of the subject
+    must also still hold the content its creation event's ``content_sha256``
+    binds (``content_failures``).
 ``verify_all_chains(conn) -> list[ChainResult]``
     Every chain in one pass over ``audit_log``, subjects in first-seen order.
 ``verify_checkpoint(conn, document) -> list[str]``
@@ -37,7 +40,9 @@ trust none of the application. Sibling tools may import it
 ``parse_checkpoint_line(line) -> dict``
     One JSON Lines entry as a v1 document; raises ``ValueError`` with a reason.
 ``verify_receipt(conn, receipt) -> list[str]``
-    The receipt rule for one parsed deletion receipt.
+    The receipt rule for one parsed deletion receipt; where the database
+    holds the memory tables (``memory_record``, ``memory_episode``), also
+    that each named record is tombstoned and each episode purged.
 ``verify_event_hash(row) -> str``
     Recompute one row's hash (``row`` in ``EVENT_COLUMNS`` order, without
     ``sequence``); raises ``ValueError`` with the reason when impossible.
@@ -258,12 +263,14 @@ class ChainResult:
     def ok(self) -> bool:
         return self.problem_count == 0
 
-    def fail(self, sequence: int, reason: str) -> None:
+    def fail(self, sequence: int | None, reason: str) -> None:
         self.problem_count += 1
-        if self.first_bad_sequence is None or sequence < self.first_bad_sequence:
+        if sequence is not None and (
+            self.first_bad_sequence is None or sequence < self.first_bad_sequence
+        ):
             self.first_bad_sequence = sequence
         if len(self.reasons) < MAX_REASONS:
-            self.reasons.append(f"sequence {sequence}: {reason}")
+            self.reasons.append(reason if sequence is None else f"sequence {sequence}: {reason}")
 
     def failure_lines(self) -> list[str]:
         lines = list(self.reasons)
@@ -377,10 +384,88 @@ def _rows(cursor: sqlite3.Cursor, batch: int = 10_000) -> Iterable[Sequence[Any]
         yield from chunk
 
 
+# -- record content -------------------------------------------------------------------
+
+# A record's creation event binds the SHA-256 of its exact content
+# (``content_sha256``); records written before that binding are not judged.
+CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
+_CONTENT_SQL = (
+    "SELECT r.id, r.record_id, r.scope, r.status, r.content, a.sequence, a.event_type, a.payload"
+    " FROM memory_record r LEFT JOIN audit_log a ON a.sequence = ("
+    "SELECT MIN(c.sequence) FROM audit_log c WHERE c.record_id = r.record_id"
+    " AND c.subject_id = r.scope AND c.event_type IN (?, ?))"
+    " WHERE r.id > ? {where} ORDER BY r.id LIMIT ?"
+)
+
+
+def _content_reason(
+    record_id: str, status: Any, content: Any, event_type: Any, payload: Any
+) -> str | None:
+    if status == "tombstoned":
+        return f"record {record_id} is tombstoned but still holds content" if content else None
+    if payload is None:
+        return (
+            f"record {record_id} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"
+        )
+    try:
+        bound = json.loads(payload).get("content_sha256")
+    except (TypeError, ValueError, AttributeError):
+        bound = None
+    if not isinstance(bound, str):
+        return None  # written before content binding: nothing to compare
+    try:
+        actual = hashlib.sha256(str(content).encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:
+        actual = None
+    if actual == bound:
+        return None
+    return (
+        f"record {record_id} content does not match the content_sha256 its {event_type} event binds"
+    )
+
+
+def content_failures(
+    conn: sqlite3.Connection, subjects: list[str] | None
+) -> Iterable[tuple[str, int | None, str]]:
+    """(subject, sequence or None, reason) for each record not holding its bound content.
+
+    Nothing when the database has no ``memory_record`` table (an export, a copy of
+    ``audit_log`` alone): the records are not at hand.
+    """
+    if not _has_table(conn, "memory_record"):
+        return
+    for subject in [None] if subjects is None else subjects:
+        where, params = ("", ()) if subject is None else ("AND r.scope = ?", (subject,))
+        sql = _CONTENT_SQL.format(where=where)
+        last = 0
+        while True:
+            rows = conn.execute(sql, (*CREATION_EVENTS, last, *params, 5000)).fetchall()
+            for _, record_id, scope, status, content, sequence, event_type, payload in rows:
+                reason = _content_reason(record_id, status, content, event_type, payload)
+                if reason:
+                    yield scope, sequence, reason
+            if len(rows) < 5000:
+                break
+            last = rows[-1][0]
+
+
+def _add_content_failures(
+    conn: sqlite3.Connection, results: list[ChainResult], subjects: list[str] | None
+) -> list[ChainResult]:
+    by_subject = {result.subject_id: result for result in results}
+    for subject, sequence, reason in content_failures(conn, subjects):
+        result = by_subject.get(subject)
+        if result is None:
+            result = by_subject[subject] = ChainResult(subject_id=subject)
+            results.append(result)
+        result.fail(sequence, reason)
+    return results
+
+
 def verify_chain_result(conn: sqlite3.Connection, subject: str) -> ChainResult:
     cursor = conn.execute(f"{_SELECT} WHERE subject_id = ? ORDER BY sequence", (subject,))
-    results = _walk(_rows(cursor))
-    return results[0] if results else ChainResult(subject_id=subject)
+    results = _walk(_rows(cursor)) or [ChainResult(subject_id=subject)]
+    return _add_content_failures(conn, results, [subject])[0]
 
 
 def verify_chain(conn: sqlite3.Connection, subject: str) -> list[str]:
@@ -389,8 +474,9 @@ def verify_chain(conn: sqlite3.Connection, subject: str) -> list[str]:
 
 
 def verify_all_chains(conn: sqlite3.Connection) -> list[ChainResult]:
-    """Every chain, in one read of ``audit_log`` by ascending sequence."""
-    return _walk(_rows(conn.execute(f"{_SELECT} ORDER BY sequence")))
+    """Every chain, in one read of ``audit_log`` by ascending sequence (then record content)."""
+    results = _walk(_rows(conn.execute(f"{_SELECT} ORDER BY sequence")))
+    return _add_content_failures(conn, results, None)
 
 
 # -- checkpoints ---------------------------------------------------------------------
@@ -457,6 +543,10 @@ def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> lis
 
 # -- receipts -------------------------------------------------------------------------
 
+# The only events that purge (audit-log-v1 "Receipt rule"): an agent.* event
+# never backs a receipt, whatever its payload says.
+PURGE_EVENT_TYPES = ("memory.forget", "memory.record_rejected")
+
 _RECEIPT_FIELDS: dict[str, type] = {
     "subject_id": str,
     "created_at": str,
@@ -506,6 +596,11 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
     if row is None:
         return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
     stored_hash = row[11]
+    if row[3] not in PURGE_EVENT_TYPES:
+        failures.append(
+            f"audit event {event_id} is a {row[3]} event, not a purge "
+            f"({' or '.join(PURGE_EVENT_TYPES)})"
+        )
     if stored_hash != receipt["audit_event_hash"]:
         failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
     try:
@@ -525,6 +620,54 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
             failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
     if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    failures.extend(
+        purge_failures(
+            conn, subject_id, sorted(receipt["purged_record_ids"]), receipt["purged_episode_ids"]
+        )
+    )
+    return failures
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def purge_failures(
+    conn: sqlite3.Connection, subject_id: str, record_ids: list[str], episode_ids: list[str]
+) -> list[str]:
+    """Named records not tombstoned and episodes not purged, where the rows are at hand.
+
+    An export or a copy of audit_log alone has no memory tables: then nothing
+    here is judged. A row that does not exist is not at hand either.
+    """
+    failures = []
+    if _has_table(conn, "memory_record"):
+        for record_id in record_ids:
+            row = conn.execute(
+                "SELECT scope, status, content FROM memory_record WHERE record_id = ?",
+                (record_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            scope, status, content = row
+            if scope != subject_id:
+                failures.append(f"record {record_id} belongs to scope {scope}, not {subject_id}")
+            elif status != "tombstoned":
+                failures.append(
+                    f"record {record_id} is {status}, not tombstoned: it was not purged"
+                )
+            elif content:
+                failures.append(f"record {record_id} is tombstoned but still holds content")
+    if _has_table(conn, "memory_episode"):
+        for episode_id in sorted(episode_ids):
+            row = conn.execute(
+                "SELECT text, purged_at FROM memory_episode WHERE episode_id = ?", (episode_id,)
+            ).fetchone()
+            if row is not None and (row[0] or row[1] is None):
+                failures.append(f"episode {episode_id} still holds its text: it was not purged")
     return failures
 
 

@@ -10,6 +10,7 @@ import pytest
 from aetnaweb import access
 from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
+from tests.factories import authorizing_evidence
 
 APPROVAL_KEY = "k" * 40
 SCOPE = "acme:alice:proj"
@@ -32,14 +33,13 @@ def grant(user, scope: str, role: str) -> ScopeGrant:
 
 
 def authority_evidence(ref: str = "msg-1") -> dict:
-    return {
-        "kind": "message",
-        "ref_id": ref,
-        "digest": sha(ref),
-        "relation": "authorized_by",
-        "trust_tier": "trusted_user",
-        "attested": True,
-    }
+    """Evidence citing a stored user message (authorizing evidence must resolve, issue 10)."""
+    return authorizing_evidence(ref)
+
+
+@pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user messages the standard evidence cites exist in every database test here."""
 
 
 def write_op(path: str, content: str, key: str = "w1", **extra) -> dict:

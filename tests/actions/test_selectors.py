@@ -76,7 +76,8 @@ def test_detail_for_a_reviewer(actions_root, approval_key, approver_principal):
     assert "-beta" in operation["diff"] and "+gamma" in operation["diff"]
     assert operation["target"] == "notes.txt" and operation["payload"] == "kept"
     assert operation["preview"]["after_exists"] is True
-    assert [e["kind"] for e in detail["evidence"]["authorized_by"]] == ["message"]
+    assert [e["kind"] for e in detail["evidence"]["authorized_by"]] == ["episode"]
+    assert detail["evidence"]["authorized_by"][0]["authority"]["resolved"] is True
     assert [e["kind"] for e in detail["evidence"]["informed_by"]] == ["web"]
     approval = detail["approvals"][0]
     assert approval["approver"] == "ada" and approval["expired"] is False and approval["expires_at"]

@@ -23,6 +23,7 @@ from aetnaweb.models import ApiToken, Role
 from audit.canonical import digest
 from audit.models import AuditEvent
 from tests.actions.conftest import SCOPE, audit_dump, grant, sha, table_counts, write_op
+from tests.factories import authorizing_episode_id
 
 
 @pytest.mark.django_db
@@ -177,8 +178,8 @@ def test_plan_hash_is_over_the_world_patch_body_p7_f1(actions_root):
     }
     assert body["operations"][0]["evidence"] == [
         {
-            "kind": "message",
-            "ref_id": "msg-1",
+            "kind": "episode",
+            "ref_id": authorizing_episode_id("msg-1"),
             "digest": sha("msg-1"),
             "relation": "authorized_by",
             "trust_tier": "trusted_user",
@@ -198,7 +199,7 @@ def test_evidence_is_sorted_in_the_plan_f1(actions_root):
     patch = services.stage(scope=SCOPE, operations=[op])
     relations = [(e["relation"], e["kind"]) for e in patch["operations"][0]["evidence"]]
     assert relations == [
-        ("authorized_by", "message"),
+        ("authorized_by", "episode"),
         ("informed_by", "doc"),
         ("informed_by", "web"),
     ]

@@ -34,7 +34,7 @@ from tests.actions.test_views import (
     stage_write,
     state_of,
 )
-from tests.factories import htmx_headers, login_as, make_operator
+from tests.factories import authorizing_episode_id, htmx_headers, login_as, make_operator
 
 
 @pytest.fixture
@@ -156,7 +156,10 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
     # And evidence split into what authorized it and what only informed it
     authorized = body.index("Authorized by</p>")
     informed = body.index("Informed by</p>")
-    assert authorized < body.index("msg-1", authorized) < informed
+    cited = authorizing_episode_id("msg-1")
+    assert authorized < body.index(cited, authorized) < informed
+    # And what the authorizing evidence resolved to (a stored user message)
+    assert authorized < body.index(f"Resolved: episode {cited}", authorized) < informed
     assert body.index("https://example.org/howto", authorized) > informed
     # And the decision: approve (with the approval's validity) or deny with a reason
     assert "Approve this exact plan" in body and "valid for <strong>15 minutes</strong>" in body

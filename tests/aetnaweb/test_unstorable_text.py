@@ -39,6 +39,11 @@ SCOPE = "acme:alice:proj"
 LONE = "\ud800"
 
 
+@pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user message the action evidence here cites exists (evidence must resolve)."""
+
+
 @pytest.fixture
 def actions_root(tmp_path, settings):
     root = tmp_path / "root"

@@ -23,6 +23,11 @@ HOME = "/"
 
 
 @pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user message the action evidence here cites exists (evidence must resolve)."""
+
+
+@pytest.fixture(autouse=True)
 def sandbox(settings, tmp_path: Path) -> None:
     """Checkpoints and staged file writes stay in a temporary directory."""
     settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "checkpoints.jsonl")

@@ -8,6 +8,7 @@ import pytest
 
 from actions.models import ActionOperation, ActionTransaction
 from audit.models import AuditEvent
+from tests.factories import authorizing_evidence
 
 SCOPE = "acme:alice:proj"
 
@@ -22,17 +23,13 @@ def write_op(path: str = "notes/todo.txt", content: str = "buy milk\n", key: str
         "adapter": "filesystem",
         "operation": "write_text",
         "arguments": {"path": path, "content": content},
-        "evidence": [
-            {
-                "kind": "message",
-                "ref_id": "msg-1",
-                "digest": sha("msg-1"),
-                "relation": "authorized_by",
-                "trust_tier": "trusted_user",
-                "attested": True,
-            }
-        ],
+        "evidence": [authorizing_evidence()],
     }
+
+
+@pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user message the action evidence here cites exists (evidence must resolve)."""
 
 
 @pytest.fixture

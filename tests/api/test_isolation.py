@@ -6,14 +6,13 @@ writes nothing: the row count of every table is unchanged.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from django.apps import apps
 
 from actions import services as action_services
 from aetnaweb.access import system_principal
 from memory import services
+from tests.factories import authorizing_evidence
 
 OWN = "acme:alice:proj"
 FOREIGN_SCOPES = [
@@ -39,18 +38,14 @@ def write_plan(path: str) -> list[dict]:
             "adapter": "filesystem",
             "operation": "write_text",
             "arguments": {"path": path, "content": "secret\n"},
-            "evidence": [
-                {
-                    "kind": "message",
-                    "ref_id": ref,
-                    "digest": hashlib.sha256(ref.encode()).hexdigest(),
-                    "relation": "authorized_by",
-                    "trust_tier": "trusted_user",
-                    "attested": True,
-                }
-            ],
+            "evidence": [authorizing_evidence(ref)],
         }
     ]
+
+
+@pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user message the action evidence here cites exists (evidence must resolve)."""
 
 
 @pytest.fixture

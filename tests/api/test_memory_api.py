@@ -318,7 +318,7 @@ def test_log_action_appends_an_agent_event(alice_api):
     )
     assert response.status_code == 200
     event = AuditEvent.objects.get(event_id=response.data["audit_event_id"])
-    assert event.event_type == "agent.file_written"
+    assert event.event_type == response.data["event_type"] == "agent.log.file_written"
     assert event.actor == "agent:test-agent"
     assert response.data["subject_id"] == SCOPE
 

@@ -134,7 +134,8 @@ def test_log_agent_event_appends_only_agent_events():
     event = log_agent_event(
         subject="acme:alice:proj", event_type="agent.tool_call", payload={"tool_sha256": "a" * 64}
     )
-    assert (event.event_type, event.actor) == ("agent.tool_call", "agent")
+    # Stored under agent.log.*: a caller's event never takes a capture's own type
+    assert (event.event_type, event.actor) == ("agent.log.tool_call", "agent")
     for refused in ("memory.forget", "action.committed", "agentx.y", "agent"):
         with pytest.raises(AuditError, match="only agent"):
             log_agent_event(subject="acme:alice:proj", event_type=refused, payload={})

@@ -55,14 +55,14 @@ def test_log_appends_an_agent_event():
     assert (code, err) == (0, "")
     event = AuditEvent.objects.get()
     assert (event.event_type, event.actor, event.session_id, event.payload) == (
-        "agent.tool_call",
+        "agent.log.tool_call",
         "agent",
         "s1",
         '{"tool_sha256":"ab"}',
     )
     assert out == (
-        f"appended {event.event_id} to acme:alice:proj at sequence {event.sequence} "
-        f"(event_hash {event.event_hash})\n"
+        f"appended {event.event_id} (agent.log.tool_call) to acme:alice:proj at sequence "
+        f"{event.sequence} (event_hash {event.event_hash})\n"
     )
 
 

@@ -70,6 +70,8 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
     event, receipt = forget()
     forged = resign(receipt | {"audit_event_id": other.event_id})
     assert verify_deletion_receipt(forged) == [
+        f"audit event {other.event_id} is a memory.recall event, not a purge "
+        "(memory.forget or memory.record_rejected)",
         f"audit event {other.event_id} has a different event_hash than the receipt names",
         f"audit event {other.event_id} payload lists different purged record IDs",
         f"audit event {other.event_id} payload lists different purged episode IDs",
@@ -154,3 +156,42 @@ def test_an_auditor_needs_audit_on_the_receipts_subject(operator):
     )
     with pytest.raises(access.AccessDenied):
         verify_deletion_receipt(receipt, principal=access.operator_principal(operator))
+
+
+def purge_shaped(event_type: str, records=("rec_1",)):
+    with transaction.atomic():
+        event = append_event(
+            subject="acme:alice:proj",
+            event_type=event_type,
+            actor="agent:bot",
+            payload={
+                "selector_sha256": SELECTOR,
+                "purged_record_ids": list(records),
+                "purged_episode_ids": [],
+            },
+        )
+    return event, build_deletion_receipt(
+        event=event,
+        selector_sha256=SELECTOR,
+        purged_record_ids=list(records),
+        purged_episode_ids=[],
+    )
+
+
+@pytest.mark.parametrize(
+    "event_type", ["agent.memory_forget", "agent.log.memory_forget", "memory.forget_rejected"]
+)
+def test_a_receipt_binds_only_to_a_purge_event(event_type):
+    # Given an event that carries a purge's payload but is not a purge
+    event, receipt = purge_shaped(event_type)
+    # Then its receipt is refused, on the service and in the standalone tool alike
+    expected = [
+        f"audit event {event.event_id} is a {event_type} event, not a purge "
+        "(memory.forget or memory.record_rejected)"
+    ]
+    assert verify_deletion_receipt(receipt) == expected
+
+
+def test_a_rejection_receipt_holds():
+    _, receipt = purge_shaped("memory.record_rejected")
+    assert verify_deletion_receipt(receipt) == []

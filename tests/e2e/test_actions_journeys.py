@@ -18,7 +18,12 @@ from actions import services
 from actions.models import ActionReceipt, ActionTransaction
 from aetnaweb import access
 from tests.e2e.conftest import login, screenshot, sign_in
-from tests.factories import make_operator
+from tests.factories import (
+    authorizing_episode_id,
+    authorizing_evidence,
+    ensure_authorizing_episode,
+    make_operator,
+)
 
 SCOPE = "acme:alice:website"
 AGENT = "agent:deploy-bot"
@@ -33,6 +38,12 @@ def actions_root(tmp_path: Path, settings) -> Path:
     settings.AETNAWEB_APPROVAL_KEY = KEY
     settings.AETNAWEB_APPROVAL_KEY_FILE = ""
     return root
+
+
+def said(ref: str) -> dict:
+    """Authorizing evidence citing the user's stored message ``ref`` (it must resolve)."""
+    ensure_authorizing_episode(ref)
+    return authorizing_evidence(ref)
 
 
 def evidence(kind: str, ref: str, relation: str, **extra: object) -> dict:
@@ -60,13 +71,7 @@ def stage_config_change(root: Path) -> str:
                     "content": "replicas = 4\nlog_level = info\ntimeout = 30\n",
                 },
                 "evidence": [
-                    evidence(
-                        "message",
-                        "chat:alice:1842",
-                        "authorized_by",
-                        trust_tier="trusted_user",
-                        attested=True,
-                    ),
+                    said("chat:alice:1842"),
                     evidence("webpage", "https://status.example.org/load", "informed_by"),
                 ],
             }
@@ -94,7 +99,9 @@ def test_approve_commit_and_verify_a_file_write(page, actions_root):
     assert page.get_by_text(plan_hash, exact=True).is_visible()
     diff = page.locator("pre.diff")
     assert "-replicas = 2" in diff.inner_text() and "+replicas = 4" in diff.inner_text()
-    assert page.get_by_label("Authorized by").get_by_text("chat:alice:1842").is_visible()
+    authorized = page.get_by_label("Authorized by")
+    assert authorized.get_by_text(authorizing_episode_id("chat:alice:1842")).first.is_visible()
+    assert authorized.get_by_text("Resolved: episode").is_visible()
     assert (
         page.get_by_label("Informed by").get_by_text("https://status.example.org/load").is_visible()
     )
@@ -135,11 +142,7 @@ def test_the_proposer_cannot_approve_and_a_reviewer_denies(page, actions_root):
                 "adapter": "filesystem",
                 "operation": "write_text",
                 "arguments": {"path": "banner.txt", "content": "Hello\n"},
-                "evidence": [
-                    evidence(
-                        "ticket", "OPS-7", "authorized_by", trust_tier="trusted_user", attested=True
-                    )
-                ],
+                "evidence": [said("OPS-7")],
             }
         ],
         principal=access.operator_principal(root_user),
@@ -169,15 +172,7 @@ def test_attention_queue_and_purge_confirmation(page, actions_root, monkeypatch)
                 "adapter": "filesystem",
                 "operation": "write_text",
                 "arguments": {"path": "README.txt", "content": "docs\n"},
-                "evidence": [
-                    evidence(
-                        "message",
-                        "chat:alice:9",
-                        "authorized_by",
-                        trust_tier="trusted_user",
-                        attested=True,
-                    )
-                ],
+                "evidence": [said("chat:alice:9")],
             }
         ],
         actor=AGENT,

@@ -222,7 +222,11 @@ def test_log_action_appends_an_agent_event(rows):
         scope=S, event_type="agent.file_written", payload={"path_sha256": "ab" * 32}, turn_id="t1"
     )
     event = AuditEvent.objects.get(event_id=result["audit_event_id"])
-    assert (event.event_type, event.subject_id, event.turn_id) == ("agent.file_written", S, "t1")
+    assert (event.event_type, event.subject_id, event.turn_id) == (
+        "agent.log.file_written",
+        S,
+        "t1",
+    )
     before = rows()
     for bad in ("memory.forget", "agent", "agent.Bad Type"):
         with pytest.raises(ActionLogError):

@@ -50,6 +50,11 @@ def _load_tool():
     return module
 
 
+@pytest.fixture(autouse=True)
+def _authorizing_messages(authorizing_messages) -> None:
+    """The user message the action evidence here cites exists (evidence must resolve)."""
+
+
 @pytest.fixture
 def database() -> str:
     return connection.settings_dict["NAME"]

@@ -72,7 +72,7 @@ class Command(BaseCommand):
         )
         log = verbs.add_parser("log", help="append an agent.* event to SCOPE's chain")
         log.add_argument("scope")
-        log.add_argument("event_type", help="agent.<something>, e.g. agent.tool_call")
+        log.add_argument("event_type", help="agent.<something>, stored as agent.log.<something>")
         log.add_argument("--payload", default="{}", help="a JSON object of digests and IDs")
         log.add_argument("--actor", default="agent")
         log.add_argument("--session-id")
@@ -123,8 +123,8 @@ class Command(BaseCommand):
             record_id=options["record_id"],
         )
         self.stdout.write(
-            f"appended {event.event_id} to {event.subject_id} at sequence {event.sequence} "
-            f"(event_hash {event.event_hash})"
+            f"appended {event.event_id} ({event.event_type}) to {event.subject_id} at sequence "
+            f"{event.sequence} (event_hash {event.event_hash})"
         )
 
     def _show(self, options: dict[str, Any]) -> None:
