@@ -106,7 +106,13 @@ QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
 # Discourse markers that may open a statement without changing it.
 _OPENER = r"(?:(?:and|also|oh|btw|fyi|ok|okay|so|well|actually|now|hi|hey|by the way|just so you know|for the record|for reference|note)\b[\s,:;!-]*)*"
 _KEY = r"(?P<key>[^\W_][\w'./+&-]*(?:\s+[^\W_][\w'./+&-]*){0,5}?)"
-_TRAILER = r"(?:\s*,?\s*\b(?:going forward|from now on|for now|please|instead)\b)*"
+# Temporal fillers and politeness that say when or how a fact is stated, never
+# what it is: they are dropped from a value ("... is KLM now" -> "KLM").
+_TEMPORAL = (
+    r"(?:going forward|from now on|for now|from today|as of (?:now|today)|right now|"
+    r"these days|nowadays|at the moment|at present|currently|now|instead|anymore|please)"
+)
+_TRAILER = rf"(?:\s*,?\s*\b{_TEMPORAL}\b)*"
 
 _SLOT = re.compile(
     rf"^{_OPENER}my\s+{_KEY}\s+(?P<verb>is|are)\s+(?P<value>.+?){_TRAILER}$",
@@ -116,11 +122,18 @@ _USE_AS = re.compile(
     rf"^{_OPENER}(?:(?:please|going forward|from now on)\b[\s,]*)*use\s+(?P<value>.+?)\s+as\s+my\s+{_KEY}{_TRAILER}$",
     re.IGNORECASE | re.DOTALL,
 )
+# "remember that ..." and its siblings ("note that", "keep in mind that",
+# "don't forget that"); without "that" only when the user is the subject
+# next, so "remember to buy ..." (a reminder request) stays out.
 _REMEMBER_THAT = re.compile(
-    rf"^{_OPENER}(?:please\s+)?remember\s+that\s+(?P<inner>.+)$", re.IGNORECASE | re.DOTALL
+    rf"^{_OPENER}(?:please\s+)?(?:remember|note|keep\s+in\s+mind|bear\s+in\s+mind|"
+    r"don['\u2019]?t\s+forget|do\s+not\s+forget)"
+    r"(?:\s+that\s+|\s*[:,]\s*|\s+(?=(?:my|i|i['\u2019]m|i['\u2019]ve|i['\u2019]d|i['\u2019]ll|we|our)\b))"
+    r"(?P<inner>.+)$",
+    re.IGNORECASE | re.DOTALL,
 )
 _AVOID = re.compile(
-    rf"^{_OPENER}I\s+(?:avoid|never\s+eat|don['\u2019]t\s+eat|do\s+not\s+eat|dislike)\s+(?P<what>.+?){_TRAILER}$",
+    rf"^{_OPENER}I\s+(?:avoid|never\s+eat|don['\u2019]?t\s+eat|do\s+not\s+eat|dislike)\s+(?P<what>.+?){_TRAILER}$",
     re.IGNORECASE | re.DOTALL,
 )
 _FORGET_REQUEST = re.compile(
@@ -165,13 +178,20 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _strip_terminal(sentence: str) -> str:
-    return re.sub(r"[\s.!;,]+$", "", sentence)
+    return re.sub(r"[\s.!;,:\u2026]+$", "", sentence)
+
+
+# Subject pronouns that turn a leading "when"/"where" into a subordinate
+# clause ("When I travel, I carry ...") rather than a question ("when is ...").
+_CLAUSE_SUBJECTS = frozenset({"i", "im", "ive", "my", "we", "our"})
 
 
 def is_question(sentence: str) -> bool:
     if sentence.rstrip().endswith("?"):
         return True
     words = word_tokens(sentence)
+    if len(words) > 1 and words[0] in {"when", "where"} and words[1] in _CLAUSE_SUBJECTS:
+        return False
     return bool(words) and words[0] in QUESTION_WORDS
 
 
@@ -179,8 +199,18 @@ def is_forget_request(sentence: str) -> bool:
     return bool(_FORGET_REQUEST.match(sentence.strip()))
 
 
+_LEADING_TEMPORAL = re.compile(rf"^(?:{_TEMPORAL}\b[\s,]*)+", re.IGNORECASE)
+_TRAILING_TEMPORAL = re.compile(rf"(?:[\s,]*\b{_TEMPORAL})+$", re.IGNORECASE)
+
+
+def _drop_temporal(text: str) -> str:
+    """ "KLM now" / "now KLM" -> "KLM": when a fact was said is the record's time, not its value."""
+    text = _LEADING_TEMPORAL.sub("", _strip_terminal(text))
+    return _strip_terminal(_TRAILING_TEMPORAL.sub("", text))
+
+
 def _clean_value(value: str) -> str:
-    return _strip_terminal(" ".join(value.split()))
+    return _drop_temporal(" ".join(value.split()))
 
 
 def _display_key(key: str) -> str:
@@ -209,31 +239,61 @@ def _slot_candidate(sentence: str, confidence: float, rule: str) -> Candidate | 
     return None
 
 
+# -- the third-person rewrite -----------------------------------------------------
+
+
+def _closed_class(words: str) -> frozenset[str]:
+    """A closed word class written as one readable block of text."""
+    return frozenset(words.split())
+
+
+# Closed-class verb forms only: auxiliaries, modals, and the irregular past
+# tenses, which take no "-s" after "User".
 _IRREGULAR = {
     "am": "is",
     "have": "has",
+    "haven't": "hasn't",
+    "haven\u2019t": "hasn\u2019t",
+    "havent": "hasnt",
     "do": "does",
-    "go": "goes",
-    "was": "was",
-    "can": "can",
-    "could": "could",
-    "will": "will",
-    "would": "would",
-    "shall": "shall",
-    "should": "should",
-    "may": "may",
-    "might": "might",
-    "must": "must",
     "don't": "doesn't",
     "don\u2019t": "doesn\u2019t",
+    "dont": "doesnt",
+    "go": "goes",
 }
+_UNINFLECTED = _closed_class(
+    """was were can could will would shall should may might must cannot cant wont didnt
+    wasnt couldnt wouldnt shouldnt aint did had used got went made took saw began spent
+    left met lost broke fell came became knew wrote ran swam ate drank bought taught
+    thought brought sold told felt kept slept built sent won quit put read grew gave
+    found heard held led paid said sat stood understood woke wore forgot chose drove
+    rode flew fought hid hurt let set shut split spread struck swore threw meant sang
+    dealt lent bent dug hung caught sought fed bled sped bred dreamt learnt spelt burnt
+    knelt leapt lit slid spun stuck stung swung wept wound bore tore shook forgave rose
+    hit cut cost beat bet"""
+)
+# Adverbs that may sit between "I" and its verb ("I usually go"): the verb
+# after them is the one that agrees.
+_MID_ADVERB = (
+    r"(?:always|never|usually|often|sometimes|rarely|seldom|also|still|just|really|only|"
+    r"mostly|normally|generally|typically|occasionally|regularly|hardly|actually|"
+    r"definitely|absolutely|currently|already|even|no longer|now|probably|frequently|"
+    r"constantly|mainly|mostly|basically|honestly|truly|strongly|totally|completely)"
+)
+
+
+_PRESENT_IN_ED = _closed_class(
+    "need feed bleed breed speed exceed proceed succeed heed weed seed shred embed"
+)
 
 
 def _third_person_verb(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
-    if not lower.isalpha():
+    # A regular past ("moved", "agreed") stays; "need", "feed", "exceed" are present.
+    past = lower.endswith("ed") and len(lower) > 4 and lower not in _PRESENT_IN_ED
+    if lower in _UNINFLECTED or not lower.isalpha() or past:
         return verb
     if re.search(r"(s|sh|ch|x|z|o)$", lower):
         return verb + "es"
@@ -242,28 +302,240 @@ def _third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
+# Every way the user refers to themselves in the first person singular. A
+# lowercase "i" counts ("i live in ..."), but not the "i" of "i.e.".
+_SELF_REFERENCE = re.compile(
+    r"(?P<contraction>\b[Ii]['\u2019](?P<tail>m|ve|ll|d)\b|\b(?P<bare>im|ive)\b)"
+    rf"|(?P<subject>\b[Ii]\b(?![.'\u2019]\w))(?P<verb>(?P<adverbs>(?:\s+{_MID_ADVERB}\b)*)\s+(?P<word>[A-Za-z'\u2019]+))?"
+    r"|(?P<possessive>\b[Mm]y\b)|(?P<mine>\b[Mm]ine\b)|(?P<reflexive>\b[Mm]yself\b)|(?P<object>\b[Mm]e\b)",
+)
+_CONTRACTED = {"m": "User is", "ve": "User has", "ll": "User will", "d": "User would"}
+# "My wife and I have ...": "I" inside a compound subject keeps the plural verb.
+_COMPOUND_SUBJECT = re.compile(r"^(?P<np>(?:(?![Ii]\b)[^\s,;.]+\s+){1,4}?)and\s+[Ii]\b", re.DOTALL)
+# Where one clause ends and the next begins: a possessive after a boundary
+# names the user again ("... and User's key is ...") instead of "their".
+_CLAUSE_BOUNDARY = re.compile(
+    r"[,;:]|\b(?:and|but|or|so|because|since|while|whereas|although|though|when)\b",
+    re.IGNORECASE,
+)
+
+
 def third_person(text: str) -> str:
-    """Rewrite a first-person statement about the user in the third person."""
-    out = re.sub(r"\bI['\u2019]m\b", "User is", text)
-    out = re.sub(r"\bI['\u2019]ve\b", "User has", out)
-    out = re.sub(r"\bI['\u2019]ll\b", "User will", out)
-    out = re.sub(r"\bI['\u2019]d\b", "User would", out)
-    out = re.sub(
-        r"\bI\s+([A-Za-z'\u2019]+)", lambda m: "User " + _third_person_verb(m.group(1)), out
-    )
-    out = re.sub(r"\b[Mm]y\b", "User's", out)
-    out = re.sub(r"\b[Mm]ine\b", "User's", out)
-    out = re.sub(r"\b[Mm]yself\b", "User", out)
-    out = re.sub(r"\bme\b", "User", out)
-    out = _strip_terminal(" ".join(out.split()))
+    """Rewrite a first-person statement about the user in the third person.
+
+    The user is "User" the first time in a clause; a later possessive or
+    reflexive in the same clause is "their"/"themselves" ("User takes their
+    coffee black"), because "User takes User's coffee" is not English.
+    """
+    text = " ".join(text.split())
+    compound = _COMPOUND_SUBJECT.match(text)
+    # Position of the end of the last mention of the user (None: not yet).
+    last: list[int | None] = [None]
+    frozen_subject = compound.end() if compound else -1
+
+    def same_clause(at: int) -> bool:
+        mention = last[0]
+        return mention is not None and not _CLAUSE_BOUNDARY.search(text, mention, at)
+
+    def rewrite(m: re.Match[str]) -> str:
+        start = m.start()
+        later = same_clause(start)
+        last[0] = m.end()
+        if m.group("bare"):
+            return "User is" if m.group("bare").lower() == "im" else "User has"
+        if m.group("contraction"):
+            return _CONTRACTED[m.group("tail").lower()]
+        if m.group("subject"):
+            if not m.group("verb") or m.end("subject") == frozen_subject:
+                return "User" + (m.group("verb") or "")
+            return "User" + m.group("adverbs") + " " + _third_person_verb(m.group("word"))
+        if m.group("possessive"):
+            return "their" if later else "User's"
+        if m.group("mine"):
+            return "theirs" if later else "User's"
+        if m.group("reflexive"):
+            return "themselves" if later else "User"
+        return "User"
+
+    out = _SELF_REFERENCE.sub(rewrite, text)
+    out = _strip_terminal(out)
     if not out:
         return out
     return out[0].upper() + out[1:] + "."
 
 
-def extract_sentence(sentence: str) -> Candidate | None:
-    """At most one candidate per sentence, by the first shape that matches."""
-    sentence = sentence.strip()
+# -- first-person statements ---------------------------------------------------------
+#
+# Everything a user states about themselves is kept: a sentence is a
+# statement when the user is in it (I, me, my, we, our, ...), it says
+# something beyond a reaction to the conversation, and it is not a question,
+# a request to the assistant, or an imperative. All of it is decided from
+# closed-class words (pronouns, determiners, auxiliaries, prepositions,
+# discourse markers), never from what the statement is about.
+
+_SINGULAR_SELF = frozenset({"i", "me", "my", "mine", "myself", "im", "ive"})
+_PLURAL_SELF = frozenset({"we", "us", "our", "ours", "ourselves"})
+_SELF = _SINGULAR_SELF | _PLURAL_SELF
+# Tokens that make the user (part of) a clause's subject: the pronouns
+# anywhere, the possessives and "me" ("Me and my wife ...") when they open it.
+_SELF_SUBJECT_PRONOUNS = frozenset({"i", "im", "ive", "we"})
+_SELF_SUBJECT = _SELF_SUBJECT_PRONOUNS | {"my", "our", "mine", "ours", "me"}
+# A sentence about "you" is about the assistant, or is a request to it.
+_ADDRESSEE = frozenset({"you", "your", "yours", "yourself", "yourselves", "u", "ur", "ya"})
+# Words that can open a declarative sentence before its subject: determiners,
+# pronouns, quantifiers, prepositions, subordinators, time and frequency
+# words. A sentence that opens with anything else followed by an object
+# ("Remind me", "Check my ...") is an imperative.
+_DECLARATIVE_OPENERS = _closed_class(
+    """a an the this that these those there it its he she they his her their one
+    some any every each most many much all both no none several few other another
+    on in at by for from with without during after before since until till as
+    because when whenever while where once twice thrice if though although unless
+    usually always often sometimes normally generally mostly rarely never last
+    next today tonight yesterday tomorrow weekdays weekends mornings evenings"""
+)
+_IMPERATIVE_OBJECTS = _closed_class(
+    """me us my our a an the this that these those it them him her some up out down
+    off over back all everything something anything if whether what when where how
+    who which why more less"""
+)
+_IMPERATIVE_HEADS = frozenset({"let", "lets", "please", "pls", "plz", "don", "dont", "do"})
+# Closed-class words that carry no fact on their own, plus the phatic
+# predicates of conversation ("I see", "I'm fine", "I love it", "I'm glad to
+# hear that"): a sentence made only of these is a reaction, not a statement.
+_NO_FACT = _closed_class(
+    """a an the this that these those it its there here then now so too very really
+    just quite pretty also still even not no yes yeah yep ok okay oh well sure
+    m s t d ll ve re is am are was were be been being do does did done have has had
+    will would shall should can could may might must to of in on at for with about
+    from by up out and or but if as than then what which who how why when where
+    see agree understand know think guess hope mean suppose believe wonder get got
+    appreciate sorry fine good great alright right wrong ready back kidding joking
+    glad happy hear love like thanks thank totally exactly absolutely definitely
+    anyway anyways maybe perhaps probably lol haha hmm today tonight tomorrow
+    yesterday later soon again yet anymore earlier moment testing checking asking
+    wondering curious meant asked said listening following confused don doesn didn
+    isn aren wasn weren won wouldn couldn shouldn haven hasn hadn cannot"""
+)
+_DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+# Auxiliaries that show a finite verb (so not an imperative) before an
+# object "me"/"my" ("Penicillin gives me hives" has its "-s"; these cover
+# "Loud music has always kept me awake").
+_FINITE = _closed_class(
+    """is are was were has have had does did can could will would should may might
+    must isn aren wasn weren hasn haven hadn doesn didn won wouldn can cannot"""
+)
+# Discourse markers, greetings and lead-ins that may precede a statement.
+_LEAD_IN = re.compile(
+    r"^(?:(?:and|also|oh|ah|um|uh|hmm|wow|btw|fyi|ok|okay|so|well|actually|now|hi|hey|hello|"
+    r"thanks|thank you|thx|yes|yeah|yep|no|nope|sure|alright|cool|great|nice|perfect|"
+    r"awesome|interesting|sorry|(?:i['\u2019]m|i am) sorry|sounds (?:good|great|fine)|"
+    r"got it|i see|honestly|"
+    r"to be honest|good (?:morning|afternoon|evening)|by the way|just so you know|"
+    r"just to let you know|for the record|for reference|for context|in case it matters|"
+    r"as i (?:said|mentioned|told you)(?: before| earlier)?|"
+    r"i (?:told|said|mentioned)(?: to)? you(?: before| earlier)?(?: that)?)\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+# "Background: ..." / "Health note - ...": a short label without the user in it.
+_LABEL = re.compile(r"^(?P<label>[^\W\d_][\w ]{0,30}?)\s*[:\u2013\u2014-]\s+")
+_HEDGE = re.compile(
+    r"^i (?:think|guess|believe|suppose|reckon|feel like)(?: that)?\s+(?=\S)", re.IGNORECASE
+)
+# "..., so please keep that in mind" / "..., can you note that?": the request
+# to remember is not part of the fact.
+_REQUEST_TAIL = re.compile(
+    r"(?:\s*[,;]\s*|\s+(?:so|and)\s+|\s*[-\u2013\u2014]\s*)(?:so\s+|and\s+)?"
+    r"(?:(?:please|pls|can you|could you|would you|will you)\s+)*"
+    r"(?:note|remember|keep|bear|save|store|write down|make a note of|don['\u2019]?t forget)"
+    r"\b(?:\s+(?:that|this|it|in mind|please|thanks|for me|for later))*[\s.!?]*$",
+    re.IGNORECASE,
+)
+_REQUEST_FRAMES = re.compile(
+    r"^(?:i|we)(?:\s+am|\s+was|\s+would|['\u2019]m|['\u2019]d)?\s+(?:"
+    r"(?:(?:like|love|want|need|hoping|trying)\s+to|wanna)\s+"
+    r"(?:know|ask|find out|understand|figure out|hear|learn about)\b"
+    # Repairs of the conversation itself ("I meant Tuesday", "I changed my mind").
+    r"|(?:meant|mean)\b|(?:['\u2019]ve\s+|have\s+)?changed\s+(?:my|our)\s+minds?\b"
+    r"|(?:have|['\u2019]ve got|got)\s+(?:a|one|another|some|a few|two)\s+(?:\w+\s+)?"
+    r"(?:question|questions|request|favou?r|query|doubt)\b"
+    r"|(?:need|want|could use|would appreciate|['\u2019]d appreciate)\s+"
+    r"(?:some\s+|a little\s+|a bit of\s+|a hand|a little)?help\b"
+    r"|(?:wonder|wondering|curious|asking)\b)",
+    re.IGNORECASE,
+)
+
+
+def _strip_lead_in(sentence: str) -> str:
+    text = _LEAD_IN.sub("", sentence.strip())
+    label = _LABEL.match(text)
+    if label and not (_SELF & set(word_tokens(label.group("label")))):
+        text = text[label.end() :]
+    hedge = _HEDGE.match(text)
+    if hedge and _SELF & set(word_tokens(text[hedge.end() :])):
+        text = text[hedge.end() :]
+    return text.strip()
+
+
+def _is_imperative(words: list[str]) -> bool:
+    head = words[0]
+    if head in _IMPERATIVE_HEADS:
+        return True
+    if head in _SELF or head in _DECLARATIVE_OPENERS or head[0].isdigit():
+        return False
+    # A gerund subject ("Walking the dog is ...") is not a command.
+    if len(head) >= 6 and head.endswith("ing"):
+        return False
+    return len(words) > 1 and words[1] in _IMPERATIVE_OBJECTS
+
+
+def _finite_before(words: list[str], at: int) -> bool:
+    """A sign of a finite verb before ``at``: an auxiliary, a verb's "-s", or a plural subject."""
+    if words[0].endswith("s") and not words[0].endswith(("ss", "us", "is")):
+        return True
+    return any(w in _FINITE or (w.endswith("s") and not w.endswith("ss")) for w in words[1:at])
+
+
+def is_self_statement(sentence: str) -> bool:
+    """Whether a (question-free) sentence states something about the user."""
+    words = word_tokens(sentence)
+    if not words or not (_SELF & set(words)) or _ADDRESSEE & set(words):
+        return False
+    if _REQUEST_FRAMES.match(sentence) or _is_imperative(words):
+        return False
+    first_self = next(i for i, w in enumerate(words) if w in _SELF)
+    user_is_subject = words[first_self] in _SELF_SUBJECT_PRONOUNS or (
+        first_self == 0 and words[0] in _SELF_SUBJECT
+    )
+    # The user only as an object or possessor ("... gives me hives"): a
+    # declarative needs a finite verb first; "Add milk to my list" has none.
+    if not user_is_subject and not _finite_before(words, first_self):
+        return False
+    content = [
+        w
+        for i, w in enumerate(words)
+        if w not in _NO_FACT and w not in _SELF and not (i and words[i - 1] in _DEMONSTRATIVES)
+    ]
+    return bool(content)
+
+
+def statement_note(sentence: str) -> Candidate | None:
+    """A first-person statement no keyed shape matched, as an unkeyed third-person note."""
+    body = _strip_lead_in(sentence)
+    if not body or is_question(body) or not is_self_statement(body):
+        return None
+    content = third_person(_drop_temporal(body))
+    return Candidate(content, "", 0.7, "statement") if content else None
+
+
+def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | None:
+    """At most one candidate per sentence, by the first shape that matches.
+
+    With ``statements`` (trusted user text), a first-person statement no
+    shape matched becomes an unkeyed note; untrusted content never gets
+    this rule, so a webpage's "I ..." is not read as the user's.
+    """
+    sentence = _REQUEST_TAIL.sub("", sentence.strip()).strip()
     if not sentence or is_question(sentence) or is_forget_request(sentence):
         return None
     body = _strip_terminal(sentence)
@@ -273,7 +545,7 @@ def extract_sentence(sentence: str) -> Candidate | None:
         keyed = _slot_candidate(inner, 0.9, "remember_that")
         if keyed:
             return keyed
-        content = third_person(inner)
+        content = third_person(_drop_temporal(_strip_lead_in(inner) or inner))
         return Candidate(content, "", 0.8, "remember_that") if content else None
     keyed = _slot_candidate(body, 0.9, "slot")
     if keyed:
@@ -283,16 +555,20 @@ def extract_sentence(sentence: str) -> Candidate | None:
         # Only Z: the object ends at the first clause boundary.
         what = _clean_value(_CLAUSE_END.split(match.group("what"), maxsplit=1)[0])
         if what:
-            return Candidate(f"User avoids {what}.", "", 0.8, "avoid")
-    return None
+            # Through the rewrite, so an "I" inside Z ("whenever I can") agrees too.
+            return Candidate(third_person(f"I avoid {what}"), "", 0.8, "avoid")
+    return statement_note(body) if statements else None
 
 
-def extract(text: str) -> list[Candidate]:
-    """Every candidate in ``text``, in order, without repeats of the same content."""
+def extract(text: str, *, statements: bool = False) -> list[Candidate]:
+    """Every candidate in ``text``, in order, without repeats of the same content.
+
+    ``statements`` adds the first-person statement rule (trusted user text only).
+    """
     seen: set[str] = set()
     found: list[Candidate] = []
     for sentence in split_sentences(text):
-        candidate = extract_sentence(sentence)
+        candidate = extract_sentence(sentence, statements=statements)
         if candidate is None:
             continue
         digest = content_digest(candidate.content)

@@ -621,7 +621,9 @@ def remember(
     turn = _context("turn_id", turn_id)
     reading = read_source(text, source_type)
     if reading.trusted:
-        candidates = extract(text)
+        # Trusted user text also keeps every first-person statement as a note;
+        # third-party blocks below keep only the keyed shapes (memory-engine.md).
+        candidates = extract(text, statements=True)
         if not candidates and force:
             note = forced_note(text)
             candidates = [note] if note else []
