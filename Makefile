@@ -64,6 +64,7 @@ bench: setup
 	$(PY) bench/audit_append.py
 	$(PY) bench/audit_verify.py
 	$(PY) bench/memory_scale.py
+	$(PY) bench/write_coverage.py
 
 clean:
 	rm -rf $(VENV) data/test_aetnaweb_*.sqlite3*

@@ -107,7 +107,7 @@ QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
 _OPENER = r"(?:(?:and|also|oh|btw|fyi|ok|okay|so|well|actually|now|hi|hey|by the way|just so you know|for the record|for reference|note)\b[\s,:;!-]*)*"
 _KEY = r"(?P<key>[^\W_][\w'./+&-]*(?:\s+[^\W_][\w'./+&-]*){0,5}?)"
 # Temporal fillers and politeness that say when or how a fact is stated, never
-# what it is: they are dropped from a value ("... is KLM now" -> "KLM").
+# what it is: they are dropped from a value ("... is Y now" -> "Y").
 _TEMPORAL = (
     r"(?:going forward|from now on|for now|from today|as of (?:now|today)|right now|"
     r"these days|nowadays|at the moment|at present|currently|now|instead|anymore|please)"
@@ -204,7 +204,7 @@ _TRAILING_TEMPORAL = re.compile(rf"(?:[\s,]*\b{_TEMPORAL})+$", re.IGNORECASE)
 
 
 def _drop_temporal(text: str) -> str:
-    """ "KLM now" / "now KLM" -> "KLM": when a fact was said is the record's time, not its value."""
+    """ "Y now" / "now Y" -> "Y": when a fact was said is the record's time, not its value."""
     text = _LEADING_TEMPORAL.sub("", _strip_terminal(text))
     return _strip_terminal(_TRAILING_TEMPORAL.sub("", text))
 
@@ -310,7 +310,7 @@ _SELF_REFERENCE = re.compile(
     r"|(?P<possessive>\b[Mm]y\b)|(?P<mine>\b[Mm]ine\b)|(?P<reflexive>\b[Mm]yself\b)|(?P<object>\b[Mm]e\b)",
 )
 _CONTRACTED = {"m": "User is", "ve": "User has", "ll": "User will", "d": "User would"}
-# "My wife and I have ...": "I" inside a compound subject keeps the plural verb.
+# "My <person> and I have ...": "I" inside a compound subject keeps the plural verb.
 _COMPOUND_SUBJECT = re.compile(r"^(?P<np>(?:(?![Ii]\b)[^\s,;.]+\s+){1,4}?)and\s+[Ii]\b", re.DOTALL)
 # Where one clause ends and the next begins: a possessive after a boundary
 # names the user again ("... and User's key is ...") instead of "their".
@@ -325,7 +325,7 @@ def third_person(text: str) -> str:
 
     The user is "User" the first time in a clause; a later possessive or
     reflexive in the same clause is "their"/"themselves" ("User takes their
-    coffee black"), because "User takes User's coffee" is not English.
+    <thing> ..."), because "User takes User's <thing>" is not English.
     """
     text = " ".join(text.split())
     compound = _COMPOUND_SUBJECT.match(text)
@@ -377,7 +377,7 @@ _SINGULAR_SELF = frozenset({"i", "me", "my", "mine", "myself", "im", "ive"})
 _PLURAL_SELF = frozenset({"we", "us", "our", "ours", "ourselves"})
 _SELF = _SINGULAR_SELF | _PLURAL_SELF
 # Tokens that make the user (part of) a clause's subject: the pronouns
-# anywhere, the possessives and "me" ("Me and my wife ...") when they open it.
+# anywhere, the possessives and "me" ("Me and my <person> ...") when they open it.
 _SELF_SUBJECT_PRONOUNS = frozenset({"i", "im", "ive", "we"})
 _SELF_SUBJECT = _SELF_SUBJECT_PRONOUNS | {"my", "our", "mine", "ours", "me"}
 # A sentence about "you" is about the assistant, or is a request to it.
@@ -419,8 +419,8 @@ _NO_FACT = _closed_class(
 )
 _DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
 # Auxiliaries that show a finite verb (so not an imperative) before an
-# object "me"/"my" ("Penicillin gives me hives" has its "-s"; these cover
-# "Loud music has always kept me awake").
+# object "me"/"my" ("<Thing> gives me <effect>" has its "-s"; these cover
+# "<Thing> has always kept me <state>").
 _FINITE = _closed_class(
     """is are was were has have had does did can could will would should may might
     must isn aren wasn weren hasn haven hadn doesn didn won wouldn can cannot"""
@@ -455,7 +455,7 @@ _REQUEST_FRAMES = re.compile(
     r"^(?:i|we)(?:\s+am|\s+was|\s+would|['\u2019]m|['\u2019]d)?\s+(?:"
     r"(?:(?:like|love|want|need|hoping|trying)\s+to|wanna)\s+"
     r"(?:know|ask|find out|understand|figure out|hear|learn about)\b"
-    # Repairs of the conversation itself ("I meant Tuesday", "I changed my mind").
+    # Repairs of the conversation itself ("I meant <other>", "I changed my mind").
     r"|(?:meant|mean)\b|(?:['\u2019]ve\s+|have\s+)?changed\s+(?:my|our)\s+minds?\b"
     r"|(?:have|['\u2019]ve got|got)\s+(?:a|one|another|some|a few|two)\s+(?:\w+\s+)?"
     r"(?:question|questions|request|favou?r|query|doubt)\b"
@@ -483,7 +483,7 @@ def _is_imperative(words: list[str]) -> bool:
         return True
     if head in _SELF or head in _DECLARATIVE_OPENERS or head[0].isdigit():
         return False
-    # A gerund subject ("Walking the dog is ...") is not a command.
+    # A gerund subject ("<Verb>ing the <thing> is ...") is not a command.
     if len(head) >= 6 and head.endswith("ing"):
         return False
     return len(words) > 1 and words[1] in _IMPERATIVE_OBJECTS
@@ -507,8 +507,8 @@ def is_self_statement(sentence: str) -> bool:
     user_is_subject = words[first_self] in _SELF_SUBJECT_PRONOUNS or (
         first_self == 0 and words[0] in _SELF_SUBJECT
     )
-    # The user only as an object or possessor ("... gives me hives"): a
-    # declarative needs a finite verb first; "Add milk to my list" has none.
+    # The user only as an object or possessor ("... gives me <effect>"): a
+    # declarative needs a finite verb first; "Add <thing> to my <list>" has none.
     if not user_is_subject and not _finite_before(words, first_self):
         return False
     content = [
