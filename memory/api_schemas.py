@@ -69,7 +69,8 @@ class RememberIn(Schema):
         None, description="State third-party content explicitly; it can never be upgraded."
     )
     force: bool = Field(
-        False, description="Store plain prose with no fact shape as an unkeyed note."
+        False,
+        description="Also keep prose that states nothing about the user as an unkeyed note.",
     )
 
 

@@ -152,8 +152,8 @@ def build_server(
         """Remember a message the user said (facts are extracted from it).
 
         Wrap third-party content in <webpage>...</webpage> or state source_type:
-        it is quarantined until a person promotes it. force=true stores plain
-        prose with no fact shape as a note.
+        it is quarantined until a person promotes it. Everything the user states
+        about themselves is kept; force=true also keeps other prose as a note.
         """
         return _call(
             lambda: services.remember(

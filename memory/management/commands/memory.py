@@ -78,7 +78,7 @@ class Command(BaseCommand):
         remember.add_argument(
             "--source-type", dest="source_type", help="user_message, webpage or tool_output"
         )
-        remember.add_argument("--force", action="store_true", help="store plain prose as a note")
+        remember.add_argument("--force", action="store_true", help="keep any prose as a note")
         remember.add_argument("--key", help="explicit fact key (with --value)")
         remember.add_argument("--value", help="explicit fact value (with --key)")
         remember.add_argument("--kind", help="optional kind label for an explicit fact")
@@ -204,7 +204,9 @@ class Command(BaseCommand):
         if result.duplicate_of:
             lines.append(f"  duplicate of {', '.join(result.duplicate_of)} (not stored again)")
         if result.ignored:
-            lines.append("  no fact found (use --force to keep it as a note)")
+            lines.append(
+                "  no fact or statement about the user found (use --force to keep it as a note)"
+            )
         self._emit(result.as_dict(), "\n".join(lines))
 
     def _recall(self, options: dict[str, Any]) -> None:
