@@ -105,21 +105,41 @@ _QUESTION_WORDS_TEXT = (
 QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
 # Discourse markers that may open a statement without changing it.
 _OPENER = r"(?:(?:and|also|oh|btw|fyi|ok|okay|so|well|actually|now|hi|hey|by the way|just so you know|for the record|for reference|note)\b[\s,:;!-]*)*"
-_KEY = r"(?P<key>[^\W_][\w'./+&-]*(?:\s+[^\W_][\w'./+&-]*){0,5}?)"
+_KEY_WORDS = r"[^\W_][\w'./+&-]*(?:\s+[^\W_][\w'./+&-]*){0,5}?"
+_KEY = rf"(?P<key>{_KEY_WORDS})"
+_KEY_SHAPE = re.compile(_KEY_WORDS)
 # Temporal fillers and politeness that say when or how a fact is stated, never
-# what it is: they are dropped from a value ("... is Y now" -> "Y").
-_TEMPORAL = (
-    r"(?:going forward|from now on|for now|from today|as of (?:now|today)|right now|"
-    r"these days|nowadays|at the moment|at present|currently|now|instead|anymore|please)"
+# what it is: they are dropped from either end of a value ("... is Y now" ->
+# "Y"). Stripped word by word (_drop_temporal), never by a trailing regex
+# group, so a long run of them costs linear time.
+_TEMPORAL_PHRASES = tuple(
+    tuple(phrase.split())
+    for phrase in (
+        "going forward",
+        "from now on",
+        "for now",
+        "from today",
+        "as of now",
+        "as of today",
+        "right now",
+        "these days",
+        "at the moment",
+        "at present",
+        "nowadays",
+        "currently",
+        "now",
+        "instead",
+        "anymore",
+        "please",
+    )
 )
-_TRAILER = rf"(?:\s*,?\s*\b{_TEMPORAL}\b)*"
 
 _SLOT = re.compile(
-    rf"^{_OPENER}my\s+{_KEY}\s+(?P<verb>is|are)\s+(?P<value>.+?){_TRAILER}$",
+    rf"^{_OPENER}my\s+{_KEY}\s+(?P<verb>is|are)\s+(?P<value>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
 _USE_AS = re.compile(
-    rf"^{_OPENER}(?:(?:please|going forward|from now on)\b[\s,]*)*use\s+(?P<value>.+?)\s+as\s+my\s+{_KEY}{_TRAILER}$",
+    rf"^{_OPENER}(?:(?:please|going forward|from now on)\b[\s,]*)*use\s+(?P<value>.+?)\s+as\s+my\s+(?P<rest>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
 # "remember that ..." and its siblings ("note that", "keep in mind that",
@@ -133,7 +153,7 @@ _REMEMBER_THAT = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _AVOID = re.compile(
-    rf"^{_OPENER}I\s+(?:avoid|never\s+eat|don['\u2019]?t\s+eat|do\s+not\s+eat|dislike)\s+(?P<what>.+?){_TRAILER}$",
+    rf"^{_OPENER}I\s+(?:avoid|never\s+eat|don['\u2019]?t\s+eat|do\s+not\s+eat|dislike)\s+(?P<what>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
 _FORGET_REQUEST = re.compile(
@@ -168,7 +188,10 @@ def split_sentences(text: str) -> list[str]:
         start = 0
         for end in _SENTENCE_END.finditer(line):
             # An initial or a short title ("J.", "Dr.") does not end a sentence.
-            if end.group("end") == "." and _ABBREVIATION.search(line, 0, end.start() + 1):
+            # (Searched in the few characters before the dot: from the line's
+            # start, every dot would rescan the line.)
+            near = max(0, end.start() - 3)
+            if end.group("end") == "." and _ABBREVIATION.search(line, near, end.start() + 1):
                 continue
             sentences.append(line[start : end.start() + 1])
             start = end.end()
@@ -177,8 +200,16 @@ def split_sentences(text: str) -> list[str]:
     return [part for part in cleaned if part]
 
 
+_TERMINAL = frozenset(".!;,:\u2026")
+
+
 def _strip_terminal(sentence: str) -> str:
-    return re.sub(r"[\s.!;,:\u2026]+$", "", sentence)
+    # A scan from the end, not a "[...]+$" regex search, which is quadratic
+    # on a long run of punctuation in the middle of a 100,000-character text.
+    end = len(sentence)
+    while end and (sentence[end - 1].isspace() or sentence[end - 1] in _TERMINAL):
+        end -= 1
+    return sentence[:end]
 
 
 # Subject pronouns that turn a leading "when"/"where" into a subordinate
@@ -199,14 +230,39 @@ def is_forget_request(sentence: str) -> bool:
     return bool(_FORGET_REQUEST.match(sentence.strip()))
 
 
-_LEADING_TEMPORAL = re.compile(rf"^(?:{_TEMPORAL}\b[\s,]*)+", re.IGNORECASE)
-_TRAILING_TEMPORAL = re.compile(rf"(?:[\s,]*\b{_TEMPORAL})+$", re.IGNORECASE)
+def _phrases_by(position: int) -> dict[str, list[tuple[str, ...]]]:
+    index: dict[str, list[tuple[str, ...]]] = {}
+    for phrase in _TEMPORAL_PHRASES:
+        index.setdefault(phrase[position], []).append(phrase)
+    return index
+
+
+_TEMPORAL_BY_FIRST = _phrases_by(0)
+_TEMPORAL_BY_LAST = _phrases_by(-1)
+
+
+def _temporal_length(words: list[str], start: int, end: int, at_end: bool) -> int:
+    """How many words a temporal filler takes at the start (or end) of ``words[start:end]``."""
+    edge = words[end - 1 if at_end else start].strip(",").lower()
+    for phrase in (_TEMPORAL_BY_LAST if at_end else _TEMPORAL_BY_FIRST).get(edge, ()):
+        size = len(phrase)
+        if size > end - start:
+            continue
+        part = words[end - size : end] if at_end else words[start : start + size]
+        if tuple(w.strip(",").lower() for w in part) == phrase:
+            return size
+    return 0
 
 
 def _drop_temporal(text: str) -> str:
     """ "Y now" / "now Y" -> "Y": when a fact was said is the record's time, not its value."""
-    text = _LEADING_TEMPORAL.sub("", _strip_terminal(text))
-    return _strip_terminal(_TRAILING_TEMPORAL.sub("", text))
+    words = _strip_terminal(text).split()
+    start, end = 0, len(words)
+    while start < end and (size := _temporal_length(words, start, end, at_end=False)):
+        start += size
+    while start < end and (size := _temporal_length(words, start, end, at_end=True)):
+        end -= size
+    return _strip_terminal(" ".join(words[start:end]))
 
 
 def _clean_value(value: str) -> str:
@@ -224,9 +280,10 @@ def _valid_key(key: str) -> bool:
 
 def _slot_candidate(sentence: str, confidence: float, rule: str) -> Candidate | None:
     match = _USE_AS.match(sentence)
-    if match and _valid_key(match.group("key")):
+    slot = _drop_temporal(match.group("rest")) if match else ""
+    if match and _KEY_SHAPE.fullmatch(slot) and _valid_key(slot):
         value = _clean_value(match.group("value"))
-        key = _display_key(match.group("key"))
+        key = _display_key(slot)
         if value:
             return Candidate(f"User's {key} is {value}.", normalise_key(key), confidence, "use_as")
     match = _SLOT.match(sentence)
@@ -451,6 +508,7 @@ _REQUEST_TAIL = re.compile(
     r"\b(?:\s+(?:that|this|it|in mind|please|thanks|for me|for later))*[\s.!?]*$",
     re.IGNORECASE,
 )
+_TAIL_WINDOW = 160
 _REQUEST_FRAMES = re.compile(
     r"^(?:i|we)(?:\s+am|\s+was|\s+would|['\u2019]m|['\u2019]d)?\s+(?:"
     r"(?:(?:like|love|want|need|hoping|trying)\s+to|wanna)\s+"
@@ -464,6 +522,13 @@ _REQUEST_FRAMES = re.compile(
     r"|(?:wonder|wondering|curious|asking)\b)",
     re.IGNORECASE,
 )
+
+
+def _drop_request_tail(sentence: str) -> str:
+    # Only the last few words can be a request tail; searching just them keeps
+    # a long sentence linear.
+    tail = _REQUEST_TAIL.search(sentence, max(0, len(sentence) - _TAIL_WINDOW))
+    return sentence[: tail.start()].strip() if tail else sentence
 
 
 def _strip_lead_in(sentence: str) -> str:
@@ -535,7 +600,7 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
     shape matched becomes an unkeyed note; untrusted content never gets
     this rule, so a webpage's "I ..." is not read as the user's.
     """
-    sentence = _REQUEST_TAIL.sub("", sentence.strip()).strip()
+    sentence = _drop_request_tail(" ".join(sentence.split()))
     if not sentence or is_question(sentence) or is_forget_request(sentence):
         return None
     body = _strip_terminal(sentence)

@@ -198,3 +198,22 @@ def test_scenario_vocabulary_never_appears_in_the_rules():
         "kosher", "wheelchair", "asthma",
     ]  # fmt: skip
     assert [word for word in topics if word in source] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "ending"),
+    [
+        ("my florpex is " + "now " * 24_000 + "teal", "User's florpex is teal."),
+        ("my florpex is teal" + ", please" * 12_000, "User's florpex is teal."),
+        ("I like skavorn" + " ." * 40_000 + "x", "User likes skavorn."),
+        ("I like skavorn" + "," * 90_000 + " and yimbrel", "and yimbrel."),
+        ("Dr. " * 24_000 + "I play skavorn.", "User plays skavorn."),
+    ],
+)
+def test_a_maximal_message_of_repeated_fillers_is_read_whole(text, ending):
+    # Given a message near the 100,000-character limit made of repeated
+    # fillers (a shape that made the old trailing-filler regex backtrack
+    # without end) / When extracted / Then it is read to the end
+    assert len(text) < 100_000
+    found = notes(text)
+    assert found[0].endswith(ending)
