@@ -155,9 +155,18 @@ def test_a_statement_around_a_webpage_block_is_not_read_as_the_user_s():
 
 
 @pytest.mark.django_db
-def test_a_refused_message_writes_nothing(rows):
-    # Given an empty message / When remembered / Then a clear error and no rows at all
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("   ", "nothing to remember"),
+        ("I am allergic to \x00 dust.", "NUL character"),
+        ("I am allergic to \ud800 dust.", "unpaired surrogate at character 17"),
+    ],
+)
+def test_a_refused_message_writes_nothing(rows, text, error):
+    # Given an empty message, or a statement carrying a NUL or a lone surrogate
+    # When remembered / Then a clear error and no rows at all (not a 500 later)
     before = rows()
-    with pytest.raises(ExtractionError, match="nothing to remember"):
-        services.remember(scope=S, text="   ")
+    with pytest.raises(ExtractionError, match=error):
+        services.remember(scope=S, text=text)
     assert rows() == before
