@@ -362,10 +362,28 @@ def _third_person_verb(verb: str) -> str:
 # Every way the user refers to themselves in the first person singular. A
 # lowercase "i" counts ("i live in ..."), but not the "i" of "i.e.".
 _SELF_REFERENCE = re.compile(
-    r"(?P<contraction>\b[Ii]['\u2019](?P<tail>m|ve|ll|d)\b|\b(?P<bare>im|ive)\b)"
+    r"(?P<contraction>\b[Ii]['\u2019](?P<tail>m|ve|ll|d)\b|^(?P<bare>[Ii]m|[Ii]ve)\b)"
     rf"|(?P<subject>\b[Ii]\b(?![.'\u2019]\w))(?P<verb>(?P<adverbs>(?:\s+{_MID_ADVERB}\b)*)\s+(?P<word>[A-Za-z'\u2019]+))?"
     r"|(?P<possessive>\b[Mm]y\b)|(?P<mine>\b[Mm]ine\b)|(?P<reflexive>\b[Mm]yself\b)|(?P<object>\b[Mm]e\b)",
 )
+_PARTICIPLES = _closed_class(
+    """been broken taken eaten given seen gone done known written driven ridden
+    forgotten chosen spoken stolen fallen grown flown drawn shown better"""
+)
+_NEXT_VERB = re.compile(rf"(?:\s+{_MID_ADVERB}\b)*\s+(?P<word>[A-Za-z]+)\b", re.IGNORECASE)
+
+
+def _had_follows(text: str, at: int) -> bool:
+    """After "I'd", a participle ("broken", a regular "moved") means "had", not "would"."""
+    following = _NEXT_VERB.match(text, at)
+    if not following:
+        return False
+    word = following.group("word").lower()
+    return word in _PARTICIPLES or (
+        word.endswith("ed") and len(word) > 4 and word not in _PRESENT_IN_ED
+    )
+
+
 _CONTRACTED = {"m": "User is", "ve": "User has", "ll": "User will", "d": "User would"}
 # "My <person> and I have ...": "I" inside a compound subject keeps the plural verb.
 _COMPOUND_SUBJECT = re.compile(r"^(?P<np>(?:(?![Ii]\b)[^\s,;.]+\s+){1,4}?)and\s+[Ii]\b", re.DOTALL)
@@ -401,7 +419,10 @@ def third_person(text: str) -> str:
         if m.group("bare"):
             return "User is" if m.group("bare").lower() == "im" else "User has"
         if m.group("contraction"):
-            return _CONTRACTED[m.group("tail").lower()]
+            tail = m.group("tail").lower()
+            if tail == "d" and _had_follows(text, m.end()):
+                return "User had"  # "I'd broken ...", "I'd been ...": had, not would
+            return _CONTRACTED[tail]
         if m.group("subject"):
             if not m.group("verb") or m.end("subject") == frozen_subject:
                 return "User" + (m.group("verb") or "")
@@ -430,12 +451,15 @@ def third_person(text: str) -> str:
 # closed-class words (pronouns, determiners, auxiliaries, prepositions,
 # discourse markers), never from what the statement is about.
 
-_SINGULAR_SELF = frozenset({"i", "me", "my", "mine", "myself", "im", "ive"})
+# "im"/"ive" (a missing apostrophe) count only as a sentence's first word:
+# elsewhere they are too often another language's word ("im Winter").
+_BARE_CONTRACTIONS = frozenset({"im", "ive"})
+_SINGULAR_SELF = frozenset({"i", "me", "my", "mine", "myself"})
 _PLURAL_SELF = frozenset({"we", "us", "our", "ours", "ourselves"})
 _SELF = _SINGULAR_SELF | _PLURAL_SELF
 # Tokens that make the user (part of) a clause's subject: the pronouns
 # anywhere, the possessives and "me" ("Me and my <person> ...") when they open it.
-_SELF_SUBJECT_PRONOUNS = frozenset({"i", "im", "ive", "we"})
+_SELF_SUBJECT_PRONOUNS = frozenset({"i", "we"})
 _SELF_SUBJECT = _SELF_SUBJECT_PRONOUNS | {"my", "our", "mine", "ours", "me"}
 # A sentence about "you" is about the assistant, or is a request to it.
 _ADDRESSEE = frozenset({"you", "your", "yours", "yourself", "yourselves", "u", "ur", "ya"})
@@ -564,6 +588,8 @@ def _finite_before(words: list[str], at: int) -> bool:
 def is_self_statement(sentence: str) -> bool:
     """Whether a (question-free) sentence states something about the user."""
     words = word_tokens(sentence)
+    if words and words[0] in _BARE_CONTRACTIONS:
+        words[0] = "i"
     if not words or not (_SELF & set(words)) or _ADDRESSEE & set(words):
         return False
     if _REQUEST_FRAMES.match(sentence) or _is_imperative(words):

@@ -122,6 +122,8 @@ def test_each_sentence_of_a_message_is_its_own_note_and_questions_in_it_are_not(
         "Remember to feed the yimbrel.",
         "Check if I have any skavorn left.",
         "Find out whether I need a florpex.",
+        # "im" without its apostrophe is "I'm" only as the first word
+        "Wir wohnen im Zentrum.",
     ],
 )
 def test_questions_greetings_chit_chat_and_instructions_are_not_statements(said):
@@ -178,6 +180,9 @@ def test_temporal_fillers_never_end_up_in_a_value(said):
         ("I'm fond of my skavorn", "User is fond of their skavorn."),
         ("I've lost my yimbrel", "User has lost their yimbrel."),
         ("I'd lend my quazzle", "User would lend their quazzle."),
+        ("I'd need a quazzle", "User would need a quazzle."),
+        ("I'd broken my quazzle", "User had broken their quazzle."),
+        ("I'd never polished a quazzle", "User had never polished a quazzle."),
         ("i walk my trindolet daily!!!", "User walks their trindolet daily."),
         ("i.e. the florpex", "I.e. the florpex."),
         ("I play skavorn\u2026", "User plays skavorn."),
