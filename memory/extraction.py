@@ -395,6 +395,32 @@ _CLAUSE_BOUNDARY = re.compile(
 )
 
 
+# "User has X and wear a Y": a second verb joined to the user's by "and"/"or"
+# agrees too, when the first one took an "-s" (not after a modal or a past:
+# "User can't swim and hate ...") and an article or possessive follows it (so
+# it is a verb with an object, not a noun in a list). The look-back is
+# bounded to one clause.
+_COORDINATED_VERB = re.compile(
+    rf"(?P<head>\bUser(?:\s+{_MID_ADVERB})*\s+(?P<first>[A-Za-z'\u2019]+)\b[^,;.:]{{0,80}}?\s(?:and|or)\s+"
+    rf"(?:{_MID_ADVERB}\s+)?)(?P<verb>[a-z]+)(?=\s+(?:a|an|the|their|his|her|its|our|some|them|it)\b)"
+    # ... but not a noun before an article-led adverbial ("... and Y the most").
+    r"(?!\s+(?:the\s+(?:most|best|least|same|whole|other)|a\s+(?:lot|bit|little|few|couple|day|week|month|year))\b)"
+)
+
+
+def _agree_coordinated(m: re.Match[str]) -> str:
+    verb = m.group("verb")
+    closed = _NO_FACT | _DECLARATIVE_OPENERS | _IMPERATIVE_OBJECTS | _SELF | _UNINFLECTED
+    if (
+        not m.group("first").endswith("s")
+        or verb in closed
+        or verb.endswith(("s", "ing", "ly"))
+        or (verb.endswith("ed") and verb not in _PRESENT_IN_ED)
+    ):
+        return m.group(0)
+    return m.group("head") + _third_person_verb(verb)
+
+
 def third_person(text: str) -> str:
     """Rewrite a first-person statement about the user in the third person.
 
@@ -435,7 +461,7 @@ def third_person(text: str) -> str:
             return "themselves" if later else "User"
         return "User"
 
-    out = _SELF_REFERENCE.sub(rewrite, text)
+    out = _COORDINATED_VERB.sub(_agree_coordinated, _SELF_REFERENCE.sub(rewrite, text))
     out = _strip_terminal(out)
     if not out:
         return out

@@ -187,6 +187,14 @@ def test_temporal_fillers_never_end_up_in_a_value(said):
         ("i.e. the florpex", "I.e. the florpex."),
         ("I play skavorn\u2026", "User plays skavorn."),
         ("  my  florpex   bites ;", "User's florpex bites."),
+        # a second verb joined by "and" agrees when the first one did
+        ("I have a florpex and wear a dremblit", "User has a florpex and wears a dremblit."),
+        ("I'm skavorn-free and need a yimbrel", "User is skavorn-free and needs a yimbrel."),
+        ("I fix quazzles and always sell them", "User fixes quazzles and always sells them."),
+        ("I can't polish and fix a florpex", "User can't polish and fix a florpex."),
+        ("I moved and found a florpex", "User moved and found a florpex."),
+        ("I like florpex and dremblit the most", "User likes florpex and dremblit the most."),
+        ("I polish and she buffs the florpex", "User polishes and she buffs the florpex."),
     ],
 )
 def test_third_person_rewrite(said, stored):
