@@ -849,7 +849,8 @@ def utterance_needle(utterance: str) -> Needle:
 
 
 def _extracted_content(text: str) -> str:
-    candidate = extract_sentence(text)
+    # As remember reads the user's own words: first-person statements included.
+    candidate = extract_sentence(text, statements=True)
     if candidate is None:
         return ""
     return _strip_terminal(candidate.content)

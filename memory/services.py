@@ -591,17 +591,6 @@ def _check_text(text: Any, what: str = "text") -> str:
         raise ExtractionError(f"the {what} is empty: there is nothing to remember")
     if len(text) > MAX_TEXT_CHARS:
         raise ExtractionError(f"the {what} is longer than {MAX_TEXT_CHARS} characters")
-    # No store keeps NUL (PostgreSQL refuses it) and an unpaired surrogate
-    # cannot be encoded for the audit digest: refuse both before any write.
-    if "\x00" in text:
-        raise ExtractionError(f"the {what} may not contain the NUL character (\\u0000)")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ExtractionError(
-            f"the {what} contains an unpaired surrogate at character {exc.start}: "
-            "send valid Unicode text"
-        ) from None
     return text
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from aetnaweb.text import UnstorableText
 from audit.models import AuditEvent
 from memory import search, services
 from memory.errors import ExtractionError
@@ -156,17 +157,36 @@ def test_a_statement_around_a_webpage_block_is_not_read_as_the_user_s():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("text", "error"),
+    ("text", "error", "message"),
     [
-        ("   ", "nothing to remember"),
-        ("I am allergic to \x00 dust.", "NUL character"),
-        ("I am allergic to \ud800 dust.", "unpaired surrogate at character 17"),
+        ("   ", ExtractionError, "nothing to remember"),
+        ("I am allergic to \x00 dust.", UnstorableText, "NUL character"),
+        ("I am allergic to \ud800 dust.", UnstorableText, "unpaired surrogate"),
     ],
 )
-def test_a_refused_message_writes_nothing(rows, text, error):
+def test_a_refused_message_writes_nothing(rows, text, error, message):
     # Given an empty message, or a statement carrying a NUL or a lone surrogate
-    # When remembered / Then a clear error and no rows at all (not a 500 later)
+    # When remembered / Then a clear error and no rows at all
     before = rows()
-    with pytest.raises(ExtractionError, match=error):
+    with pytest.raises(error, match=message):
         services.remember(scope=S, text=text)
     assert rows() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "utterance",
+    [
+        "forget that I work from home these days",
+        "forget that I work from home",
+        "please forget that i work from home",
+    ],
+)
+def test_a_statement_note_is_forgotten_in_the_words_it_was_said(utterance):
+    # Given a statement stored without its lead-in and its temporal filler
+    stored = services.remember(scope=S, text="Just so you know, I work from home these days.")
+    assert stored.records[0].content == "User works from home."
+    # When the user asks to forget it in their own words
+    preview = services.forget_preview(scope=S, utterance=utterance)
+    # Then the forget finds exactly that note
+    assert preview.record_ids == (stored.records[0].record_id,)
