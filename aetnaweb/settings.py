@@ -5,14 +5,19 @@ Environment variables:
 - ``AETNAWEB_ENV``: ``development`` (default) or ``production``.
 - ``DATABASE_URL``: any URL dj-database-url understands. Default: a SQLite file
   at ``data/aetnaweb.sqlite3`` (WAL mode, immediate transactions).
-- ``SECRET_KEY``: required in production; in development it is generated once
-  into ``data/secret_key`` and reused.
+- ``SECRET_KEY`` (or ``SECRET_KEY_FILE``, a file holding it): required in
+  production; in development it is read from ``data/secret_key``, which
+  ``make setup`` / ``python -m aetnaweb.instance`` creates (importing these
+  settings never writes a file).
 - ``DEBUG``: ``1``/``true`` turns debug on. Off unless asked.
 - ``ALLOWED_HOSTS``: comma-separated. Default ``127.0.0.1,localhost`` in
   development, nothing in production.
 - ``AETNAWEB_APPROVAL_KEY`` / ``AETNAWEB_APPROVAL_KEY_FILE``: the HMAC key that
   signs action approvals (at least 32 bytes). Without one, approval is disabled.
 - ``AETNAWEB_ACTIONS_ROOT``: directory the filesystem adapter is rooted at.
+- ``AETNAWEB_TASKS_BACKEND``: ``database`` (default: a ``manage.py db_worker``
+  process runs long work) or ``immediate`` (run it inline; tests, one-off scripts).
+- ``AETNAWEB_LOGIN_*``: login throttling thresholds (see the Login throttling section).
 - ``AETNAWEB_STORE_RECALL_QUERIES``: keep raw recall query text in the
   retrieval log (off by default; never in the audit table).
 - ``AETNAWEB_DB_POOL_SIZE`` (PostgreSQL): connections kept in this process's
@@ -26,7 +31,6 @@ A number that does not parse stops start-up with a sentence naming the variable.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +38,14 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from aetnaweb import sqlite
+from aetnaweb import instance, sqlite
 
 # Before Django's SQLite backend is imported: every connection uses a current
 # SQLite build (FTS5 secure-delete, loadable extensions). See aetnaweb/sqlite.py.
 SQLITE_MODULE = sqlite.install()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("AETNAWEB_DATA_DIR", BASE_DIR / "data"))
+DATA_DIR = instance.data_dir()
 
 
 def env_flag(name: str, default: bool = False) -> bool:
@@ -86,15 +90,17 @@ def _secret_key() -> str:
     key = os.environ.get("SECRET_KEY", "").strip()
     if key:
         return key
-    if PRODUCTION:
-        raise ImproperlyConfigured("SECRET_KEY must be set in production.")
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(64))
-    return key_file.read_text().strip()
+    key_file = os.environ.get("SECRET_KEY_FILE", "").strip()
+    try:
+        if key_file:
+            return instance.read_key_file(Path(key_file), what="SECRET_KEY_FILE")
+        if PRODUCTION:
+            raise ImproperlyConfigured(
+                "SECRET_KEY must be set in production (or SECRET_KEY_FILE naming a file that holds it)."
+            )
+        return instance.read_key_file(instance.secret_key_path(), what="development SECRET_KEY")
+    except instance.MissingInstanceFile as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 SECRET_KEY = _secret_key()
@@ -112,6 +118,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "django_tasks_db",
     "aetnaweb",
     "audit",
     "memory",
@@ -181,8 +188,6 @@ SQLITE_INIT_COMMAND = (
 def _database() -> dict[str, Any]:
     config: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
-        if config["NAME"] and config["NAME"] != ":memory:":
-            Path(config["NAME"]).parent.mkdir(parents=True, exist_ok=True)
         # Immediate transactions take the write lock at BEGIN, so reading a
         # chain head and appending to it can never interleave with another
         # writer (audit-log-v1: no forks).
@@ -223,6 +228,25 @@ DATABASES = {"default": _database()}
 DATABASE_VENDOR = "sqlite" if DATABASES["default"]["ENGINE"].endswith("sqlite3") else "postgresql"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Background work ------------------------------------------------------
+
+# Long work (verification runs) goes through django.tasks. "database" stores
+# each task as a row that `manage.py db_worker` picks up (make serve starts one);
+# "immediate" runs it inline in the calling process (make run's single
+# runserver process, one-off scripts).
+TASK_BACKENDS = {
+    "database": "django_tasks_db.DatabaseBackend",
+    "immediate": "django.tasks.backends.immediate.ImmediateBackend",
+}
+AETNAWEB_TASKS_BACKEND = os.environ.get("AETNAWEB_TASKS_BACKEND", "database").strip().lower()
+if AETNAWEB_TASKS_BACKEND not in TASK_BACKENDS:
+    raise ImproperlyConfigured(
+        f"AETNAWEB_TASKS_BACKEND must be one of {', '.join(sorted(TASK_BACKENDS))}."
+    )
+TASKS = {
+    "default": {"BACKEND": TASK_BACKENDS[AETNAWEB_TASKS_BACKEND], "QUEUES": ["default"]},
+}
+
 # --- Auth -------------------------------------------------------------------
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -244,12 +268,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", DATA_DIR / "staticfiles"))
+STATIC_ROOT = instance.static_root()
 # Development serves straight from the source folders; production serves the
 # collected files (`manage.py collectstatic`).
+# The folder itself is made by `make setup` (development) or collectstatic.
 WHITENOISE_USE_FINDERS = not PRODUCTION
-if not PRODUCTION:
-    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # --- Security ---------------------------------------------------------------

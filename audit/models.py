@@ -157,6 +157,11 @@ class VerificationRun(models.Model):
         return (timezone.now() - self.heartbeat_at).total_seconds() > self.STALE_AFTER_SECONDS
 
     @property
+    def is_queued(self) -> bool:
+        """Recorded but not yet picked up by a task worker (its first act is a heartbeat)."""
+        return self.is_running and self.heartbeat_at == self.started_at
+
+    @property
     def progress_percent(self) -> int:
         if not self.is_running:
             return 100

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 import time
 from datetime import date
 from functools import partial
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -403,7 +402,8 @@ def start_verification_run(
 ) -> VerificationRun:
     """Record a run over ``subject``'s subtree (``None``: every chain) and start it after commit.
 
-    The run executes in a background thread once the transaction commits; poll
+    The run is handed to the task queue once the transaction commits
+    (:func:`audit.tasks.verify_run`, executed by ``manage.py db_worker``); poll
     the returned row (``status``, ``events_checked`` of ``total_events``).
     """
     principal = principal or access.system_principal()
@@ -426,25 +426,25 @@ def start_verification_run(
         heartbeat_at=now,
         total_events=total,
     )
-    transaction.on_commit(partial(_run_in_background, run.pk))
+    transaction.on_commit(partial(_enqueue_run, run.pk))
     return run
 
 
-def _run_in_background(run_id: int) -> None:
-    thread = threading.Thread(
-        target=_background_run, args=(run_id,), name=f"audit-verification-{run_id}", daemon=True
-    )
-    thread.start()
+def _enqueue_run(run_id: int) -> None:
+    # Imported here: audit.tasks imports this module.
+    from audit.tasks import verify_run
 
-
-def _background_run(run_id: int) -> None:
     try:
-        run_verification(run_id)
+        verify_run.enqueue(run_id)
     except Exception:
-        logger.exception("verification run %s did not finish", run_id)
-    finally:
-        # This thread's own connections; other threads keep theirs.
-        connections.close_all()
+        # The run row is committed; without a task it would read "running"
+        # until it goes stale. Say at once that it never started.
+        logger.exception("verification run %s could not be queued", run_id)
+        VerificationRun.objects.filter(pk=run_id, status=VerificationRun.Status.RUNNING).update(
+            status=VerificationRun.Status.ERROR,
+            finished_at=timezone.now(),
+            failures=[{"error": "verification could not be queued; is the task backend set up?"}],
+        )
 
 
 class _ProgressWriter:
@@ -481,6 +481,9 @@ def run_verification(run_id: int) -> VerificationRun:
     run = VerificationRun.objects.get(pk=run_id)
     if not run.is_running:
         raise AuditError(f"verification run {run_id} has already finished ({run.status})")
+    # The first heartbeat says a worker picked the run up (the page stops
+    # showing "waiting for a task worker").
+    VerificationRun.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
     try:
         report = _verify_run_scope(run, _ProgressWriter(run_id))
     except Exception as exc:

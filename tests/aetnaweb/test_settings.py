@@ -23,7 +23,17 @@ def run(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[s
     base = {
         key: value
         for key, value in os.environ.items()
-        if key not in {"SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "AETNAWEB_ENV", "DATABASE_URL"}
+        if key
+        not in {
+            "SECRET_KEY",
+            "SECRET_KEY_FILE",
+            "DEBUG",
+            "ALLOWED_HOSTS",
+            "AETNAWEB_ENV",
+            "DATABASE_URL",
+            "STATIC_ROOT",
+            "AETNAWEB_TASKS_BACKEND",
+        }
     }
     base |= {
         "AETNAWEB_DATA_DIR": str(tmp_path),
@@ -76,8 +86,8 @@ def test_production_without_a_secret_key_refuses_to_start(tmp_path):
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({}, "False"),
-        ({"DEBUG": "true"}, "True"),
+        ({"SECRET_KEY": "dev-key-for-this-test"}, "False"),
+        ({"SECRET_KEY": "dev-key-for-this-test", "DEBUG": "true"}, "True"),
         (production(), "False"),
     ],
 )
@@ -98,7 +108,11 @@ def test_debug_is_off_unless_asked(tmp_path, env, expected):
 )
 def test_a_bad_number_stops_start_up_with_one_line_naming_the_variable(tmp_path, name, value):
     # Given a setting that is not a whole number (HSTS is read in production only)
-    env = production(**{name: value}) if name == "SECURE_HSTS_SECONDS" else {name: value}
+    env = (
+        production(**{name: value})
+        if name == "SECURE_HSTS_SECONDS"
+        else {name: value, "SECRET_KEY": "k" * 60}
+    )
     if name == "AETNAWEB_DB_POOL_SIZE":
         env["DATABASE_URL"] = "postgres://u:p@127.0.0.1:5432/aetnaweb"
     # When a command starts
@@ -109,3 +123,80 @@ def test_a_bad_number_stops_start_up_with_one_line_naming_the_variable(tmp_path,
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert lines[0].startswith("aetnaweb: configuration error:")
     assert name in lines[0] and repr(value) in lines[0]
+
+
+def test_importing_settings_writes_no_file(tmp_path):
+    # Given an empty data directory and a key from the environment
+    # When the settings are loaded and Django set up
+    done = run(tmp_path, "-c", f"import django; django.setup(); {PRINT_DEBUG}", SECRET_KEY="k" * 60)
+    # Then nothing was created: no key, no static folder, no database file
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_development_without_a_key_file_names_the_setup_step(tmp_path):
+    # Given development settings and no data/secret_key
+    done = run(tmp_path, "manage.py", "check")
+    # Then startup stops with one clear error saying how to create it, and writes nothing
+    assert done.returncode != 0
+    assert f"{tmp_path / 'secret_key'} is missing" in done.stderr
+    assert "make setup" in done.stderr and "python -m aetnaweb.instance" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_setup_step_creates_private_keys_once(tmp_path):
+    # When the explicit setup step runs twice
+    first = run(tmp_path, "-m", "aetnaweb.instance")
+    key = (tmp_path / "secret_key").read_text()
+    approval = (tmp_path / "approval_key").read_text()
+    second = run(tmp_path, "-m", "aetnaweb.instance")
+    # Then the first created both keys (owner-only) and the static folder, the second nothing
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout.count("created") == 3 and second.stdout == ""
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "approval_key").stat().st_mode & 0o777 == 0o600
+    assert len(key) >= 64 and len(bytes.fromhex(approval)) == 32
+    assert (tmp_path / "secret_key").read_text() == key  # never overwritten
+    assert (tmp_path / "staticfiles").is_dir()
+    # And the settings now start
+    assert run(tmp_path, "manage.py", "check").returncode == 0
+
+
+def test_the_setup_step_creates_no_keys_in_production(tmp_path):
+    done = run(tmp_path, "-m", "aetnaweb.instance", AETNAWEB_ENV="production")
+    assert done.returncode == 0 and "no development keys" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_production_reads_the_key_from_secret_key_file(tmp_path):
+    # Given a key in a file (a container secret), not in the environment
+    key_file = tmp_path / "key"
+    key_file.write_text(secrets.token_urlsafe(60) + "\n")
+    env = production(SECRET_KEY_FILE=str(key_file))
+    del env["SECRET_KEY"]
+    # Then the deployment checklist passes with it
+    done = run(tmp_path, "manage.py", "check", "--deploy", **env)
+    assert done.returncode == 0, done.stderr
+    # And a missing file is one clear error
+    env["SECRET_KEY_FILE"] = str(tmp_path / "absent")
+    done = run(tmp_path, "manage.py", "check", **env)
+    assert (
+        done.returncode != 0 and f"SECRET_KEY_FILE: {tmp_path / 'absent'} is missing" in done.stderr
+    )
+
+
+def test_production_wsgi_refuses_to_start_without_collected_static_files(tmp_path):
+    # Given production settings and no collectstatic
+    env = production(STATIC_ROOT=str(tmp_path / "static"))
+    done = run(tmp_path, "-c", "import aetnaweb.wsgi", **env)
+    # Then the app does not load, and says which command to run
+    assert done.returncode != 0 and "collectstatic" in done.stderr
+    # And after collectstatic it loads
+    collected = run(tmp_path, "manage.py", "collectstatic", "--noinput", **env)
+    assert collected.returncode == 0, collected.stderr
+    assert run(tmp_path, "-c", "import aetnaweb.wsgi", **env).returncode == 0
+
+
+def test_an_unknown_task_backend_is_refused(tmp_path):
+    done = run(tmp_path, "manage.py", "check", SECRET_KEY="k" * 60, AETNAWEB_TASKS_BACKEND="celery")
+    assert done.returncode != 0 and "AETNAWEB_TASKS_BACKEND must be one of" in done.stderr

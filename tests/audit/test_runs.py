@@ -1,20 +1,26 @@
-"""Verification runs: recorded, executed after commit in the background, progress polled."""
+"""Verification runs: recorded, queued after commit as a task, run by a worker, progress polled."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_tasks_db.backend import DatabaseBackend
+from django_tasks_db.models import DBTaskResult
 
 from aetnaweb import access
 from aetnaweb.models import Role, ScopeGrant
 from audit import services
 from audit.models import VerificationRun
 from audit.services import AuditError, run_verification, start_verification_run
+from audit.tasks import verify_run
 from audit.verification import BAD_HASH
 from tests.audit.conftest import append, tamper
+from tests.mcp.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.django_db
 
@@ -146,17 +152,77 @@ def test_a_silent_running_row_reads_as_stale():
     assert run.is_stale
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_started_run_executes_in_the_background_after_commit():
+def test_a_started_run_is_executed_by_a_real_task_worker():
     # Given committed chains, one of them tampered
     good = [append("acme:alice:proj") for _ in range(3)]
     bad = append("zeta:*:*")
     tamper("UPDATE audit_log SET payload = %s WHERE sequence = %s", ['{"x":1}', bad.sequence])
-    # When runs are started (each commits, then a thread picks it up)
+    # When runs are started (each commits, then is queued as a task row)
     passing = start_verification_run(subject="acme:*:*", started_by="auditor")
     failing = start_verification_run(started_by="auditor")
-    # Then polling the rows shows their verdicts
+    # Then they wait for a worker, visibly
+    assert VerificationRun.objects.get(pk=passing.pk).is_queued
+    queued = DBTaskResult.objects.filter(task_path="audit.tasks.verify_run")
+    assert sorted(row.args_kwargs["args"][0] for row in queued) == [passing.pk, failing.pk]
+    # And when the worker command processes the queue
+    done = subprocess.run(
+        [sys.executable, "manage.py", "db_worker", "--batch", "--no-startup-delay"],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Then polling the rows shows their verdicts, as the dashboard does
     assert wait_for(passing.pk).status == "passed"
-    done = wait_for(failing.pk)
-    assert done.status == "failed" and done.first_bad_sequence == bad.sequence
-    assert done.events_checked == len(good) + 1
+    failed = wait_for(failing.pk)
+    assert failed.status == "failed" and failed.first_bad_sequence == bad.sequence
+    assert failed.events_checked == len(good) + 1
+    assert set(queued.values_list("status", flat=True)) == {"SUCCESSFUL"}
+
+
+def test_starting_a_run_queues_a_task_after_commit_only(django_capture_on_commit_callbacks):
+    # Given a chain
+    append("acme:alice:proj")
+    # When a run is started but its transaction has not committed
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = start_verification_run(started_by="auditor")
+    # Then nothing is queued yet
+    assert not DBTaskResult.objects.exists() and len(callbacks) == 1
+    # And when it commits, exactly one task names the run, and the run reads as queued
+    callbacks[0]()
+    task = DBTaskResult.objects.get()
+    assert task.task_path == "audit.tasks.verify_run" and task.args_kwargs["args"] == [run.pk]
+    assert VerificationRun.objects.get(pk=run.pk).is_queued
+
+
+def test_the_task_executes_the_run_and_leaves_queued(django_capture_on_commit_callbacks):
+    # Given a queued run
+    append("acme:alice:proj")
+    run = start_verification_run(started_by="auditor")
+    # When the task body runs (what the worker calls)
+    assert verify_run.call(run.pk) == "passed"
+    # Then the run is finished and no longer reads as queued
+    done = VerificationRun.objects.get(pk=run.pk)
+    assert done.status == "passed" and not done.is_queued
+
+
+def test_a_run_that_cannot_be_queued_says_so_at_once(
+    monkeypatch, django_capture_on_commit_callbacks
+):
+    # Given a task backend that refuses the task
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no backend")
+
+    monkeypatch.setattr(DatabaseBackend, "enqueue", refuse)
+    append("acme:alice:proj")
+    # When a run is started and commits
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_verification_run(started_by="auditor")
+    # Then the run is an error with a reason, not "running" forever
+    done = VerificationRun.objects.get(pk=run.pk)
+    assert done.status == "error" and "could not be queued" in done.failures[0]["error"]

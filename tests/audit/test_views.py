@@ -7,6 +7,7 @@ bound on database queries; behaviour is checked through the rendered pages.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -601,3 +602,28 @@ def test_checkpoint_forms_post_with_a_csrf_token_only(client):
     # And every form on the pages carries the token
     page = csrf_client.get(reverse("audit:checkpoints")).content.decode()
     assert page.count('name="csrfmiddlewaretoken"') == page.count('method="post"') == 3
+
+
+@pytest.mark.django_db
+def test_run_page_says_a_queued_run_waits_for_a_task_worker(client):
+    # Given a run that no worker has picked up yet
+    append(SCOPE, payload={"n": 1})
+    auditor = make_operator("otto", [("acme:*:*", "auditor")])
+    with transaction.atomic():
+        run = start_verification_run(subject="acme:*:*", started_by="otto")
+    login_as(client, auditor)
+    # When its page is opened
+    body = client.get(reverse("audit:run", args=[run.pk])).content.decode()
+    # Then it reads as queued, waiting for a worker, and keeps polling
+    assert ">queued<" in body and "Waiting for a task worker" in body and "every 1s" in body
+    # And once it has gone stale without a worker, the page says how to start one
+    VerificationRun.objects.filter(pk=run.pk).update(
+        started_at=run.started_at - timedelta(hours=1),
+        heartbeat_at=run.started_at - timedelta(hours=1),
+    )
+    body = client.get(reverse("audit:run", args=[run.pk])).content.decode()
+    assert "No task worker picked it up" in body and "db_worker" in body
+    # And after a worker ran it, the page shows the verdict
+    run_verification(run.pk)
+    body = client.get(reverse("audit:run", args=[run.pk])).content.decode()
+    assert ">passed<" in body and "Waiting for a task worker" not in body
