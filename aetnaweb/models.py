@@ -77,3 +77,39 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.token_prefix}…) on {self.scope}"
+
+
+class LoginThrottle(models.Model):
+    """Recent failed sign-ins for one account name or one client address (see aetnaweb.lockouts).
+
+    ``retry_at`` is when the next attempt is accepted: a short, growing wait
+    once ``failures`` passes the slow-down threshold, the full lockout period
+    once it reaches the lock threshold (``locked_at`` set).
+    """
+
+    class Kind(models.TextChoices):
+        ACCOUNT = "account", "Account"
+        ADDRESS = "address", "Address"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    # The normalized account name (NFKC, casefolded) or the client IP address.
+    key = models.CharField(max_length=150)
+    # Shown to admins: the account name only when such an account exists
+    # (otherwise what was typed may be a password typed in the wrong box).
+    label = models.CharField(max_length=150)
+    failures = models.PositiveIntegerField(default=0)
+    first_failure_at = models.DateTimeField()
+    last_failure_at = models.DateTimeField()
+    retry_at = models.DateTimeField(null=True, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    slowed_audited = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "key"], name="login_throttle_unique_kind_key"),
+        ]
+        indexes = [models.Index(fields=["last_failure_at"], name="login_throttle_last_failure")]
+        ordering = ["-last_failure_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.label}: {self.failures} failures"

@@ -256,6 +256,15 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Login throttling (aetnaweb/lockouts.py): slowed after SLOW_AFTER failures,
+# refused for LOCKOUT_SECONDS at the LOCK_AFTER thresholds; per account name
+# and per client address.
+AETNAWEB_LOGIN_SLOW_AFTER = env_int("AETNAWEB_LOGIN_SLOW_AFTER", 3, minimum=1)
+AETNAWEB_LOGIN_ACCOUNT_LOCK_AFTER = env_int("AETNAWEB_LOGIN_ACCOUNT_LOCK_AFTER", 10, minimum=1)
+AETNAWEB_LOGIN_ADDRESS_LOCK_AFTER = env_int("AETNAWEB_LOGIN_ADDRESS_LOCK_AFTER", 30, minimum=1)
+AETNAWEB_LOGIN_LOCKOUT_SECONDS = env_int("AETNAWEB_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+AETNAWEB_LOGIN_WINDOW_SECONDS = env_int("AETNAWEB_LOGIN_WINDOW_SECONDS", 3600, minimum=1)
+AETNAWEB_LOGIN_MAX_DELAY_SECONDS = env_int("AETNAWEB_LOGIN_MAX_DELAY_SECONDS", 60, minimum=1)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 

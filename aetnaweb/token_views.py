@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 
 from aetnaweb import access, tokens
 from aetnaweb.dashboard import dashboard_view, principal_for
+from aetnaweb.scopes import Scope
 from aetnaweb.token_forms import CAPABILITY_HELP, TokenCreateForm
 
 
@@ -32,6 +33,7 @@ def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> 
             "administered": administered,
             "capability_help": CAPABILITY_HELP,
             "now": timezone.now(),
+            "may_manage_lockouts": access.may_administer(principal, Scope.platform()),
         },
         status=status,
     )

@@ -6,21 +6,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from aetnaweb import views
+from aetnaweb import login_views, views
 from aetnaweb.api_urls import api_urls
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
-        name="login",
-    ),
+    path("login/", login_views.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
     path("access/tokens/", include("aetnaweb.token_urls")),
+    path("access/lockouts/", include("aetnaweb.lockout_urls")),
     path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
     path("memory/", include("memory.urls")),

@@ -1,0 +1,334 @@
+"""Login throttling: repeated failed sign-ins are slowed, then refused for a while.
+
+Two counters run side by side, one per account name and one per client
+address, so guessing one account's password from many addresses and trying
+many accounts from one address are both limited. For each counter:
+
+- after ``AETNAWEB_LOGIN_SLOW_AFTER`` failures, the next attempt is accepted
+  only after a wait that doubles with each further failure (1 s, 2 s, 4 s, ...
+  up to ``AETNAWEB_LOGIN_MAX_DELAY_SECONDS``);
+- at ``AETNAWEB_LOGIN_ACCOUNT_LOCK_AFTER`` (account) or
+  ``AETNAWEB_LOGIN_ADDRESS_LOCK_AFTER`` (address) failures, every attempt is
+  refused for ``AETNAWEB_LOGIN_LOCKOUT_SECONDS``, even with the right password;
+- failures older than ``AETNAWEB_LOGIN_WINDOW_SECONDS`` are forgotten.
+
+A refused attempt never reaches the password check and is not counted (so it
+cannot extend a lockout by itself). The wait is a refusal with a time to retry
+(HTTP 429), never a sleep: a sleeping request would tie up a server thread per
+attacker request.
+
+The start of a slow-down, a lockout and an admin's unlock are audit events in
+the platform chain (``access.login_slowed``, ``access.login_locked``,
+``access.login_unlocked``); single failures are not, so nobody can fill the
+audit log by typing wrong passwords. Payloads name an account only when it
+exists: an unknown "account name" may be a password typed into the wrong box,
+so it appears as a keyed digest instead.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from hashlib import sha256
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from aetnaweb import access
+from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.models import LoginThrottle
+from aetnaweb.scopes import Scope
+from audit.services import append_event
+
+THROTTLE_ACTOR = "login-throttle"
+MAX_KEY_LENGTH = 150
+UNKNOWN_ADDRESS = "unknown"
+
+
+class LoginThrottled(Exception):
+    """This sign-in attempt is refused without checking the password; retry later."""
+
+    def __init__(self, *, retry_after: int, locked: bool) -> None:
+        self.retry_after = max(1, retry_after)
+        self.locked = locked
+        wait = _describe_wait(self.retry_after)
+        if locked:
+            message = (
+                "Too many failed sign-ins for this account or from this address: sign-in is "
+                f"locked for {wait}. An administrator can clear the lock sooner."
+            )
+        else:
+            message = f"Too many failed sign-ins: wait {wait} before trying again."
+        super().__init__(message)
+
+
+class LockoutError(ValueError):
+    """An unlock the service refuses (the row is gone, or was never locked)."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    slow_after: int
+    account_lock_after: int
+    address_lock_after: int
+    lockout_seconds: int
+    window_seconds: int
+    max_delay_seconds: int
+
+    def lock_after(self, kind: str) -> int:
+        if kind == LoginThrottle.Kind.ACCOUNT:
+            return self.account_lock_after
+        return self.address_lock_after
+
+
+def thresholds() -> Thresholds:
+    return Thresholds(
+        slow_after=settings.AETNAWEB_LOGIN_SLOW_AFTER,
+        account_lock_after=settings.AETNAWEB_LOGIN_ACCOUNT_LOCK_AFTER,
+        address_lock_after=settings.AETNAWEB_LOGIN_ADDRESS_LOCK_AFTER,
+        lockout_seconds=settings.AETNAWEB_LOGIN_LOCKOUT_SECONDS,
+        window_seconds=settings.AETNAWEB_LOGIN_WINDOW_SECONDS,
+        max_delay_seconds=settings.AETNAWEB_LOGIN_MAX_DELAY_SECONDS,
+    )
+
+
+def _describe_wait(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = -(-seconds // 60)
+    return f"{minutes} minutes"
+
+
+# -- keys ------------------------------------------------------------------------
+
+
+def account_key(raw: str | None) -> str | None:
+    """The counter key for a typed account name: NFKC, casefolded, trimmed, bounded.
+
+    Casefolding means "Alice", "ALICE" and "alice" (or the same name in fullwidth letters)
+    share one counter. NUL and lone surrogates, which no database text column
+    accepts, become U+FFFD so an odd name is counted, not a crash.
+    """
+    if raw is None:
+        return None
+    text = "".join(
+        "\ufffd" if ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in str(raw)
+    )
+    key = unicodedata.normalize("NFKC", text).casefold().strip()[:MAX_KEY_LENGTH]
+    return key or None
+
+
+def client_address(meta: dict[str, Any]) -> str:
+    """The peer address the server saw (``REMOTE_ADDR``), or ``unknown`` if it is not an IP.
+
+    IPv4-mapped IPv6 addresses count as their IPv4 address; other IPv6
+    addresses count as their /64 network.
+
+    Forwarding headers are not read: anyone can send them. Behind a reverse
+    proxy, have the proxy terminate at the app with the real peer address
+    (gunicorn's ``--forwarded-allow-ips`` with a proxy that sets it).
+    """
+    raw = str(meta.get("REMOTE_ADDR") or "")
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        return UNKNOWN_ADDRESS
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        # One IPv6 client usually holds a whole /64: count the network, or
+        # rotating through its addresses would escape the address rule.
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def _keyed_digest(text: str) -> str:
+    # Keyed, so a dictionary of likely passwords cannot be matched against it.
+    return hmac.new(settings.SECRET_KEY.encode(), text.encode(), sha256).hexdigest()[:16]
+
+
+def _account_identity(raw: str, key: str) -> tuple[str, dict[str, Any]]:
+    """(label for admins, audit payload part) for a typed account name."""
+    user_model = get_user_model()
+    username = unicodedata.normalize("NFKC", raw)
+    field = user_model.USERNAME_FIELD
+    names = user_model.objects.values_list(field, flat=True)
+    # The counter is case-blind, so "ALICE" counts against the account alice.
+    existing = (
+        names.filter(**{field: username}).first()
+        or names.filter(**{f"{field}__iexact": username}).order_by("pk").first()
+    )
+    if existing is not None:
+        return str(existing), {"account": str(existing)}
+    digest = _keyed_digest(key)
+    return f"unknown account ({digest})", {"account": None, "account_digest": digest}
+
+
+# -- the sign-in path ---------------------------------------------------------------
+
+
+def _counters(account: str | None, address: str) -> Q:
+    query = Q(kind=LoginThrottle.Kind.ADDRESS, key=address)
+    if account is not None:
+        query |= Q(kind=LoginThrottle.Kind.ACCOUNT, key=account)
+    return query
+
+
+def check(*, account: str | None, address: str, now: datetime | None = None) -> None:
+    """Raise :class:`LoginThrottled` if either counter makes this attempt wait."""
+    now = now or timezone.now()
+    waits = [
+        (row.retry_at, row.locked_at is not None)
+        for row in LoginThrottle.objects.filter(
+            _counters(account_key(account), address), retry_at__gt=now
+        )
+    ]
+    if not waits:
+        return
+    retry_at = max(when for when, _ in waits if when is not None)
+    locked = any(is_locked for _, is_locked in waits)
+    raise LoginThrottled(retry_after=int((retry_at - now).total_seconds() + 0.999), locked=locked)
+
+
+@transaction.atomic
+def record_failure(*, account: str | None, address: str, now: datetime | None = None) -> None:
+    """Count one failed sign-in against the account name and the address; audit transitions."""
+    now = now or timezone.now()
+    limits = thresholds()
+    key = account_key(account)
+    if key is not None:
+        label, identity = _account_identity(str(account), key)
+        _count(LoginThrottle.Kind.ACCOUNT, key, label, identity, now, limits)
+    _count(LoginThrottle.Kind.ADDRESS, address, address, {"address": address}, now, limits)
+    # Forgotten counters go, so a spray of made-up names cannot grow the table for ever.
+    LoginThrottle.objects.filter(
+        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds),
+        locked_at__isnull=True,
+    ).delete()
+
+
+def _locked_row(kind: str, key: str, label: str, now: datetime) -> LoginThrottle:
+    row = LoginThrottle.objects.select_for_update().filter(kind=kind, key=key).first()
+    if row is not None:
+        return row
+    try:
+        with transaction.atomic():
+            return LoginThrottle.objects.create(
+                kind=kind, key=key, label=label, first_failure_at=now, last_failure_at=now
+            )
+    except IntegrityError:
+        # Another request created it between our read and insert: use theirs.
+        return LoginThrottle.objects.select_for_update().get(kind=kind, key=key)
+
+
+def _count(
+    kind: str,
+    key: str,
+    label: str,
+    identity: dict[str, Any],
+    now: datetime,
+    limits: Thresholds,
+) -> None:
+    row = _locked_row(kind, key, label, now)
+    lock_expired = row.locked_at is not None and (row.retry_at is None or row.retry_at <= now)
+    forgotten = (now - row.last_failure_at).total_seconds() > limits.window_seconds
+    if row.failures and (lock_expired or forgotten):
+        # A new streak: the old one served its time or is too old to matter.
+        row.failures, row.first_failure_at = 0, now
+        row.locked_at = row.retry_at = None
+        row.slowed_audited = False
+    row.failures += 1
+    row.last_failure_at = now
+    row.label = label
+    lock_after = limits.lock_after(kind)
+    base = {"kind": kind, **identity, "failures": row.failures}
+    if row.failures >= lock_after:
+        if row.locked_at is None:
+            row.locked_at = now
+            row.retry_at = now + timedelta(seconds=limits.lockout_seconds)
+            append_event(
+                subject=Scope.platform(),
+                event_type="access.login_locked",
+                actor=THROTTLE_ACTOR,
+                payload=base
+                | {
+                    "lockout_seconds": limits.lockout_seconds,
+                    "locked_until": row.retry_at.isoformat(),
+                },
+            )
+    elif row.failures >= limits.slow_after:
+        delay = min(2 ** (row.failures - limits.slow_after), limits.max_delay_seconds)
+        row.retry_at = now + timedelta(seconds=delay)
+        if not row.slowed_audited:
+            row.slowed_audited = True
+            append_event(
+                subject=Scope.platform(),
+                event_type="access.login_slowed",
+                actor=THROTTLE_ACTOR,
+                payload=base | {"retry_after_seconds": delay},
+            )
+    row.save()
+
+
+def record_success(*, account: str | None) -> None:
+    """A successful sign-in ends the account's streak (not the address's: one good
+    account must not reset the count of guesses made against others)."""
+    key = account_key(account)
+    if key is not None:
+        LoginThrottle.objects.filter(
+            kind=LoginThrottle.Kind.ACCOUNT, key=key, locked_at__isnull=True
+        ).delete()
+
+
+# -- the admins' page ---------------------------------------------------------------
+
+
+def require_lockout_admin(principal: Principal) -> None:
+    """Only admins of the whole platform see and clear sign-in throttles (they span tenants)."""
+    if not access.may_administer(principal, Scope.platform()):
+        raise AccessDenied(f"{principal.label} may not manage sign-in lockouts")
+
+
+def current_throttles(
+    principal: Principal, *, now: datetime | None = None
+) -> QuerySet[LoginThrottle]:
+    """Counters that hold sign-ins back right now (locked or slowed), newest first."""
+    require_lockout_admin(principal)
+    now = now or timezone.now()
+    return LoginThrottle.objects.filter(retry_at__gt=now).order_by("-locked_at", "-last_failure_at")
+
+
+@transaction.atomic
+def clear_throttle(*, principal: Principal, throttle_id: int) -> LoginThrottle:
+    """Forget one counter, ending its lock or slow-down at once; audited with who cleared it."""
+    require_lockout_admin(principal)
+    row = LoginThrottle.objects.select_for_update().filter(pk=throttle_id).first()
+    if row is None:
+        raise LockoutError("that lock is already gone (it expired or was cleared)")
+    identity: dict[str, Any]
+    if row.kind == LoginThrottle.Kind.ADDRESS:
+        identity = {"address": row.key}
+    elif row.label.startswith("unknown account ("):
+        identity = {"account": None, "account_digest": _keyed_digest(row.key)}
+    else:
+        identity = {"account": row.label}
+    append_event(
+        subject=Scope.platform(),
+        event_type="access.login_unlocked",
+        actor=principal.label,
+        payload={
+            "kind": row.kind,
+            **identity,
+            "failures": row.failures,
+            "was_locked": row.locked_at is not None,
+        },
+    )
+    row.delete()
+    return row

@@ -1,0 +1,55 @@
+"""The sign-in page with login throttling (rules in :mod:`aetnaweb.lockouts`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+
+from aetnaweb import lockouts
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """Refuses a throttled attempt before the password is checked; counts each failure."""
+
+    throttled: lockouts.LoginThrottled | None = None
+
+    def _address(self) -> str:
+        return lockouts.client_address(self.request.META if self.request is not None else {})
+
+    def clean(self) -> dict[str, Any]:
+        try:
+            lockouts.check(account=self.cleaned_data.get("username"), address=self._address())
+        except lockouts.LoginThrottled as exc:
+            self.throttled = exc
+            raise ValidationError(str(exc), code="throttled") from None
+        cleaned = super().clean()
+        if self.user_cache is not None:
+            lockouts.record_success(account=self.cleaned_data.get("username"))
+        return cleaned
+
+    def get_invalid_login_error(self) -> ValidationError:
+        # Called exactly when a name and a password were given and did not match.
+        lockouts.record_failure(account=self.cleaned_data.get("username"), address=self._address())
+        return super().get_invalid_login_error()
+
+
+class ThrottledLoginView(auth_views.LoginView):
+    form_class = ThrottledAuthenticationForm
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        throttled = getattr(form, "throttled", None)
+        if throttled is not None:
+            # 429 with Retry-After: scripts see they are being held back, and why.
+            response.status_code = 429
+            response["Retry-After"] = str(throttled.retry_after)
+        return response
+
+
+# as_view() keeps LoginView's login_not_required mark for LoginRequiredMiddleware.
+login_view = ThrottledLoginView.as_view()
