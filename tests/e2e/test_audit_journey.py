@@ -4,14 +4,19 @@ and the dashboard shows verification failing (checkpoint upload and "Verify chai
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from django.db import connection, transaction
 
 from audit.models import AuditEvent
 from audit.services import append_event
 from tests.e2e.conftest import login, screenshot
 from tests.factories import make_operator
+from tests.mcp.conftest import REPO, subprocess_env
 
 SUBJECTS = ("acme:alice:*", "acme:alice:apollo", "acme:bob:*", "acme:*:*")
 TYPES = ("episode.ingested", "memory.record_created", "memory.recall", "memory.record_promoted")
@@ -37,7 +42,29 @@ def tamper(sql: str, params: list) -> None:
         cursor.execute(sql, params)
 
 
-def test_checkpoint_then_tamper_then_verification_fails(page, tmp_path: Path):
+@pytest.fixture
+def task_worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
+    """A real `manage.py db_worker` on the test database, as `make serve` runs one."""
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+def test_checkpoint_then_tamper_then_verification_fails(page, tmp_path: Path, task_worker):
     # Given an auditor of acme and four acme chains
     make_operator("otto", [("acme:*:*", "auditor")])
     seed_chains()
@@ -81,7 +108,7 @@ def test_checkpoint_then_tamper_then_verification_fails(page, tmp_path: Path):
     assert "is missing" in results.inner_text()
     screenshot(page, "checkpoint-verification-failed", narrow=True)
 
-    # And "Verify chain" on acme runs in the background and reports the forged event
+    # And "Verify chain" on acme is queued, run by the task worker, and reports the forged event
     page.goto("/audit/?scope=acme:*:*")
     page.locator(".verify-list li").filter(has_text="acme:*:*").get_by_role(
         "button", name="Verify chain"

@@ -1,0 +1,446 @@
+"""Load benchmark: concurrent clients against the production server (gunicorn, make serve's config).
+
+Usage::
+
+    .venv/bin/python bench/load.py [--db sqlite|postgres] [--instances 1|2]
+        [--clients 32] [--api-requests 6000] [--page-requests 600]
+        [--workers 4] [--threads 4] [--port 8150]
+        [--postgres-url postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres]
+
+What it does, all on loopback:
+
+1. makes a fresh database (a SQLite file in a temporary folder, or a new
+   PostgreSQL database ``aetnaweb_load_<pid>``, dropped at the end), migrates
+   it and seeds an admin account and an API token (``read``, ``write`` on
+   ``load:*:*``) through the project's own services;
+2. starts ``--instances`` gunicorn servers with production settings (each
+   ``--workers`` processes x ``--threads`` threads), on ports from ``--port``;
+3. API phase: ``--clients`` concurrent clients (spread over client processes,
+   keep-alive connections, spread over the instances) send ``--api-requests``
+   requests in total, half ``POST /api/v1/memory/remember`` (a fact, in one of
+   24 scopes, so 24 audit chains take concurrent appends) and half
+   ``POST /api/v1/memory/recall``;
+4. pages phase: signed-in clients fetch the overview, memory, review queue,
+   audit explorer and actions pages, ``--page-requests`` in total;
+5. stops the servers, greps their logs for ``database is locked``, and verifies
+   every audit chain (``verify_all``) plus a direct SQL check that no two events
+   of a chain share a ``prev_hash`` (a fork).
+
+Prints req/s, p50/p95/p99 latency and the error count per phase. The clients
+run on the same machine as the servers, so they take CPU from them: the
+figures are a floor for what the server alone could do.
+Target on 2 cores: >= 300 API req/s, 0 errors, no "database is locked".
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import re
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+SCOPES = [f"load:u{n:02d}:proj" for n in range(24)]
+PAGES = ["/", "/memory/", "/memory/review/", "/audit/", "/actions/"]
+ADMIN = ("load-admin", "load-Admin-pw-2718!")
+
+SEED = """
+import json, sys
+from datetime import timedelta
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from aetnaweb import grants, tokens
+from memory import services
+username, password = sys.argv[1], sys.argv[2]
+user = get_user_model().objects.create_user(username=username, password=password)
+grants.grant_role(user=user, scope="platform:*:*", role="admin")
+issued = tokens.create_token(
+    name="load", scope="load:*:*", capabilities=["read", "write"],
+    expires_at=timezone.now() + timedelta(days=1), created_by="bench",
+)
+for n, scope in enumerate(%(scopes)r):
+    services.remember_fact(scope=scope, key=f"seed {n}", value=f"deploy window {n}", actor="bench")
+print(json.dumps({"token": issued.secret}))
+"""
+
+VERIFY = """
+import json
+import django
+django.setup()
+from django.db import connection
+from audit.verification import verify_all
+report = verify_all()
+with connection.cursor() as cursor:
+    cursor.execute(
+        "SELECT COUNT(*) FROM (SELECT subject_id, prev_hash FROM audit_log"
+        " GROUP BY subject_id, prev_hash HAVING COUNT(*) > 1) AS forks"
+    )
+    forks = cursor.fetchone()[0]
+print(json.dumps({"ok": report.ok, "chains": len(report.subjects),
+                  "events": report.events_checked, "failed": len(report.failed), "forks": forks}))
+"""
+
+
+# -- servers ---------------------------------------------------------------------------
+
+
+def server_env(database_url: str, data_dir: Path) -> dict[str, str]:
+    keep = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"}
+    env = {key: value for key, value in os.environ.items() if key in keep}
+    return env | {
+        "AETNAWEB_ENV": "production",
+        "AETNAWEB_DATA_DIR": str(data_dir),
+        "STATIC_ROOT": str(data_dir / "staticfiles"),
+        "DATABASE_URL": database_url,
+        "SECRET_KEY": secrets.token_urlsafe(60),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "0",
+        "GUNICORN_ACCESS_LOG": "0",
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "aetnaweb.settings",
+    }
+
+
+def manage(env: dict[str, str], *argv: str) -> str:
+    done = subprocess.run(
+        [PYTHON, *argv], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv[:3])} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def wait_healthy(port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    sys.exit(f"server on port {port} did not become healthy")
+
+
+# -- clients ---------------------------------------------------------------------------
+
+
+class Client:
+    """One keep-alive connection; session cookies kept by hand (they are Secure in
+    production, which http.cookiejar would not send over plain HTTP)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.cookies: dict[str, str] = {}
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        headers = dict(headers or {})
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        for attempt in range(2):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                response = self.conn.getresponse()
+                data = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # A worker recycled (max_requests) between two keep-alive requests.
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                if attempt:
+                    raise
+        for name, value in response.getheaders():
+            if name.lower() == "set-cookie":
+                cookie = value.split(";", 1)[0]
+                key, _, val = cookie.partition("=")
+                self.cookies[key.strip()] = val.strip()
+        return response.status, data
+
+    def sign_in(self) -> None:
+        status, body = self.request("GET", "/login/")
+        match = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', body)
+        if status != 200 or match is None:
+            raise RuntimeError(f"login page answered {status}")
+        form = urlencode(
+            {
+                "csrfmiddlewaretoken": match.group(1).decode(),
+                "username": ADMIN[0],
+                "password": ADMIN[1],
+            }
+        ).encode()
+        status, _ = self.request(
+            "POST",
+            "/login/",
+            form,
+            {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Referer": f"http://127.0.0.1:{self.port}/login/",
+            },
+        )
+        if status != 302:
+            raise RuntimeError(f"sign-in answered {status}")
+
+
+def api_job(client: Client, token: str, n: int) -> tuple[str, str, bytes]:
+    scope = SCOPES[n % len(SCOPES)]
+    if n % 2 == 0:
+        body = {"scope": scope, "key": f"fact {n}", "value": f"value {n} of the load run"}
+        return "POST", "/api/v1/memory/remember", json.dumps(body).encode()
+    body = {"scope": scope, "query": "deploy window", "limit": 5}
+    return "POST", "/api/v1/memory/recall", json.dumps(body).encode()
+
+
+def client_process(
+    phase: str, ports: list[int], token: str, jobs: list[int], threads: int, queue: object
+) -> None:
+    """Run ``jobs`` (request numbers) over ``threads`` keep-alive clients; report timings."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    chunks = [jobs[i::threads] for i in range(threads)]
+    # Sign-ins (a deliberately slow password hash) happen before the clock starts.
+    ready = threading.Barrier(threads, action=lambda: spans.append(time.perf_counter()))
+    spans: list[float] = []
+
+    def run(index: int, chunk: list[int]) -> None:
+        client = Client(ports[index % len(ports)])
+        try:
+            if phase == "pages":
+                client.sign_in()
+        except Exception as exc:
+            with lock:
+                errors.append(f"sign-in: {exc}")
+            chunk = []
+        ready.wait()
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        for n in chunk:
+            if phase == "api":
+                method, path, body = api_job(client, token, n)
+                request_headers = headers
+            else:
+                method, path, body, request_headers = "GET", PAGES[n % len(PAGES)], None, {}
+            start = time.perf_counter()
+            try:
+                status, data = client.request(method, path, body, request_headers)
+            except Exception as exc:
+                with lock:
+                    errors.append(f"{path}: {type(exc).__name__}")
+                continue
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+                if status != 200:
+                    errors.append(f"{path}: HTTP {status} {data[:120]!r}")
+
+    workers = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(chunks)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    spans.append(time.perf_counter())
+    queue.put((latencies, errors, spans[0], spans[-1]))  # type: ignore[attr-defined]
+
+
+def drive(phase: str, ports: list[int], token: str, total: int, clients: int) -> dict[str, object]:
+    processes = max(1, min(4, clients // 4))
+    per_process = max(1, clients // processes)
+    queue: multiprocessing.Queue = multiprocessing.Queue()
+    jobs = list(range(total))
+    procs = [
+        multiprocessing.Process(
+            target=client_process,
+            args=(
+                phase,
+                ports[i % len(ports) :] + ports[: i % len(ports)],
+                token,
+                jobs[i::processes],
+                per_process,
+                queue,
+            ),
+        )
+        for i in range(processes)
+    ]
+    for proc in procs:
+        proc.start()
+    latencies: list[float] = []
+    errors: list[str] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    for _ in procs:
+        got_latencies, got_errors, start, end = queue.get()
+        latencies += got_latencies
+        errors += got_errors
+        starts.append(start)
+        ends.append(end)
+    for proc in procs:
+        proc.join()
+    # perf_counter is system-wide (CLOCK_MONOTONIC) on Linux, so spans from
+    # different client processes compare.
+    wall = max(ends) - min(starts)
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        if not latencies:
+            return float("nan")
+        return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
+
+    return {
+        "phase": phase,
+        "requests": len(latencies),
+        "seconds": round(wall, 2),
+        "req_per_s": round(len(latencies) / wall, 1),
+        "p50_ms": round(pct(0.50), 1),
+        "p95_ms": round(pct(0.95), 1),
+        "p99_ms": round(pct(0.99), 1),
+        "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
+        "errors": len(errors),
+        "error_samples": sorted(set(errors))[:5],
+    }
+
+
+# -- main ------------------------------------------------------------------------------
+
+
+def postgres_database(admin_url: str, name: str, *, create: bool) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if create:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        else:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    parts = urlsplit(admin_url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--instances", type=int, choices=[1, 2], default=1)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--api-requests", type=int, default=6000)
+    parser.add_argument("--page-requests", type=int, default=600)
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers per instance")
+    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--port", type=int, default=8150)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "AETNAWEB_BENCH_POSTGRES", "postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres"
+        ),
+    )
+    args = parser.parse_args()
+    if not 8150 <= args.port <= 8159 - args.instances + 1:
+        sys.exit("--port must keep every instance within 8150-8159")
+
+    work = Path(tempfile.mkdtemp(prefix="aetnaweb-load-"))
+    db_name = f"aetnaweb_load_{os.getpid()}"
+    if args.db == "sqlite":
+        database_url = f"sqlite:///{work / 'load.sqlite3'}"
+    else:
+        database_url = postgres_database(args.postgres_url, db_name, create=True)
+    env = server_env(database_url, work)
+    servers: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
+    try:
+        manage(env, "manage.py", "migrate", "--noinput")
+        manage(env, "manage.py", "collectstatic", "--noinput", "--verbosity", "0")
+        seeded = json.loads(
+            manage(env, "-c", SEED % {"scopes": SCOPES}, *ADMIN).strip().splitlines()[-1]
+        )
+        ports = [args.port + i for i in range(args.instances)]
+        for port in ports:
+            log = work / f"gunicorn-{port}.log"
+            logs.append(log)
+            servers.append(
+                subprocess.Popen(
+                    [GUNICORN, "--config", "python:aetnaweb.gunicorn_conf", "aetnaweb.wsgi"],
+                    cwd=ROOT,
+                    env=env
+                    | {
+                        "HOST": "127.0.0.1",
+                        "PORT": str(port),
+                        "WEB_CONCURRENCY": str(args.workers),
+                        "GUNICORN_THREADS": str(args.threads),
+                    },
+                    stdout=log.open("wb"),
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        deadline = time.monotonic() + 60
+        for port in ports:
+            wait_healthy(port, deadline)
+        print(
+            f"load: {args.db}, {args.instances} instance(s) x {args.workers} workers x "
+            f"{args.threads} threads, {args.clients} clients, cpus={os.cpu_count()}"
+        )
+        results = [
+            drive("api", ports, seeded["token"], args.api_requests, args.clients),
+            drive("pages", ports, seeded["token"], args.page_requests, min(args.clients, 16)),
+        ]
+    finally:
+        for server in servers:
+            server.send_signal(signal.SIGTERM)
+        for server in servers:
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    locked = sum(log.read_text(errors="replace").count("database is locked") for log in logs)
+    verified = json.loads(manage(env, "-c", VERIFY).strip().splitlines()[-1])
+    for result in results:
+        print(
+            f"  {result['phase']:<6} {result['requests']:>6} req in {result['seconds']:>7.2f} s:"
+            f" {result['req_per_s']:>7.1f} req/s  p50 {result['p50_ms']} ms  p95 {result['p95_ms']} ms"
+            f"  p99 {result['p99_ms']} ms  errors {result['errors']}"
+        )
+        for sample in result["error_samples"]:  # type: ignore[union-attr]
+            print(f"         e.g. {sample}")
+    print(f"  'database is locked' in server logs: {locked}")
+    print(
+        f"  chains verified: ok={verified['ok']} chains={verified['chains']} "
+        f"events={verified['events']} failed={verified['failed']} forks={verified['forks']}"
+    )
+    print(
+        json.dumps(
+            {
+                "db": args.db,
+                "instances": args.instances,
+                "results": results,
+                "database_is_locked": locked,
+                "verify": verified,
+            }
+        )
+    )
+    if args.db == "postgres":
+        postgres_database(args.postgres_url, db_name, create=False)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
