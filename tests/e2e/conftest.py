@@ -12,6 +12,8 @@ Fixtures and helpers every e2e test uses (import the helpers from here:
 - ``login(page, user_or_username, password=PASSWORD)``: signs in through the
   real login form (the "log in" journey).
 - ``sign_in(page, user)``: the fast way, a session cookie without the form.
+- ``task_worker``: a real ``manage.py db_worker`` on the test database, for
+  journeys that start long work (a verification run).
 - ``screenshot(page, name, narrow=True)``: saves ``docs/screenshots/<name>.png``
   (full page at the current width) and, with ``narrow``, ``<name>-narrow.png``
   at 390 px wide.
@@ -24,6 +26,8 @@ When it is missing the tests are skipped with the reason, unless
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ from django.conf import settings
 from django.test import Client
 
 from tests.factories import PASSWORD
+from tests.mcp.conftest import REPO, subprocess_env
 
 CHROMIUM = Path(os.environ.get("AETNAWEB_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -154,3 +159,26 @@ def screenshot(page: Any, name: str, *, narrow: bool = False, full_page: bool = 
         page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=full_page)
         page.set_viewport_size(size)
     return path
+
+
+@pytest.fixture
+def task_worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
+    """A real `manage.py db_worker` on the test database, as `make serve` runs one."""
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
+        cwd=REPO,
+        env=subprocess_env(),
+        # Its log is not read; a pipe nobody drains would stall it.
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()

@@ -4,19 +4,14 @@ and the dashboard shows verification failing (checkpoint upload and "Verify chai
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from django.db import connection, transaction
 
 from audit.models import AuditEvent
 from audit.services import append_event
 from tests.e2e.conftest import login, screenshot
 from tests.factories import make_operator
-from tests.mcp.conftest import REPO, subprocess_env
 
 SUBJECTS = ("acme:alice:*", "acme:alice:apollo", "acme:bob:*", "acme:*:*")
 TYPES = ("episode.ingested", "memory.record_created", "memory.recall", "memory.record_promoted")
@@ -40,28 +35,6 @@ def tamper(sql: str, params: list) -> None:
     """Edit audit_log behind the engine's back, as an attacker with database access would."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-
-
-@pytest.fixture
-def task_worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
-    """A real `manage.py db_worker` on the test database, as `make serve` runs one."""
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
-        cwd=REPO,
-        env=subprocess_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield worker
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 def test_checkpoint_then_tamper_then_verification_fails(page, tmp_path: Path, task_worker):

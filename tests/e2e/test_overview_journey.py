@@ -29,7 +29,7 @@ def demo(settings, tmp_path: Path):
     return password
 
 
-def test_admin_verifies_checkpoints_and_reads_the_overview(page, demo):
+def test_admin_verifies_checkpoints_and_reads_the_overview(page, demo, task_worker):
     # Given the demo data and its admin login
     login(page, "admin", demo)
     # When the admin verifies every chain from the audit explorer
