@@ -226,3 +226,36 @@ def test_a_run_that_cannot_be_queued_says_so_at_once(
     # Then the run is an error with a reason, not "running" forever
     done = VerificationRun.objects.get(pk=run.pk)
     assert done.status == "error" and "could not be queued" in done.failures[0]["error"]
+
+
+IMMEDIATE_RUN = """
+import django
+django.setup()
+from django.db import transaction
+from audit.services import start_verification_run
+from audit.models import VerificationRun
+with transaction.atomic():
+    run = start_verification_run(started_by="auditor")
+print(VerificationRun.objects.get(pk=run.pk).status)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_with_the_immediate_backend_a_run_finishes_inline_after_commit():
+    # Given a chain and a process configured like `make run` (one process, no worker)
+    append("acme:alice:proj")
+    # When it starts a run
+    done = subprocess.run(
+        [sys.executable, "-c", IMMEDIATE_RUN],
+        cwd=REPO,
+        env=subprocess_env() | {"AETNAWEB_TASKS_BACKEND": "immediate"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # Then the run has finished by the time the commit returns, and nothing was queued
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "passed"
+    assert not DBTaskResult.objects.exists()
