@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
@@ -12,7 +13,7 @@ from django.http import HttpResponse
 from aetnaweb import lockouts
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
+class ThrottledLoginMixin(AuthenticationForm):
     """Refuses a throttled attempt before the password is checked; counts each failure."""
 
     throttled: lockouts.LoginThrottled | None = None
@@ -35,6 +36,14 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         # Called exactly when a name and a password were given and did not match.
         lockouts.record_failure(account=self.cleaned_data.get("username"), address=self._address())
         return super().get_invalid_login_error()
+
+
+class ThrottledAuthenticationForm(ThrottledLoginMixin):
+    """The dashboard's sign-in form."""
+
+
+class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):
+    """The Django admin's sign-in form, under the same counters (no side door)."""
 
 
 class ThrottledLoginView(auth_views.LoginView):

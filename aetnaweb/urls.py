@@ -9,6 +9,9 @@ from django.urls import include, path
 from aetnaweb import login_views, views
 from aetnaweb.api_urls import api_urls
 
+# The admin's own sign-in page counts failures like /login/ does.
+admin.site.login_form = login_views.ThrottledAdminAuthenticationForm
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

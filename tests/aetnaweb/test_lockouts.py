@@ -261,3 +261,19 @@ def test_the_tokens_page_links_the_lockouts_page_for_platform_admins_only(client
     assert reverse("lockouts:list") in client.get(reverse("tokens:list")).content.decode()
     login_as(client, make_operator("tenant-admin", [("acme:*:*", "admin")]))
     assert reverse("lockouts:list") not in client.get(reverse("tokens:list")).content.decode()
+
+
+def test_the_admin_sign_in_page_is_throttled_too(client):
+    # Given a staff account whose name has been guessed at through the Django admin
+    make_operator("stan", is_staff=True)
+    for _ in range(2):
+        client.post(
+            "/admin/login/", {"username": "stan", "password": "wrong"}, REMOTE_ADDR="10.0.5.1"
+        )
+    # Then the next attempt there is refused before the password is checked
+    response = client.post(
+        "/admin/login/", {"username": "stan", "password": PASSWORD}, REMOTE_ADDR="10.0.5.2"
+    )
+    assert "Too many failed sign-ins" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert LoginThrottle.objects.get(kind="account").failures == 2

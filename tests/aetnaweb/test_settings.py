@@ -200,3 +200,11 @@ def test_production_wsgi_refuses_to_start_without_collected_static_files(tmp_pat
 def test_an_unknown_task_backend_is_refused(tmp_path):
     done = run(tmp_path, "manage.py", "check", SECRET_KEY="k" * 60, AETNAWEB_TASKS_BACKEND="celery")
     assert done.returncode != 0 and "AETNAWEB_TASKS_BACKEND must be one of" in done.stderr
+
+
+def test_a_malformed_login_threshold_is_one_clear_error(tmp_path):
+    done = run(
+        tmp_path, "manage.py", "check", SECRET_KEY="k" * 60, AETNAWEB_LOGIN_SLOW_AFTER="three"
+    )
+    assert done.returncode != 0
+    assert "AETNAWEB_LOGIN_SLOW_AFTER must be a whole number, got 'three'" in done.stderr
