@@ -255,6 +255,8 @@ def database_settings(tmp_path: Path, **env: str) -> dict:
         "AETNAWEB_DATA_DIR": str(tmp_path),
         "DJANGO_SETTINGS_MODULE": "aetnaweb.settings",
         "DATABASE_URL": "postgres://u:p@127.0.0.1:5432/aetnaweb",
+        # An empty data directory has no development key (make setup makes one).
+        "SECRET_KEY": "k" * 60,
     }
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -288,6 +290,7 @@ def test_a_new_database_file_is_created_0600(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env |= {"AETNAWEB_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "aetnaweb.settings"}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+    env["SECRET_KEY"] = "k" * 60  # an empty data directory has no development key
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300
     )
