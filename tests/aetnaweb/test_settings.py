@@ -207,4 +207,6 @@ def test_a_malformed_login_threshold_is_one_clear_error(tmp_path):
         tmp_path, "manage.py", "check", SECRET_KEY="k" * 60, AETNAWEB_LOGIN_SLOW_AFTER="three"
     )
     assert done.returncode != 0
-    assert "AETNAWEB_LOGIN_SLOW_AFTER must be a whole number of at least 1, got 'three'" in done.stderr
+    assert (
+        "AETNAWEB_LOGIN_SLOW_AFTER must be a whole number of at least 1, got 'three'" in done.stderr
+    )
