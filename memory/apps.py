@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class MemoryConfig(AppConfig):
@@ -17,3 +18,8 @@ class MemoryConfig(AppConfig):
         register_purge_check(receipt_purge_failures)
         # Each record must still hold the content its creation event binds.
         register_subject_check(content_failures)
+
+        from memory import vectors
+
+        # Every new SQLite connection gets sqlite-vec (the vector index).
+        connection_created.connect(vectors.load_sqlite_extension, dispatch_uid="memory-sqlite-vec")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from memory import vectors
 from memory.extraction import word_tokens
 
 MAX_QUERY_TERMS = 16
@@ -109,10 +110,15 @@ def _fts_any(keys: Sequence[str], terms: Sequence[str]) -> str:
 
 
 def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
-    """Add ``(pk, record_id, scope, content)`` rows; call when a record becomes active."""
+    """Add ``(pk, record_id, scope, content)`` rows; call when a record becomes active.
+
+    The vector index (:mod:`memory.vectors`) is filled in the same call, so
+    every path that makes a record recallable gives it both entries.
+    """
     rows = list(rows)
     if not rows:
         return
+    vectors.index_records(rows)
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.executemany(
@@ -135,9 +141,10 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
 
 
 def unindex_records(pks: Sequence[int]) -> None:
-    """Remove records from the index; call when a record stops being active."""
+    """Remove records from both indexes; call wherever a record stops being active."""
     if not pks:
         return
+    vectors.unindex_records(pks)
     placeholders = ", ".join(["%s"] * len(pks))
     column = "rowid" if connection.vendor == "sqlite" else "record_pk"
     with connection.cursor() as cursor:

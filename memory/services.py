@@ -41,7 +41,7 @@ from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
 from audit.services import AuditError, append_event, lock_subject, log_agent_event
-from memory import search, selectors
+from memory import ranking, search, selectors, vectors
 from memory.errors import (
     ActionLogError,
     CaptureError,
@@ -793,13 +793,21 @@ def _score_candidates(
     scope: Scope, query: str, limit: int, min_score: float
 ) -> list[RecallCandidate]:
     terms = search.query_terms(query)
-    hits = search.search(visible_scopes=scope.visible_strings(), terms=terms, limit=CANDIDATE_LIMIT)
-    if not hits:
+    visible = scope.visible_strings()
+    hits = {hit.pk: hit for hit in search.search(visible_scopes=visible, terms=terms, limit=CANDIDATE_LIMIT)}
+    # Semantic candidates beside the full-text ones (empty when the model or
+    # the vector index is unavailable: recall is then exactly lexical).
+    near = {
+        hit.pk: hit
+        for hit in vectors.search(visible_scopes=visible, query=query, limit=CANDIDATE_LIMIT)
+        if ranking.semantic_part(hit.similarity) > 0 or hit.pk in hits
+    }
+    if not hits and not near:
         return []
     # Plain rows, not model instances: recall is the hot path.
     rows = {
         row[0]: _CandidateRow(*row)
-        for row in Record.objects.filter(pk__in=[hit.pk for hit in hits]).values_list(
+        for row in Record.objects.filter(pk__in=[*hits, *near]).values_list(
             *_CandidateRow._fields
         )
     }
@@ -809,27 +817,32 @@ def _score_candidates(
     for name in {row.scope for row in rows.values()}:
         weights[name] = scope.weight(Scope.parse(name))
     usable = []
-    for hit in hits:
-        record = rows.get(hit.pk)
-        if record is None or record.record_id != hit.record_id or record.status != Status.ACTIVE:
+    for pk in dict.fromkeys([*hits, *near]):
+        record = rows.get(pk)
+        expected_id = hits[pk].record_id if pk in hits else near[pk].record_id
+        if record is None or record.record_id != expected_id or record.status != Status.ACTIVE:
             continue
         if not weights[record.scope]:
             continue
-        usable.append((hit, record, weights[record.scope]))
+        usable.append((hits.get(pk), near.get(pk), record, weights[record.scope]))
     if not usable:
         return []
-    best_raw = max(hit.raw for hit, _, _ in usable)
-    by_age = sorted(record.pk for _, record, _ in usable)
+    best_raw = max((hit.raw for hit, _, _, _ in usable if hit is not None), default=0.0)
+    by_age = sorted(record.pk for _, _, record, _ in usable)
     age_rank = {pk: index for index, pk in enumerate(by_age)}
     span = len(by_age) - 1
     scored = []
-    for hit, record, weight in usable:
-        share = hit.raw / best_raw if best_raw > 0 else 0.0
-        coverage = hit.matched_terms / len(terms)
-        # How much of the query the record contains, scaled by how strongly the
-        # index ranks it against the best candidate: a record that matches one
-        # word of many stays weakly relevant even when it is the only match.
-        relevance = round(min(1.0, coverage * (0.5 + 0.5 * share)), 6)
+    for hit, neighbour, record, weight in usable:
+        lexical = 0.0
+        if hit is not None:
+            share = hit.raw / best_raw if best_raw > 0 else 0.0
+            coverage = hit.matched_terms / len(terms)
+            # How much of the query the record contains, scaled by how strongly the
+            # index ranks it against the best candidate: a record that matches one
+            # word of many stays weakly relevant even when it is the only match.
+            lexical = round(min(1.0, coverage * (0.5 + 0.5 * share)), 6)
+        semantic = round(ranking.semantic_part(neighbour.similarity), 6) if neighbour else 0.0
+        relevance = ranking.fuse(lexical, semantic)
         trust = TRUST_SCORES.get(record.trust_tier, 0.4)
         recency = round(age_rank[record.pk] / span, 6) if span else 1.0
         score = round(
@@ -837,7 +850,14 @@ def _score_candidates(
             * (RELEVANCE_WEIGHT * relevance + TRUST_WEIGHT * trust + RECENCY_WEIGHT * recency),
             6,
         )
-        parts = {"weight": weight, "relevance": relevance, "trust": trust, "recency": recency}
+        parts = {
+            "weight": weight,
+            "relevance": relevance,
+            "lexical": lexical,
+            "semantic": semantic,
+            "trust": trust,
+            "recency": recency,
+        }
         scored.append((score, record, parts))
     scored.sort(key=lambda item: (-item[0], -item[1].pk))
     candidates = []

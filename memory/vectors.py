@@ -1,0 +1,379 @@
+"""The vector index over active records: sqlite-vec on SQLite, pgvector on PostgreSQL.
+
+Like the full-text index (:mod:`memory.search`) it holds exactly the records
+recall may return, and it is kept in step from the same two calls: a record
+that becomes active is indexed by :func:`memory.search.index_records`, which
+calls :func:`index_records` here, and a record that stops being active
+(superseded, forgotten, rejected, consolidated away) is removed by
+:func:`memory.search.unindex_records`, which calls :func:`unindex_records`.
+Both run inside the service's transaction, so a record and its vector
+appear and disappear together.
+
+The scope and status filters run inside the index query itself, never on its
+output (a post-filter could hand back fewer than ``k`` rows, or rows it should
+not):
+
+- SQLite: a ``vec0`` virtual table with ``scope`` as its partition key and
+  ``status`` as a metadata column; the KNN query names the visible scopes and
+  ``status = 'active'``, so sqlite-vec only reads those partitions.
+- PostgreSQL: a ``vector(384)`` column with an HNSW cosine index and a
+  scope index; one query has the scope and status WHERE clauses and the
+  ``ORDER BY distance LIMIT k``, with pgvector's iterative index scan so a
+  filtered HNSW scan keeps going until it has ``k`` rows.
+
+Either way the hits are joined to the record row, which re-checks status and
+scope. If the model or the database extension is unavailable, every function
+here quietly does nothing and :func:`status` says why; recall stays lexical.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from memory import embeddings
+
+logger = logging.getLogger(__name__)
+
+TABLE = "memory_record_vec"
+# sqlite-vec refuses k above 4096; recall asks for far fewer.
+MAX_K = 4096
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    """One semantic candidate: the record and its cosine similarity to the query (-1 to 1)."""
+
+    pk: int
+    record_id: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class SemanticStatus:
+    """Whether recall is hybrid in this process, and if not, what is missing."""
+
+    available: bool
+    model: str
+    engine: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "available": self.available,
+            "model": self.model,
+            "engine": self.engine,
+            "detail": self.detail,
+        }
+
+
+# -- the database side -----------------------------------------------------------
+
+
+def load_sqlite_extension(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: load sqlite-vec into every new SQLite connection.
+
+    A failure is logged and leaves the connection without vector search
+    (recall stays lexical); it never stops the connection from being used.
+    """
+    if connection.vendor != "sqlite":
+        return
+    raw = connection.connection
+    try:
+        import sqlite_vec
+
+        raw.enable_load_extension(True)
+        try:
+            sqlite_vec.load(raw)
+        finally:
+            # Loading stays off for everything else the connection runs.
+            raw.enable_load_extension(False)
+        connection.aetnaweb_vec_loaded = True
+    except Exception as exc:  # a missing wheel or a build without extension loading
+        logger.warning("sqlite-vec not loaded: %s", exc)
+        connection.aetnaweb_vec_loaded = False
+
+
+def _engine_name() -> str:
+    return "sqlite-vec" if connection.vendor == "sqlite" else "pgvector"
+
+
+def _table_missing_reason() -> str | None:
+    """Why the vector table cannot be used on this connection, or None if it can."""
+    # Only a positive answer is remembered (per connection): a table that is
+    # missing now may be created by a later migrate.
+    if getattr(connection, "aetnaweb_vec_table", False):
+        return None
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            if not getattr(connection, "aetnaweb_vec_loaded", False):
+                return "the sqlite-vec extension is not loaded"
+            cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [TABLE])
+        else:
+            cursor.execute("SELECT 1 WHERE to_regclass(%s) IS NOT NULL", [TABLE])
+        if cursor.fetchone() is None:
+            return (
+                f"no {TABLE} table (run `manage.py migrate`; on PostgreSQL the "
+                "pgvector extension must be installed first)"
+            )
+    connection.aetnaweb_vec_table = True
+    return None
+
+
+def create_table(schema_editor: Any) -> bool:
+    """Create the vector table if this database can hold one (used by the migration).
+
+    Returns False, and creates nothing, when the engine lacks vector support:
+    the rest of the schema still migrates and recall stays lexical.
+    """
+    conn = schema_editor.connection
+    with conn.cursor() as cursor:
+        if conn.vendor == "sqlite":
+            if not getattr(conn, "aetnaweb_vec_loaded", False):
+                logger.warning("sqlite-vec unavailable: %s not created", TABLE)
+                return False
+            cursor.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
+                "record_pk integer primary key, "
+                "scope text partition key, "
+                "status text, "
+                f"embedding float[{embeddings.DIMENSIONS}] distance_metric=cosine)"
+            )
+            return True
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        if cursor.fetchone() is None:
+            logger.warning("pgvector is not installed on this server: %s not created", TABLE)
+            return False
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+            "record_pk bigint PRIMARY KEY, "
+            "scope varchar(200) NOT NULL, "
+            "status varchar(12) NOT NULL, "
+            f"embedding vector({embeddings.DIMENSIONS}) NOT NULL)"
+        )
+        cursor.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_scope ON {TABLE} (scope, status)")
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {TABLE}_hnsw ON {TABLE} "
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+        return True
+
+
+def drop_table(schema_editor: Any) -> None:
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def status() -> SemanticStatus:
+    """Whether semantic recall works here: the model loaded and the vector table usable."""
+    engine = _engine_name()
+    if not settings.AETNAWEB_SEMANTIC_RECALL:
+        return SemanticStatus(False, embeddings.MODEL_NAME, engine, "turned off (AETNAWEB_SEMANTIC_RECALL=0)")
+    model = embeddings.status()
+    if not model.available:
+        return SemanticStatus(False, model.model, engine, f"model not loaded: {model.detail}")
+    reason = _table_missing_reason()
+    if reason is not None:
+        return SemanticStatus(False, model.model, engine, reason)
+    return SemanticStatus(True, model.model, engine, "hybrid recall (full-text + vectors)")
+
+
+def _usable() -> bool:
+    # Cheap enough per call: the model status is cached, the table check is
+    # one catalogue lookup on a connection that is already open.
+    return (
+        settings.AETNAWEB_SEMANTIC_RECALL
+        and embeddings.available()
+        and _table_missing_reason() is None
+    )
+
+
+def _pg_literal(vector: bytes) -> str:
+    values = struct.unpack(f"<{embeddings.DIMENSIONS}f", vector)
+    return "[" + ",".join(repr(v) for v in values) + "]"
+
+
+def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
+    if connection.vendor == "sqlite":
+        # vec0 has no upsert: delete first so a re-index replaces, never duplicates.
+        marks = ", ".join(["%s"] * len(rows))
+        cursor.execute(
+            f"DELETE FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
+            [pk for pk, _, _ in rows],
+        )
+        cursor.executemany(
+            f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant table)
+            "VALUES (%s, %s, 'active', %s)",
+            list(rows),
+        )
+    else:
+        cursor.executemany(
+            f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant table)
+            "VALUES (%s, %s, 'active', %s::vector) "
+            "ON CONFLICT (record_pk) DO UPDATE SET scope = EXCLUDED.scope, "
+            "status = EXCLUDED.status, embedding = EXCLUDED.embedding",
+            [(pk, scope, _pg_literal(vector)) for pk, scope, vector in rows],
+        )
+
+
+_USER_POSSESSIVE = re.compile(r"\bUser's\b")
+_USER = re.compile(r"\bUser\b")
+
+
+def embedding_text(content: str) -> str:
+    """What is embedded for a record: its content back in the first person.
+
+    Records are stored in the third person ("User avoids beef ..."), but the
+    questions asked of them are first person ("Am I vegetarian?"), and the
+    model matches "I"/"my" to "I"/"my" far better than to the word "User".
+    """
+    return _USER.sub("I", _USER_POSSESSIVE.sub("my", content))
+
+
+def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
+    """Embed and add ``(pk, record_id, scope, content)`` rows that just became active."""
+    rows = list(rows)
+    if not rows or not _usable():
+        return
+    vectors = []
+    for pk, _record_id, scope, content in rows:
+        vector = embeddings.embed(embedding_text(content))
+        if vector is not None:
+            vectors.append((pk, scope, vector))
+    if vectors:
+        with connection.cursor() as cursor:
+            _write(cursor, vectors)
+
+
+def unindex_records(pks: Sequence[int]) -> None:
+    """Remove the vectors of records that stopped being active. No vector is left behind."""
+    if not pks or _table_missing_reason() is not None:
+        return
+    marks = ", ".join(["%s"] * len(pks))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
+            list(pks),
+        )
+
+
+def indexed_pks(pks: Sequence[int]) -> set[int]:
+    """Which of ``pks`` have a vector (for inspection and tests)."""
+    if not pks or _table_missing_reason() is not None:
+        return set()
+    marks = ", ".join(["%s"] * len(pks))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT record_pk FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
+            list(pks),
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
+# -- asking it ------------------------------------------------------------------
+
+
+def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[VectorHit]:
+    """The ``limit`` active records in ``visible_scopes`` nearest in meaning to ``query``.
+
+    Best first. Empty when semantic recall is unavailable.
+    """
+    if not visible_scopes or limit <= 0 or not query.strip() or not _usable():
+        return []
+    vector = embeddings.embed(query)
+    if vector is None:
+        return []
+    k = min(limit, MAX_K)
+    scope_marks = ", ".join(["%s"] * len(visible_scopes))
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            # The KNN runs over the visible scopes' partitions and active rows
+            # only; the join re-checks both on the record row.
+            cursor.execute(
+                "WITH knn AS MATERIALIZED ("  # noqa: S608  (placeholders only)
+                f"SELECT record_pk, distance FROM {TABLE} WHERE embedding MATCH %s AND k = %s "
+                f"AND scope IN ({scope_marks}) AND status = 'active') "
+                "SELECT knn.record_pk, r.record_id, knn.distance FROM knn "
+                "JOIN memory_record r ON r.id = knn.record_pk "
+                f"WHERE r.status = 'active' AND r.scope IN ({scope_marks}) "
+                "ORDER BY knn.distance, knn.record_pk DESC",
+                [vector, k, *visible_scopes, *visible_scopes],
+            )
+        else:
+            # Iterative scan: when the scope filter rejects rows the HNSW scan
+            # walks on instead of returning fewer than k (no starvation).
+            cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            cursor.execute(
+                f"SELECT v.record_pk, r.record_id, v.embedding <=> %s::vector AS distance "  # noqa: S608  (placeholders only)
+                f"FROM {TABLE} v JOIN memory_record r ON r.id = v.record_pk "
+                "WHERE v.scope = ANY(%s) AND v.status = 'active' "
+                "AND r.status = 'active' AND r.scope = ANY(%s) "
+                "ORDER BY distance, v.record_pk DESC LIMIT %s",
+                [_pg_literal(vector), list(visible_scopes), list(visible_scopes), k],
+            )
+        rows = cursor.fetchall()
+    # Cosine distance is 1 - similarity on both engines.
+    return [VectorHit(int(pk), record_id, 1.0 - float(distance)) for pk, record_id, distance in rows]
+
+
+# -- backfill -------------------------------------------------------------------
+
+
+def missing_count(scope: str | None = None) -> int:
+    """Active records (optionally at exactly ``scope``) that have no vector yet."""
+    sql, params = _missing_sql(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM ({sql}) m", params)  # noqa: S608  (built from constants)
+        return int(cursor.fetchone()[0])
+
+
+def _missing_sql(scope: str | None, after: int = 0, limit: int | None = None) -> tuple[str, list[Any]]:
+    sql = (
+        "SELECT r.id, r.record_id, r.scope, r.content FROM memory_record r "  # noqa: S608  (constant table)
+        f"WHERE r.status = 'active' AND r.id > %s AND NOT EXISTS "
+        f"(SELECT 1 FROM {TABLE} v WHERE v.record_pk = r.id)"
+    )
+    params: list[Any] = [after]
+    if scope is not None:
+        sql += " AND r.scope = %s"
+        params.append(scope)
+    if limit is not None:
+        sql += " ORDER BY r.id LIMIT %s"
+        params.append(limit)
+    return sql, params
+
+
+def reindex(
+    *, scope: str | None = None, batch: int = 200, progress: Callable[[int], None] | None = None
+) -> int:
+    """Give every active record without a vector one, ``batch`` records per transaction.
+
+    Resumable: it only ever looks at records that still lack a vector, so an
+    interrupted run picks up where it stopped. Returns how many it indexed.
+    """
+    reason = status()
+    if not reason.available:
+        raise RuntimeError(f"semantic index unavailable: {reason.detail}")
+    done = 0
+    after = 0
+    while True:
+        with transaction.atomic():
+            sql, params = _missing_sql(scope, after, batch)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+            if not rows:
+                return done
+            index_records([(int(pk), rid, sc, content) for pk, rid, sc, content in rows])
+        after = int(rows[-1][0])
+        done += len(rows)
+        if progress is not None:
+            progress(len(rows))
