@@ -17,6 +17,7 @@ from aetnaweb.api import API_PREFIX
 from aetnaweb.dashboard import dashboard_view, principal_for, render_page
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.overview import build_overview
+from memory import vectors
 
 
 @require_GET
@@ -28,7 +29,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return render_page(
         request,
         "home.html",
-        {"overview": overview, "now": timezone.now()},
+        {"overview": overview, "now": timezone.now(), "semantic_status": vectors.status()},
         partial="tenants",
     )
 
@@ -36,11 +37,17 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_not_required
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness and database reachability, for load balancers; reveals nothing else."""
+    """Liveness, database reachability and the recall mode; reveals nothing else.
+
+    ``recall`` is ``hybrid`` (full-text + semantic) or ``lexical`` (the model
+    or the vector index is unavailable: recall still works, without meaning
+    matches). Why it is lexical is on the overview page, behind login.
+    """
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
-    return JsonResponse({"status": "ok"})
+    recall = "hybrid" if vectors.status().available else "lexical"
+    return JsonResponse({"status": "ok", "recall": recall})
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -332,7 +332,9 @@ def seed() -> dict[tuple[str, str], str]:
     return ids
 
 
-def evaluate(ids: dict[tuple[str, str], str], *, semantic: bool, min_score: float, verbose: bool) -> dict[str, float]:
+def evaluate(
+    ids: dict[tuple[str, str], str], *, semantic: bool, min_score: float, verbose: bool
+) -> dict[str, float]:
     from django.test import override_settings
 
     from memory import services
@@ -357,8 +359,12 @@ def evaluate(ids: dict[tuple[str, str], str], *, semantic: bool, min_score: floa
                 at3 += int(want in returned)
                 missed = want not in returned
             if verbose and missed:
-                top = [(c.content[:50], c.score, c.parts.get("semantic", 0.0)) for c in result.returned]
-                print(f"  miss [{'hybrid' if semantic else 'lexical'}] {user}: {question!r} want {key}: {top}")
+                top = [
+                    (c.content[:50], c.score, c.parts.get("semantic", 0.0)) for c in result.returned
+                ]
+                print(
+                    f"  miss [{'hybrid' if semantic else 'lexical'}] {user}: {question!r} want {key}: {top}"
+                )
     return {
         "recall@1": at1 / positives,
         "recall@3": at3 / positives,
@@ -411,7 +417,9 @@ def main() -> None:
             f"semantic floor {ranking.SEMANTIC_FLOOR}, full {ranking.SEMANTIC_FULL}"
         )
         results = {
-            mode: evaluate(ids, semantic=mode == "hybrid", min_score=args.min_score, verbose=args.verbose)
+            mode: evaluate(
+                ids, semantic=mode == "hybrid", min_score=args.min_score, verbose=args.verbose
+            )
             for mode in ("lexical", "hybrid")
         }
         print(f"{'mode':8} {'recall@1':>9} {'recall@3':>9} {'FP rate':>8} {'leaks':>6}")
@@ -421,9 +429,13 @@ def main() -> None:
                 f"{r['false_positive_rate']:8.3f} {r['cross_user_leaks']:6d}"
             )
         gain = results["hybrid"]["recall@3"] - results["lexical"]["recall@3"]
-        print(f"hybrid recall@3 gain over lexical: {gain:+.3f} (positives {results['hybrid']['positives']}, negatives {results['hybrid']['negatives']})")
+        print(
+            f"hybrid recall@3 gain over lexical: {gain:+.3f} (positives {results['hybrid']['positives']}, negatives {results['hybrid']['negatives']})"
+        )
         wall, cpu = embedding_cost()
-        print(f"embedding cost per text (p50): {wall:.2f} ms wall, {cpu:.2f} ms CPU; load avg {os.getloadavg()[0]:.2f}")
+        print(
+            f"embedding cost per text (p50): {wall:.2f} ms wall, {cpu:.2f} ms CPU; load avg {os.getloadavg()[0]:.2f}"
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

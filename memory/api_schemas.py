@@ -199,6 +199,21 @@ class RememberOut(Schema):
     ignored: bool
 
 
+class ScorePartsOut(Schema):
+    """score = weight x (0.75 relevance + 0.15 trust + 0.10 recency);
+    relevance = 1 - (1 - lexical) x (1 - semantic)."""
+
+    weight: float
+    relevance: float
+    lexical: float = Field(description="full-text match, 0 to 1")
+    semantic: float = Field(
+        description="meaning match (embedding similarity above the floor), 0 to 1; "
+        "0 when semantic recall is unavailable"
+    )
+    trust: float
+    recency: float
+
+
 class RecallCandidateOut(Schema):
     record_id: str
     scope: str
@@ -206,7 +221,7 @@ class RecallCandidateOut(Schema):
     fact_key: str
     trust_tier: str
     score: float
-    parts: dict[str, float]
+    parts: ScorePartsOut
     rank: int
     above_threshold: bool
     returned: bool

@@ -194,7 +194,9 @@ class _Encoder:
         for block in self.blocks:
             qkv = x @ block["qkv"] + block["qkv_bias"]
             q, k, v = (
-                qkv[:, i * x.shape[1] : (i + 1) * x.shape[1]].reshape(n, heads, size).transpose(1, 0, 2)
+                qkv[:, i * x.shape[1] : (i + 1) * x.shape[1]]
+                .reshape(n, heads, size)
+                .transpose(1, 0, 2)
                 for i in range(3)
             )
             scores = (q @ k.transpose(0, 2, 1)) * scale
@@ -204,7 +206,9 @@ class _Encoder:
             x = self._norm(x + context @ block["out"] + block["out_bias"], block["norm1"])
             h = x @ block["up"] + block["up_bias"]
             h = 0.5 * h * (1.0 + _erf(h * np.float32(1.0 / math.sqrt(2.0))))
-            x = self._norm(x + h.astype(np.float32) @ block["down"] + block["down_bias"], block["norm2"])
+            x = self._norm(
+                x + h.astype(np.float32) @ block["down"] + block["down_bias"], block["norm2"]
+            )
         pooled = x.mean(axis=0)
         length = float(np.linalg.norm(pooled))
         return (pooled / length if length else pooled).astype(np.float32)

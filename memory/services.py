@@ -794,12 +794,20 @@ def _score_candidates(
 ) -> list[RecallCandidate]:
     terms = search.query_terms(query)
     visible = scope.visible_strings()
-    hits = {hit.pk: hit for hit in search.search(visible_scopes=visible, terms=terms, limit=CANDIDATE_LIMIT)}
+    hits = {
+        hit.pk: hit
+        for hit in search.search(visible_scopes=visible, terms=terms, limit=CANDIDATE_LIMIT)
+    }
     # Semantic candidates beside the full-text ones (empty when the model or
     # the vector index is unavailable: recall is then exactly lexical).
+    # A query of stop words only means nothing, by words or by meaning.
     near = {
         hit.pk: hit
-        for hit in vectors.search(visible_scopes=visible, query=query, limit=CANDIDATE_LIMIT)
+        for hit in (
+            vectors.search(visible_scopes=visible, query=query, limit=CANDIDATE_LIMIT)
+            if terms
+            else []
+        )
         if ranking.semantic_part(hit.similarity) > 0 or hit.pk in hits
     }
     if not hits and not near:
@@ -807,9 +815,7 @@ def _score_candidates(
     # Plain rows, not model instances: recall is the hot path.
     rows = {
         row[0]: _CandidateRow(*row)
-        for row in Record.objects.filter(pk__in=[*hits, *near]).values_list(
-            *_CandidateRow._fields
-        )
+        for row in Record.objects.filter(pk__in=[*hits, *near]).values_list(*_CandidateRow._fields)
     }
     # Segment-wise re-check of what the database returned (scopes.md): a row
     # outside the lineage is dropped. The exact IN makes this unreachable.
@@ -860,6 +866,8 @@ def _score_candidates(
         }
         scored.append((score, record, parts))
     scored.sort(key=lambda item: (-item[0], -item[1].pk))
+    # Two sources of up to 50 each: still at most 50 considered (and logged).
+    del scored[CANDIDATE_LIMIT:]
     candidates = []
     returned = 0
     for rank, (score, record, parts) in enumerate(scored, start=1):

@@ -176,7 +176,9 @@ def status() -> SemanticStatus:
     """Whether semantic recall works here: the model loaded and the vector table usable."""
     engine = _engine_name()
     if not settings.AETNAWEB_SEMANTIC_RECALL:
-        return SemanticStatus(False, embeddings.MODEL_NAME, engine, "turned off (AETNAWEB_SEMANTIC_RECALL=0)")
+        return SemanticStatus(
+            False, embeddings.MODEL_NAME, engine, "turned off (AETNAWEB_SEMANTIC_RECALL=0)"
+        )
     model = embeddings.status()
     if not model.available:
         return SemanticStatus(False, model.model, engine, f"model not loaded: {model.detail}")
@@ -278,6 +280,15 @@ def indexed_pks(pks: Sequence[int]) -> set[int]:
         return {int(row[0]) for row in cursor.fetchall()}
 
 
+def index_size() -> int:
+    """How many vectors the index holds (0 when there is no usable index)."""
+    if _table_missing_reason() is not None:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {TABLE}")  # noqa: S608  (constant table)
+        return int(cursor.fetchone()[0])
+
+
 # -- asking it ------------------------------------------------------------------
 
 
@@ -321,7 +332,9 @@ def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[Vec
             )
         rows = cursor.fetchall()
     # Cosine distance is 1 - similarity on both engines.
-    return [VectorHit(int(pk), record_id, 1.0 - float(distance)) for pk, record_id, distance in rows]
+    return [
+        VectorHit(int(pk), record_id, 1.0 - float(distance)) for pk, record_id, distance in rows
+    ]
 
 
 # -- backfill -------------------------------------------------------------------
@@ -335,7 +348,9 @@ def missing_count(scope: str | None = None) -> int:
         return int(cursor.fetchone()[0])
 
 
-def _missing_sql(scope: str | None, after: int = 0, limit: int | None = None) -> tuple[str, list[Any]]:
+def _missing_sql(
+    scope: str | None, after: int = 0, limit: int | None = None
+) -> tuple[str, list[Any]]:
     sql = (
         "SELECT r.id, r.record_id, r.scope, r.content FROM memory_record r "  # noqa: S608  (constant table)
         f"WHERE r.status = 'active' AND r.id > %s AND NOT EXISTS "

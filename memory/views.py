@@ -41,7 +41,7 @@ from aetnaweb.scopes import Scope
 from audit.chain import row_event_hash
 from audit.models import AuditEvent
 from audit.receipts import receipt_shape_failures, verify_deletion_receipt
-from memory import selectors, services
+from memory import selectors, services, vectors
 from memory.errors import (
     ForgetPreviewStale,
     MemoryEngineError,
@@ -207,6 +207,7 @@ def _scope_page(
         "scope": parsed,
         "recall_form": recall_form or RecallTestForm(),
         "recall_result": recall_result,
+        "semantic_status": vectors.status() if recall_result else None,
         "recall_rows": [
             {"candidate": candidate, "trust_label": TRUST_LABELS.get(candidate.trust_tier, "")}
             for candidate in (recall_result.candidates if recall_result else ())

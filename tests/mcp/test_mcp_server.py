@@ -142,6 +142,9 @@ def test_mcp_session_end_to_end(python):
     assert record["status"] == "active"
     assert seen["remembered"]["scope"] == SCOPE
     assert seen["recalled"]["returned_ids"] == [record["record_id"]]
+    # (scored with both text parts: full-text and meaning)
+    parts = seen["recalled"]["candidates"][0]["parts"]
+    assert parts["lexical"] > 0 and parts["semantic"] > 0
     assert "alice@example.org" in seen["block"]["text"]
 
     # And the webpage's claim was quarantined and never recalled

@@ -9,7 +9,7 @@ from django.db import connection
 
 from aetnaweb.access import operator_principal
 from audit.models import AuditEvent
-from memory import search
+from memory import search, vectors
 from memory.models import (
     DeletionReceipt,
     Episode,
@@ -37,6 +37,7 @@ def snapshot() -> dict[str, Any]:
     """Every row the engine may write, counted, plus the full-text index and the counters."""
     counts: dict[str, Any] = {model.__name__: model.objects.count() for model in ROW_MODELS}
     counts["fts"] = search.index_size()
+    counts["vectors"] = vectors.index_size()
     counts["stats"] = sorted(
         ScopeStats.objects.values_list(
             "scope", "active", "quarantined", "superseded", "tombstoned", "episodes"
@@ -74,3 +75,4 @@ def clean_index(transactional_db):
     yield
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM memory_record_fts")
+        cursor.execute(f"DELETE FROM {vectors.TABLE}")

@@ -36,7 +36,8 @@ def test_demo_seeds_the_story_and_a_second_run_changes_nothing(rows, settings, t
     assert verify_all().ok
     # Inherited facts: recall at a project sees tenant and platform facts
     result = services.recall(scope="acme:alice:apollo", query="support line time convention")
-    assert {c.scope for c in result.returned} == {"acme:*:*", "platform:*:*"}
+    # (the project's own facts may come back too, by meaning)
+    assert {"acme:*:*", "platform:*:*"} <= {c.scope for c in result.returned}
     # The correction superseded the old backup email, linked both ways
     old = Record.objects.get(content__contains="alice.backup@example.com")
     assert old.status == "superseded" and old.superseded_by_id

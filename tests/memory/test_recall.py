@@ -222,7 +222,7 @@ def test_a_record_matching_one_word_of_many_is_weakly_relevant():
     result = services.recall(
         scope=S, query="folder alpha beta gamma delta epsilon zeta theta iota kappa"
     )
-    assert result.candidates[0].parts["relevance"] == pytest.approx(0.1)
+    assert result.candidates[0].parts["lexical"] == pytest.approx(0.1)
     # 1 of 16 words: 0.75 * 1/16 + 0.15 + 0.10 < 0.3, so it is not injected
     many = "folder alpha beta gamma delta epsilon zeta theta iota kappa lambda mu nu xi pi rho"
     assert services.recall_block(scope=S, query=many).record_ids == ()

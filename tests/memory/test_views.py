@@ -216,7 +216,7 @@ def test_recall_tester_runs_a_logged_and_audited_recall(viewer, facts):
     assert response.status_code == 200
     assert text.lstrip().startswith('<section id="recall-results"')
     assert "User&#x27;s editor is helix." in text
-    for part in ("weight 1.000", "relevance", "trust 1.00", "recency"):
+    for part in ("weight 1.000", "relevance", "lexical", "semantic", "trust 1.00", "recency"):
         assert part in text
     assert "returned" in text
     # And the recall left its evidence: a retrieval event and a memory.recall audit event by the operator

@@ -19,6 +19,7 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory inspect SCOPE
     memory propose SCOPE FILE        (a JSON list of facts, or {"facts": [...]})
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
+    memory reindex [--scope S] [--batch N]   (backfill semantic vectors; resumable)
 
 ``--json`` (before or after the verb) prints machine-readable JSON. Every
 refusal (an invalid scope, an unknown record, a record in the wrong state, an
@@ -40,7 +41,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from aetnaweb.access import AccessDenied, system_principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText
-from memory import selectors, services
+from memory import selectors, services, vectors
 from memory.errors import MemoryEngineError, ProposalError
 
 REFUSED = 2
@@ -148,6 +149,13 @@ class Command(BaseCommand):
         capture.add_argument("content")
         capture.add_argument("--session")
         capture.add_argument("--turn")
+        reindex = verb(
+            "reindex",
+            "give every active record without a semantic vector one (resumable)",
+            scope=False,
+        )
+        reindex.add_argument("--scope", help="only records stored at exactly this scope")
+        reindex.add_argument("--batch", type=int, default=200, help="records per transaction")
 
     # -- dispatch -----------------------------------------------------------------
 
@@ -412,3 +420,33 @@ class Command(BaseCommand):
         else:
             text = f"logged {result.role} turn as audit event {result.audit_event_id}"
         self._emit(result.as_dict(), text)
+
+    def _reindex(self, options: dict[str, Any]) -> None:
+        scope = str(_scope(options["scope"])) if options.get("scope") else None
+        if not 1 <= options["batch"] <= 10_000:
+            raise _refuse("--batch must be from 1 to 10000")
+        state = vectors.status()
+        if not state.available:
+            raise _refuse(f"semantic index unavailable: {state.detail}")
+        total = vectors.missing_count(scope)
+        done = 0
+        width = 30
+
+        def progress(count: int) -> None:
+            nonlocal done
+            done += count
+            filled = width * done // total if total else width
+            # A progress bar on stderr, so --json output stays clean.
+            self.stderr.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", ending=""
+            )
+            self.stderr.flush()
+
+        indexed = vectors.reindex(scope=scope, batch=options["batch"], progress=progress)
+        if done:
+            self.stderr.write("")
+        where = f" at {scope}" if scope else ""
+        self._emit(
+            {"indexed": indexed, "scope": scope, "engine": state.engine, "model": state.model},
+            f"indexed {indexed} record(s){where} ({state.model} on {state.engine})",
+        )

