@@ -169,3 +169,41 @@ def test_selectors_never_return_a_row_outside_what_the_grant_may_read(tree, gran
                 recalled = principal is token and scope.covers(grant) and record.status == "active"
                 assert visible == (may_read(scope) or recalled)
         transaction.set_rollback(True)
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    tree=st.sets(twin_scopes, min_size=2, max_size=6),
+    queries=st.lists(twin_scopes, min_size=1, max_size=3),
+)
+def test_semantic_recall_sees_exactly_the_lineage_and_never_quarantine(tree, queries):
+    with transaction.atomic():
+        # Given at every scope the same fact that only meaning can match, and a
+        # quarantined near-copy from a webpage
+        stored = {}
+        for number, scope in enumerate(tree):
+            # (numbered: an identical text visible from an ancestor would be a duplicate)
+            stored[str(scope)] = services.remember(
+                scope=scope, text=f"I avoid beef at business dinners in room {number}."
+            ).record_ids[0]
+            services.remember(
+                scope=scope,
+                text=f"<webpage>I avoid pork at business dinners in room {number}.</webpage>",
+            )
+        for query in queries:
+            # When asked by meaning (no word in common with the fact)
+            result = services.recall(scope=query, query="Which meat do I refuse to eat?", limit=10)
+            # Then exactly the lineage's trusted facts are candidates, each by meaning,
+            # weighted 0.5^distance; no sibling, twin or quarantined record
+            expected = {str(s) for s in tree if is_lineage_member(query, s)}
+            assert {c.record_id for c in result.candidates} == {stored[s] for s in expected}
+            for candidate in result.candidates:
+                assert candidate.parts["semantic"] > 0 and candidate.parts["lexical"] == 0
+                scope = Scope.parse(candidate.scope)
+                assert candidate.parts["weight"] == 0.5 ** (query.depth - scope.depth)
+        transaction.set_rollback(True)
