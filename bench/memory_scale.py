@@ -9,6 +9,16 @@ spread over 10,000 scopes, and times ``memory.services.remember`` and
 ``memory.services.recall`` at one hot user's project, printing wall-clock p50
 and p95 and the CPU-time p50 per size (on a shared machine, load inflates wall
 time but not CPU time; the load average is printed with each row).
+``--dense`` runs the dense-scope case instead: one agent scope holding N
+records of one template ("Remember that project {i} uses codename falcon{i}
+and budget {i*7}."), where every record matches the common query words, on
+SQLite or (with ``--postgres URL``, a server URL whose role may create
+databases) on a fresh PostgreSQL database dropped afterwards. Seeded records
+get real full-text rows and real embeddings: 1,000 distinct template texts are
+embedded and their vectors reused cyclically (a KNN scan costs the same
+whatever the vectors hold); every timed remember embeds for real. It also
+prints the embedding cost per text on its own.
+
 ``--hot-visible N`` holds the hot user's visible records at N for every size
 instead, to show that the cost follows what a scope can see, not the store. The hot user's visible scopes (its project, the user, the tenant
 and the platform) hold a tenth of the store: 100,000 records at 1,000,000.
@@ -90,9 +100,32 @@ class Corpus:
         return key, f"User's {key} is {value}."
 
 
+def use_fresh_postgres(server_url: str):
+    """Create a throwaway database on the server; returns the function that drops it."""
+    import psycopg
+
+    name = f"aetnaweb_bench_{os.getpid()}"
+    base = server_url.rsplit("/", 1)[0]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ["BENCH_DATABASE_URL"] = f"{base}/{name}"
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+    return drop
+
+
 def setup_django(directory: Path) -> None:
     os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = f"sqlite:///{directory / 'bench.sqlite3'}"
+    # Never the caller's DATABASE_URL: a benchmark writes only to its own throwaway database.
+    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL") or (
+        f"sqlite:///{directory / 'bench.sqlite3'}"
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     sys.path.insert(0, str(ROOT))
@@ -225,6 +258,167 @@ def hot_visible_records() -> int:
     )
 
 
+DENSE_SCOPE = "bench:dense:p0"
+DENSE_TEMPLATE = "Remember that project {i} uses codename falcon{i} and budget {i7}."
+DENSE_DISTINCT_VECTORS = 1000
+
+
+def dense_text(i: int) -> str:
+    return DENSE_TEMPLATE.format(i=i, i7=i * 7)
+
+
+def seed_dense(start: int, stop: int) -> None:
+    """Records ``start`` .. ``stop - 1`` of the template at DENSE_SCOPE, with both index rows."""
+    from django.db import connection, transaction
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from aetnaweb.scopes import Scope
+    from memory import embeddings, search, services, vectors
+    from memory.extraction import content_digest
+    from memory.models import Record, ScopeStats
+
+    if start == 0:
+        # The first record goes through the real service, so the stored wording is the engine's.
+        services.remember(scope=DENSE_SCOPE, text=dense_text(0))
+        start = 1
+    sample = Record.objects.get(scope=DENSE_SCOPE, status="active")
+    wording = sample.content.replace("0", "{i}", 1)
+    parsed = Scope.parse(DENSE_SCOPE)
+    cache: dict[int, bytes] = {}
+    now = timezone.now()
+    for low in range(start, stop, BATCH):
+        high = min(stop, low + BATCH)
+        records = []
+        for i in range(low, high):
+            content = (
+                wording.replace("{i}", str(i), 1)
+                .replace("falcon0", f"falcon{i}")
+                .replace("budget 0", f"budget {i * 7}")
+            )
+            records.append(
+                Record(
+                    record_id="mem_" + uuid.uuid4().hex, scope=DENSE_SCOPE, **parsed.columns(),
+                    source_type="user_message", trust_tier="trusted_user", confidence=0.9,
+                    status="active", content=content, content_digest=content_digest(content),
+                    created_at=now, updated_at=now,
+                )
+            )  # fmt: skip
+        with transaction.atomic():
+            Record.objects.bulk_create(records)
+            stored = list(
+                Record.objects.filter(record_id__in=[r.record_id for r in records]).values_list(
+                    "id", "record_id", "scope", "content"
+                )
+            )
+            with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
+                search.index_records(stored)
+            rows = []
+            for offset, (pk, _rid, scope, content) in enumerate(stored):
+                slot = (low + offset) % DENSE_DISTINCT_VECTORS
+                if slot not in cache:
+                    vector = embeddings.embed(vectors.embedding_text(content))
+                    assert vector is not None
+                    cache[slot] = vector
+                rows.append((pk, scope, cache[slot]))
+            with connection.cursor() as cursor:
+                vectors._write(cursor, rows)
+            ScopeStats.objects.filter(scope=DENSE_SCOPE).update(
+                active=models_f("active") + len(stored)
+            )
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("INSERT INTO memory_record_fts(memory_record_fts) VALUES('optimize')")
+        cursor.execute("ANALYZE")
+
+
+def models_f(name: str):
+    from django.db.models import F
+
+    return F(name)
+
+
+def measure_dense(samples: int, next_i: int) -> dict[str, float]:
+    from memory import services
+
+    rng = random.Random(5)
+    wall: dict[str, list[float]] = {"remember": [], "recall": []}
+    cpu: dict[str, list[float]] = {"remember": [], "recall": []}
+    queries = [
+        "what codename does project {j} use?",
+        "what is the budget of project {j}?",
+        "which project is called falcon{j}?",
+        "how much money does project {j} have?",
+    ]
+    for n in range(samples + 10):
+        keep = n >= 10
+        started, started_cpu = time.perf_counter(), time.process_time()
+        services.remember(scope=DENSE_SCOPE, text=dense_text(next_i + n))
+        if keep:
+            wall["remember"].append((time.perf_counter() - started) * 1000)
+            cpu["remember"].append((time.process_time() - started_cpu) * 1000)
+        query = queries[n % len(queries)].format(j=rng.randrange(next_i))
+        started, started_cpu = time.perf_counter(), time.process_time()
+        services.recall(scope=DENSE_SCOPE, query=query, limit=5)
+        if keep:
+            wall["recall"].append((time.perf_counter() - started) * 1000)
+            cpu["recall"].append((time.process_time() - started_cpu) * 1000)
+    figures = {}
+    for kind in ("remember", "recall"):
+        figures[f"{kind}_p50"] = statistics.median(wall[kind])
+        figures[f"{kind}_p95"] = percentile(wall[kind], 0.95)
+        figures[f"{kind}_cpu_p50"] = statistics.median(cpu[kind])
+    return figures
+
+
+def embedding_cost(samples: int = 200) -> tuple[float, float]:
+    from memory import embeddings
+
+    embeddings.embed("warm up")
+    wall, cpu = [], []
+    for i in range(samples):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        embeddings.embed(dense_text(10_000_000 + i))
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - started_cpu) * 1000)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def run_dense(sizes: list[int], samples: int) -> None:
+    from django.db import connection
+
+    from memory import vectors
+    from memory.models import Record
+
+    state = vectors.status()
+    print(
+        f"dense-scope benchmark on {connection.vendor} ({state.engine}, {state.model}, "
+        f"semantic {'on' if state.available else 'OFF: ' + state.detail}), one scope {DENSE_SCOPE}"
+    )
+    wall, cpu = embedding_cost()
+    print(f"embedding cost per text alone: p50 {wall:.2f} ms wall, {cpu:.2f} ms CPU")
+    header = (
+        f"{'records':>9} {'seed s':>7} | {'remember p50':>12} {'p95':>8} {'cpu p50':>8} | "
+        f"{'recall p50':>10} {'p95':>8} {'cpu p50':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in sizes:
+        current = Record.objects.filter(scope=DENSE_SCOPE).count()
+        started = time.perf_counter()
+        seed_dense(current, size)
+        seeded = time.perf_counter() - started
+        figures = measure_dense(samples, 20_000_000 + size)
+        print(
+            f"{size:>9,} {seeded:>7.1f} | "
+            f"{figures['remember_p50']:>9.2f} ms {figures['remember_p95']:>5.2f} ms "
+            f"{figures['remember_cpu_p50']:>5.2f} ms | "
+            f"{figures['recall_p50']:>7.2f} ms {figures['recall_p95']:>5.2f} ms "
+            f"{figures['recall_cpu_p50']:>5.2f} ms   (load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -236,8 +430,25 @@ def main() -> None:
         help="records in the hot user's visible scopes at every size (default: a tenth of the size)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its path)")
+    parser.add_argument("--dense", action="store_true", help="the dense-scope case (see above)")
+    parser.add_argument(
+        "--postgres", help="dense case on PostgreSQL: a server URL (postgres://...)"
+    )
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.sizes.split(","))
+    if args.dense:
+        directory = Path(tempfile.mkdtemp(prefix="aetnaweb-dense-bench-"))
+        dropper = None
+        try:
+            if args.postgres:
+                dropper = use_fresh_postgres(args.postgres)
+            setup_django(directory)
+            run_dense(sizes, args.samples)
+        finally:
+            if dropper is not None:
+                dropper()
+            shutil.rmtree(directory, ignore_errors=True)
+        return
 
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-memory-bench-"))
     try:

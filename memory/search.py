@@ -190,35 +190,70 @@ def search(*, visible_scopes: Sequence[str], terms: Sequence[str], limit: int) -
     return _search_postgresql(visible_scopes, terms, limit)
 
 
+# A query word found in more records than this (in the visible scopes) is
+# "common": in a dense scope ("project", "codename" in every record) it tells
+# records apart hardly at all, yet ranking every record that holds it would
+# make recall cost grow with the scope. See _search_sqlite.
+COMMON_POSTINGS = 2000
+
+
 def _search_sqlite(
     visible_scopes: Sequence[str], terms: Sequence[str], limit: int
 ) -> list[IndexHit]:
     keys = [scope_key(scope) for scope in visible_scopes]
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
-        # rank is FTS5's bm25 (lower is better); the join re-checks status,
-        # scope and identity on the record row itself.
-        cursor.execute(
-            "SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f "  # noqa: S608  (placeholders only)
+        # How many records hold each word, counted only up to the cap (cheap:
+        # a doclist read that stops early).
+        postings: dict[str, int] = {}
+        for term in terms:
+            cursor.execute(
+                "SELECT COUNT(*) FROM (SELECT rowid FROM memory_record_fts "
+                "WHERE memory_record_fts MATCH %s LIMIT %s)",
+                [_fts_any(keys, [term]), COMMON_POSTINGS + 1],
+            )
+            postings[term] = int(cursor.fetchone()[0])
+        present = [term for term in terms if postings[term]]
+        if not present:
+            return []
+        rare = [term for term in present if postings[term] <= COMMON_POSTINGS]
+        join = (
             "JOIN memory_record r ON r.id = f.rowid AND r.record_id = f.record_id "
             f"WHERE memory_record_fts MATCH %s AND r.status = 'active' AND r.scope IN ({scope_marks}) "
-            "ORDER BY f.rank, f.rowid DESC LIMIT %s",
-            [_fts_any(keys, terms), *visible_scopes, limit],
         )
-        rows = cursor.fetchall()
+        if rare:
+            # Ranked by the rare words only: their postings bound the work.
+            # rank is FTS5's bm25 (lower is better); the join re-checks status,
+            # scope and identity on the record row itself.
+            cursor.execute(
+                f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+                "ORDER BY f.rank, f.rowid DESC LIMIT %s",
+                [_fts_any(keys, rare), *visible_scopes, limit],
+            )
+            rows = cursor.fetchall()
+        else:
+            # Only common words: score the newest COMMON_POSTINGS matches (FTS5
+            # walks rowids in order without ranking the rest), best first.
+            cursor.execute(
+                f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+                "ORDER BY f.rowid DESC LIMIT %s",
+                [_fts_any(keys, present), *visible_scopes, COMMON_POSTINGS],
+            )
+            rows = sorted(cursor.fetchall(), key=lambda row: (-row[2], -row[0]))[:limit]
         if not rows:
             return []
         matched = dict.fromkeys((row[0] for row in rows), 0)
         if len(terms) == 1:
             matched = dict.fromkeys(matched, 1)
         else:
-            # Which query words each candidate holds: one query per word over
-            # that word's postings in the visible scopes only (a plain MATCH is
-            # far cheaper for FTS5 than MATCH with a rowid list).
-            for term in terms:
+            # Which query words each candidate holds, asked for the candidates
+            # only: one query per word, bounded by the candidate list.
+            pk_marks = ", ".join(["%s"] * len(matched))
+            for term in present:
                 cursor.execute(
-                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s",
-                    [_fts_any(keys, [term])],
+                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
+                    f"AND rowid IN ({pk_marks})",
+                    [_fts_any(keys, [term]), *matched],
                 )
                 for (pk,) in cursor.fetchall():
                     if pk in matched:

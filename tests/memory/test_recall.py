@@ -306,3 +306,27 @@ def test_a_row_outside_the_lineage_is_dropped_even_if_the_index_returned_it(monk
     )
     # When recalled at alice's project / Then the segment-wise re-check drops it
     assert services.recall(scope=S, query="salary").candidates == ()
+
+
+@pytest.mark.django_db
+def test_common_words_in_a_dense_scope_are_bounded_and_rare_words_still_decide(
+    monkeypatch, settings
+):
+    # Given a dense scope where "project" and "codename" are in every record
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    monkeypatch.setattr(search, "COMMON_POSTINGS", 3)
+    ids = [
+        services.remember(
+            scope=S, text=f"Remember that project {i} uses codename falcon{i}."
+        ).record_ids[0]
+        for i in range(6)
+    ]
+    # When the query holds a rare word beside the common ones
+    result = services.recall(scope=S, query="which codename does project falcon2 have?")
+    # Then the record holding the rare word is first and holds all three words
+    assert result.record_ids[0] == ids[2]
+    assert result.candidates[0].parts["lexical"] == 1.0
+    # When the query holds only common words
+    result = services.recall(scope=S, query="project codename", limit=50)
+    # Then only the newest COMMON_POSTINGS matches are ranked, not the whole scope
+    assert [c.record_id for c in result.candidates] == ids[:2:-1]
