@@ -123,8 +123,14 @@ def _table_missing_reason() -> str | None:
                 f"no {TABLE} table (run `manage.py migrate`; on PostgreSQL the "
                 "pgvector extension must be installed first)"
             )
-    connection.aetnaweb_vec_table = True
+    connection.aetnaweb_vec_table = True  # type: ignore[attr-defined]
     return None
+
+
+def _sqlite_table_exists() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [TABLE])
+        return cursor.fetchone() is not None
 
 
 def create_table(schema_editor: Any) -> bool:
@@ -257,7 +263,15 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
 
 def unindex_records(pks: Sequence[int]) -> None:
     """Remove the vectors of records that stopped being active. No vector is left behind."""
-    if not pks or _table_missing_reason() is not None:
+    if not pks:
+        return
+    reason = _table_missing_reason()
+    if reason is not None:
+        if connection.vendor == "sqlite" and _sqlite_table_exists():
+            # Vectors exist but this connection cannot reach them: refusing (the
+            # caller's transaction rolls back) is the only way not to leave a
+            # forgotten record's vector behind.
+            raise RuntimeError(f"cannot remove vectors from {TABLE}: {reason}")
         return
     marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:

@@ -9,6 +9,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection, connections
 from django.test import override_settings
 
 from memory import embeddings, search, services, vectors
@@ -260,7 +261,52 @@ def test_reindex_refusals_are_one_line_and_write_nothing(model_fails):
 # -- wiring ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.django_db
 def test_the_fts_and_vector_indexes_are_kept_by_the_same_two_calls():
-    # Both indexes are filled and emptied together (memory.search delegates to memory.vectors)
-    assert "vectors.index_records" in open(search.__file__).read()
-    assert "vectors.unindex_records" in open(search.__file__).read()
+    # Given an active record
+    record_id = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    pk = pk_of(record_id)
+    # When the full-text index drops it (as every "stops being active" path does)
+    search.unindex_records([pk])
+    # Then its vector went too, and re-adding restores both
+    assert search.indexed_pks([pk]) == set() and vectors.indexed_pks([pk]) == set()
+    record = Record.objects.get(pk=pk)
+    search.index_records([(pk, record.record_id, record.scope, record.content)])
+    assert search.indexed_pks([pk]) == {pk} and vectors.indexed_pks([pk]) == {pk}
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the SQLite file")
+def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index):
+    # Given a committed record and its vector's exact bytes
+    record_id = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    content = Record.objects.get(record_id=record_id).content
+    vector = embeddings.embed(vectors.embedding_text(content))
+    assert vector is not None
+    path = connection.settings_dict["NAME"]
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "rb") as handle:
+        assert vector in handle.read()
+    # When it is forgotten
+    services.forget(scope=ALICE, selector="beef")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    # Then the vector's bytes are nowhere in the file
+    with open(path, "rb") as handle:
+        assert vector not in handle.read()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="sqlite-vec only")
+@pytest.mark.django_db
+def test_forget_is_refused_rather_than_leave_a_vector_it_cannot_reach(monkeypatch, rows):
+    # Given a record with a vector, then a connection that lost sqlite-vec
+    services.remember(scope=ALICE, text=BEEF)
+    before = rows()
+    wrapper = connections["default"]  # the wrapper itself, not the thread-local proxy
+    monkeypatch.setattr(wrapper, "aetnaweb_vec_loaded", False)
+    monkeypatch.setattr(wrapper, "aetnaweb_vec_table", False)
+    # When forgetting, then it fails as a whole and nothing changed
+    with pytest.raises(RuntimeError, match="cannot remove vectors"):
+        services.forget(scope=ALICE, selector="beef")
+    monkeypatch.undo()
+    assert rows() == before
