@@ -339,7 +339,7 @@ def models_f(name: str):
     return F(name)
 
 
-def measure_dense(samples: int, next_i: int) -> dict[str, float]:
+def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:
     from memory import services
 
     rng = random.Random(5)
@@ -358,7 +358,7 @@ def measure_dense(samples: int, next_i: int) -> dict[str, float]:
         if keep:
             wall["remember"].append((time.perf_counter() - started) * 1000)
             cpu["remember"].append((time.process_time() - started_cpu) * 1000)
-        query = queries[n % len(queries)].format(j=rng.randrange(next_i))
+        query = queries[n % len(queries)].format(j=rng.randrange(seeded))
         started, started_cpu = time.perf_counter(), time.process_time()
         services.recall(scope=DENSE_SCOPE, query=query, limit=5)
         if keep:
@@ -409,7 +409,7 @@ def run_dense(sizes: list[int], samples: int) -> None:
         started = time.perf_counter()
         seed_dense(current, size)
         seeded = time.perf_counter() - started
-        figures = measure_dense(samples, 20_000_000 + size)
+        figures = measure_dense(samples, 20_000_000 + size, size)
         print(
             f"{size:>9,} {seeded:>7.1f} | "
             f"{figures['remember_p50']:>9.2f} ms {figures['remember_p95']:>5.2f} ms "
