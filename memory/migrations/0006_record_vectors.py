@@ -24,7 +24,7 @@ def backward(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0004_record_scope_id"),
+        ("memory", "0005_fulltext_secure_delete"),
     ]
 
     operations = [migrations.RunPython(forward, backward)]
