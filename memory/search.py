@@ -264,16 +264,38 @@ def _search_sqlite(
 def _search_postgresql(
     visible_scopes: Sequence[str], terms: Sequence[str], limit: int
 ) -> list[IndexHit]:
-    query_sql = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
-    matched_sql = " + ".join(["(f.document @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    scopes = list(visible_scopes)
     with connection.cursor() as cursor:
+        # As on SQLite: words in more than COMMON_POSTINGS visible records do
+        # not get every such record ranked (see _search_sqlite).
+        postings: dict[str, int] = {}
+        for term in terms:
+            cursor.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "
+                "WHERE f.scope = ANY(%s) AND f.document @@ plainto_tsquery('english', %s) "
+                "LIMIT %s) m",
+                [scopes, term, COMMON_POSTINGS + 1],
+            )
+            postings[term] = int(cursor.fetchone()[0])
+        present = [term for term in terms if postings[term]]
+        if not present:
+            return []
+        rare = [term for term in present if postings[term] <= COMMON_POSTINGS]
+        ranked = rare or present
+        query_sql = " || ".join(["plainto_tsquery('english', %s)"] * len(ranked))
+        matched_sql = " + ".join(
+            ["(f.document @@ plainto_tsquery('english', %s))::int"] * len(present)
+        )
+        # Only common words: the newest COMMON_POSTINGS matches are ranked.
+        window = "" if rare else "ORDER BY f.record_pk DESC LIMIT %s"
         cursor.execute(
-            f"SELECT f.record_pk, f.record_id, ts_rank(f.document, q.query), ({matched_sql}) "  # noqa: S608  (placeholders only)
+            f"SELECT c.record_pk, c.record_id, ts_rank(c.document, c.query), ({matched_sql.replace('f.', 'c.')}) "  # noqa: S608  (placeholders only)
+            "FROM (SELECT f.record_pk, f.record_id, f.document, q.query "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
             "JOIN memory_record r ON r.id = f.record_pk AND r.record_id = f.record_id "
-            "WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
-            "ORDER BY 3 DESC, f.record_pk DESC LIMIT %s",
-            [*terms, *terms, list(visible_scopes), limit],
+            f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query {window}) c "
+            "ORDER BY 3 DESC, c.record_pk DESC LIMIT %s",
+            [*present, *ranked, scopes, *([] if rare else [COMMON_POSTINGS]), limit],
         )
         rows = cursor.fetchall()
     return [IndexHit(pk, record_id, float(raw), int(n)) for pk, record_id, raw, n in rows]
