@@ -115,7 +115,7 @@ def use_fresh_postgres(server_url: str):
 
         connections.close_all()
         with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     return drop
 
