@@ -51,29 +51,6 @@ CHECKPOINTS_PER_PAGE = 20
 CHECKPOINT_SCAN_LIMIT = 500  # rows examined per page for a principal who may not see them all
 RECENT_RUNS = 50
 
-# Offered as suggestions in the event-type filter (audit-log-v1 names them); any
-# dotted lower-case type may be typed.
-KNOWN_EVENT_TYPES = (
-    "access.grant_added",
-    "access.grant_revoked",
-    "access.token_created",
-    "access.token_revoked",
-    "episode.ingested",
-    "memory.consolidated",
-    "memory.context_injected",
-    "memory.duplicate_ignored",
-    "memory.forget",
-    "memory.forget_rejected",
-    "memory.persona_built",
-    "memory.recall",
-    "memory.record_created",
-    "memory.record_promoted",
-    "memory.record_quarantined",
-    "memory.record_rejected",
-    "memory.untrusted_source_ignored",
-)
-
-
 # -- helpers ---------------------------------------------------------------------------
 
 
@@ -174,15 +151,22 @@ def explorer(request: HttpRequest) -> HttpResponse:
     """Events newest first, filtered, paginated by sequence; a verify control and red banner."""
     principal = principal_for(request)
     _require_anywhere(principal, access.READ)
-    form = EventFilterForm(request.GET or None)
+    type_counts = selectors.event_type_counts(principal)
+    form = EventFilterForm(request.GET or None, type_counts=type_counts)
     filters: dict[str, Any] = {}
-    if form.is_bound and form.is_valid():
+    form_ok = not form.is_bound or form.is_valid()
+    if form.is_bound and form_ok:
         filters = form.filters()
     scope = Scope.parse(filters["scope"]) if filters.get("scope") else None
     if scope is not None:
         access.require(principal, access.READ, scope)
     before = page_key(request)
-    page = _event_page(principal, filters, before=before)
+    if form_ok:
+        page = _event_page(principal, filters, before=before)
+    else:
+        # An invalid filter shows nothing: the unfiltered list under the error
+        # would read as the answer to the question that was asked.
+        page = KeyPage(items=[], next_key=None, first_page=True)
     events = [
         {
             "event": event,
@@ -191,7 +175,6 @@ def explorer(request: HttpRequest) -> HttpResponse:
         }
         for event in page.items
     ]
-    form_ok = not form.is_bound or form.is_valid()
     status = latest_status(principal, scope)
     context = {
         "form": form,
@@ -208,7 +191,6 @@ def explorer(request: HttpRequest) -> HttpResponse:
         "targets": verify_targets(principal, scope),
         "can_export": _may_export(principal, scope),
         "export_url": _export_url(request),
-        "event_types": KNOWN_EVENT_TYPES,
     }
     return render_page(request, "audit/explorer.html", context, partial="events")
 
