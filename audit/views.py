@@ -9,6 +9,7 @@ reads through selectors that filter by grant, and writes only through
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +136,24 @@ def verify_targets(principal: Principal, current: Scope | None) -> list[VerifyTa
     ]
 
 
+RETRIEVAL_ID_RE = re.compile(r"ret_[0-9a-f]{32}")
+
+
+def recall_retrieval_id(event: AuditEvent) -> str | None:
+    """The ``ret_`` ID a ``memory.recall`` event names, for a link to the recall's page.
+
+    Only a well-formed ID is linked: a payload is evidence, not trusted input.
+    """
+    if event.event_type != "memory.recall":
+        return None
+    try:
+        payload = json.loads(event.payload)
+    except ValueError:
+        return None
+    value = payload.get("retrieval_id") if isinstance(payload, dict) else None
+    return value if isinstance(value, str) and RETRIEVAL_ID_RE.fullmatch(value) else None
+
+
 def _pretty_payload(text: str) -> str:
     try:
         return json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False)
@@ -172,6 +191,7 @@ def explorer(request: HttpRequest) -> HttpResponse:
             "event": event,
             "payload_pretty": _pretty_payload(event.payload),
             "time": event.created_at[:19].replace("T", " "),
+            "retrieval_id": recall_retrieval_id(event),
         }
         for event in page.items
     ]
@@ -248,6 +268,7 @@ def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
     context = {
         "event": event,
         "payload_pretty": _pretty_payload(event.payload),
+        "retrieval_id": recall_retrieval_id(event),
         "recomputed": recomputed,
         "hash_ok": recomputed == event.event_hash,
         "previous": previous[0] if previous else None,

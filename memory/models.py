@@ -165,7 +165,11 @@ class RetrievalEvent(ScopedRow):
     created_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["scope", "id"], name="mem_retrieval_scope_id")]
+        indexes = [
+            models.Index(fields=["scope", "id"], name="mem_retrieval_scope_id"),
+            # "Recalls in this session", linked from the audit explorer's session filter.
+            models.Index(fields=["session_id", "id"], name="mem_retrieval_session_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.retrieval_id} at {self.scope}"

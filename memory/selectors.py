@@ -370,6 +370,94 @@ def get_episode(principal: Principal, episode_id: str) -> Episode:
 # -- retrieval log, receipts -------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RetrievalCandidate:
+    """One candidate as the recall scored it, and its record if the viewer may read it."""
+
+    record_id: str
+    scope: str
+    rank: int
+    score: float
+    parts: dict[str, Any]
+    above_threshold: bool
+    returned: bool
+    record: Record | None  # None: outside the viewer's grants, or gone
+
+
+@dataclass(frozen=True)
+class RetrievalDetail:
+    """A stored recall, read after the fact: who asked, what, and why each candidate ranked."""
+
+    event: RetrievalEvent
+    candidates: list[RetrievalCandidate]
+    audit_event: AuditEvent | None  # its memory.recall event, when readable
+
+    @property
+    def returned(self) -> list[RetrievalCandidate]:
+        return [c for c in self.candidates if c.returned]
+
+
+def _stored_candidate(stored: dict[str, Any], records: dict[str, Record]) -> RetrievalCandidate:
+    """A candidate as saved in the retrieval event's JSON (tolerant: it is a stored row)."""
+    parts = stored.get("parts")
+    record_id = str(stored.get("record_id", ""))
+    return RetrievalCandidate(
+        record_id=record_id,
+        scope=str(stored.get("scope", "")),
+        rank=int(stored.get("rank") or 0),
+        score=float(stored.get("score") or 0.0),
+        parts=parts if isinstance(parts, dict) else {},
+        above_threshold=bool(stored.get("above_threshold")),
+        returned=bool(stored.get("returned")),
+        record=records.get(record_id),
+    )
+
+
+def get_retrieval(principal: Principal, retrieval_id: str) -> RetrievalDetail:
+    """A recall by ``ret_`` ID for someone who may read the scope it was made at.
+
+    A candidate's record (content, status) is attached only when the viewer
+    may read that record's scope, checked per record rather than assumed from
+    the recall's scope: the candidate list is a stored row, and a token's
+    grant does not reach ancestors as an operator's does. Out of reach is
+    ``AccessDenied``, unknown is ``RecordNotFound`` (both 404 in views).
+    """
+    event = RetrievalEvent.objects.filter(retrieval_id=retrieval_id).first()
+    if event is None:
+        raise RecordNotFound(f"no retrieval {retrieval_id}: check the ID")
+    access.require(principal, access.READ, event.scope)
+    stored = [c for c in event.candidates if isinstance(c, dict)]
+    ids = [str(c.get("record_id")) for c in stored if c.get("record_id")]
+    records = {
+        record.record_id: record
+        for record in Record.objects.filter(access.scope_q(principal, access.READ)).filter(
+            record_id__in=ids
+        )
+        if access.may(principal, access.READ, record.scope)
+    }
+    candidates = [_stored_candidate(c, records) for c in stored]
+    audit_event = None
+    if event.audit_event_id:
+        audit_event = AuditEvent.objects.filter(event_id=event.audit_event_id).first()
+        if audit_event is not None and not access.may(
+            principal, access.READ, audit_event.subject_id
+        ):
+            audit_event = None
+    return RetrievalDetail(event=event, candidates=candidates, audit_event=audit_event)
+
+
+def session_retrievals(
+    principal: Principal, session_id: str, *, limit: int = 20
+) -> list[RetrievalEvent]:
+    """The newest recalls of one session, at scopes the principal may read."""
+    rows = (
+        RetrievalEvent.objects.filter(access.scope_q(principal, access.READ))
+        .filter(session_id=session_id)
+        .order_by("-id")[:limit]
+    )
+    return [row for row in rows if access.may(principal, access.READ, row.scope)]
+
+
 def retrieval_log(
     principal: Principal, *, scope: Scope | str, after: Any = None, limit: int = 50
 ) -> Page:
@@ -576,6 +664,8 @@ def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 
 __all__ = [
     "Page",
     "RecordDetail",
+    "RetrievalCandidate",
+    "RetrievalDetail",
     "chain_length",
     "chain_status",
     "count_scopes_with_memory",
@@ -583,6 +673,7 @@ __all__ = [
     "effective_recall_scopes",
     "get_episode",
     "get_receipt",
+    "get_retrieval",
     "inspect",
     "list_receipts",
     "list_records",
@@ -592,6 +683,7 @@ __all__ = [
     "scope_counts",
     "scope_tree",
     "scopes_with_memory",
+    "session_retrievals",
 ]
 
 

@@ -68,6 +68,8 @@ from memory.models import SourceType, Status, TrustTier
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
 RECEIPTS_ON_SCOPE_PAGE = 10
+SESSION_RECALLS = 50
+MAX_SESSION_ID = 200  # the column width of session_id everywhere
 LIVE_CHAIN_LIMIT = 20_000  # events checked on page load (about a second; see docs/operators.md)
 # Every status that still holds content; a forget takes the record's whole lineage.
 FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED}
@@ -409,6 +411,45 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
 
 
 # -- review queue ------------------------------------------------------------------
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def retrieval_detail(request: HttpRequest, retrieval_id: str) -> HttpResponse:
+    """Why was this recalled: a stored recall's question (digest), asker, and every candidate."""
+    principal = principal_for(request)
+    try:
+        detail = selectors.get_retrieval(principal, retrieval_id)
+    except RecordNotFound as exc:
+        raise Http404("no such retrieval") from exc
+    return render_page(
+        request,
+        "memory/retrieval_detail.html",
+        {
+            "detail": detail,
+            "retrieval": detail.event,
+            "scope": Scope.parse(detail.event.scope),
+            "hidden_candidates": sum(1 for c in detail.candidates if c.record is None),
+        },
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def session_detail(request: HttpRequest) -> HttpResponse:
+    """One agent session's recalls (``?id=SESSION``), newest first, at scopes you may read."""
+    principal = principal_for(request)
+    session_id = request.GET.get("id", "").strip()
+    if not session_id or len(session_id) > MAX_SESSION_ID:
+        raise Http404("no such session")
+    retrievals = selectors.session_retrievals(principal, session_id, limit=SESSION_RECALLS)
+    return render_page(
+        request,
+        "memory/session_detail.html",
+        {"session_id": session_id, "retrievals": retrievals, "limit": SESSION_RECALLS},
+    )
 
 
 def _queue_page(
