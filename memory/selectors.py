@@ -236,6 +236,42 @@ def review_queue(
     )
 
 
+def waiting_siblings(principal: Principal, records: list[Record]) -> dict[str, list[Record]]:
+    """Per source episode of ``records``, every fact from it still quarantined (oldest first),
+    among those the principal may review: the review queue shows them together."""
+    episode_ids = sorted({r.episode_id for r in records if r.episode_id})
+    if not episode_ids:
+        return {}
+    rows = (
+        Record.objects.filter(status=Status.QUARANTINED, episode_id__in=episode_ids)
+        .filter(access.scope_q(principal, access.REVIEW))
+        .select_related("episode")
+        .order_by("id")
+    )
+    grouped: dict[str, list[Record]] = {}
+    for row in rows:
+        if access.may(principal, access.REVIEW, row.scope) and row.episode_id:
+            grouped.setdefault(row.episode_id, []).append(row)
+    return grouped
+
+
+def quarantined_for_review(
+    principal: Principal, items: list[tuple[Scope, str]]
+) -> dict[str, Record]:
+    """The quarantined records among ``items`` (scope, record ID) the principal may review."""
+    if not items:
+        return {}
+    wanted = {(str(scope), record_id) for scope, record_id in items}
+    rows = Record.objects.filter(
+        status=Status.QUARANTINED, record_id__in=sorted({r for _, r in wanted})
+    ).filter(access.scope_q(principal, access.REVIEW))
+    return {
+        row.record_id: row
+        for row in rows
+        if (row.scope, row.record_id) in wanted and access.may(principal, access.REVIEW, row.scope)
+    }
+
+
 def _visible_record(principal: Principal, record_id: str) -> Record:
     record = (
         Record.objects.filter(access.scope_q(principal, access.READ))
@@ -677,6 +713,7 @@ __all__ = [
     "inspect",
     "list_receipts",
     "list_records",
+    "quarantined_for_review",
     "record_detail",
     "retrieval_log",
     "review_queue",
@@ -684,6 +721,7 @@ __all__ = [
     "scope_tree",
     "scopes_with_memory",
     "session_retrievals",
+    "waiting_siblings",
 ]
 
 

@@ -88,8 +88,10 @@ __all__ = [
     "RecallBlock",
     "RecallResult",
     "RememberResult",
+    "SourceDecision",
     "capture",
     "consolidate",
+    "decide_source",
     "forget",
     "forget_preview",
     "inspect",
@@ -1650,6 +1652,75 @@ def reject(
         record_id=record.record_id,
     )
     return _keep_receipt(parsed, event, selector_sha256, purged_ids, episode_ids)
+
+
+@dataclass(frozen=True)
+class SourceDecision(_AsDict):
+    """Every fact of one source message, decided at once."""
+
+    scope: str
+    episode_id: str
+    promoted: tuple[PromoteResult, ...]
+    receipts: tuple[dict[str, Any], ...]
+
+
+SOURCE_DECISIONS = ("promote", "reject")
+
+
+@transaction.atomic
+def decide_source(
+    *,
+    scope: Scope | str,
+    episode_id: str,
+    decisions: dict[str, str],
+    reason: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> SourceDecision:
+    """Promote or reject every quarantined fact extracted from one source message, together.
+
+    A rejection purges the source text (as forget does), so deciding one fact
+    alone would leave its siblings to be judged without their source. Here the
+    decisions must name exactly the facts still waiting; promotions run first,
+    then rejections. All or nothing: any refusal writes nothing.
+    """
+    parsed = access.require(principal, access.REVIEW, scope)
+    _reason_payload(reason)
+    if not isinstance(decisions, dict) or not decisions:
+        raise RecordStateError("decide at least one fact of the source")
+    unknown = sorted({str(d) for d in decisions.values() if d not in SOURCE_DECISIONS})
+    if unknown:
+        raise RecordStateError(f"a decision is promote or reject, not {', '.join(unknown)}")
+    lock_subject(str(parsed))
+    waiting = set(
+        Record.objects.select_for_update()
+        .filter(scope=str(parsed), episode_id=episode_id, status=Status.QUARANTINED)
+        .values_list("record_id", flat=True)
+    )
+    if not waiting:
+        raise RecordStateError(
+            f"no fact from source {episode_id} awaits review at {parsed}: "
+            "it was decided already, or the ID is wrong"
+        )
+    missing, extra = sorted(waiting - set(decisions)), sorted(set(decisions) - waiting)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"also decide {', '.join(missing)} (from the same source)")
+        if extra:
+            parts.append(f"{', '.join(extra)} no longer await review from this source")
+        raise RecordStateError("; ".join(parts) + ". Nothing was changed.")
+    promoted = tuple(
+        promote(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "promote"
+    )
+    receipts = tuple(
+        reject(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "reject"
+    )
+    return SourceDecision(str(parsed), episode_id, promoted, receipts)
 
 
 # -- proposals, consolidation --------------------------------------------------------

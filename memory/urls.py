@@ -20,6 +20,7 @@ urlpatterns = [
     path("review/", views.review_queue, name="review"),
     path("review/decide/", views.review_decide, name="decide"),
     path("review/bulk/", views.review_bulk, name="bulk"),
+    path("review/source/", views.review_source, name="decide_source"),
     path("receipts/verify/", views.receipt_verify, name="receipt_verify"),
     path("receipts/<str:event_id>/", views.receipt, name="receipt"),
     path("receipts/<str:event_id>/download/", views.receipt_download, name="receipt_json"),
