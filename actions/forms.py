@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 
 from actions import formats
-from actions.services import MAX_REASON_LENGTH
+from actions.models import ActionResolution
+from actions.services import MAX_OWNER_LENGTH, MAX_REASON_LENGTH
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
 
@@ -37,6 +38,33 @@ class AbortForm(StorableTextMixin, forms.Form):
         required=False,
         strip=True,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Why this plan should not run"}),
+    )
+
+
+class ResolutionForm(StorableTextMixin, forms.Form):
+    """Close an uncertain or recovery-required transaction: what was found, who follows up."""
+
+    outcome = forms.ChoiceField(
+        label="What you found",
+        choices=[("", "choose…"), *ActionResolution.OUTCOMES],
+        error_messages={"required": "Say what you found in the world."},
+    )
+    owner = forms.CharField(
+        label="Owner of any follow-up",
+        max_length=MAX_OWNER_LENGTH,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "a person or a team", "autocomplete": "off"}),
+        error_messages={"required": "Name who owns the follow-up (you, a person or a team)."},
+    )
+    note = forms.CharField(
+        label="Note",
+        max_length=MAX_REASON_LENGTH,
+        strip=True,
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "What you checked and what you did"}
+        ),
+        help_text="Readable here by those who may see this plan; the audit chain records its digest.",
+        error_messages={"required": "Write what you checked and what you did."},
     )
 
 

@@ -30,6 +30,7 @@ from actions.models import (
     ActionOperation,
     ActionPayload,
     ActionReceipt,
+    ActionResolution,
     ActionTransaction,
 )
 from aetnaweb import access
@@ -253,6 +254,7 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
     )
     may_approve = access.may(principal, access.APPROVE, txn.subject_id)
     self_proposed = txn.proposed_by(principal)
+    resolution = ActionResolution.objects.filter(transaction_id=txn.id).first()
     try:
         approval_enabled = configured_authority(required=False) is not None
     except ActionError:
@@ -316,11 +318,25 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
             and txn.mode == formats.MODE_ENFORCE,
             "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
             "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
+            "resolve": may_approve and txn.state in ATTENTION_STATES and resolution is None,
             "purge": may_approve and txn.is_terminal,
             "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
         },
         "self_proposed": self_proposed,
         "approval_enabled": approval_enabled,
+        "resolution": _resolution_view(resolution) if resolution else None,
+    }
+
+
+def _resolution_view(row: ActionResolution) -> dict[str, Any]:
+    return {
+        "outcome": row.outcome,
+        "outcome_label": dict(ActionResolution.OUTCOMES).get(row.outcome, row.outcome),
+        "note": row.note,
+        "owner": row.owner,
+        "resolved_by": row.resolved_by,
+        "audit_event_id": row.audit_event_id,
+        "created_at": row.created_at,
     }
 
 
@@ -389,16 +405,24 @@ def _attention_text(
     return lines
 
 
-def attention_queue(principal: Principal) -> list[dict[str, Any]]:
+RESOLVED_FILTERS = ("open", "resolved", "all")
+
+
+def attention_queue(principal: Principal, *, resolved: str = "open") -> list[dict[str, Any]]:
     """Uncertain and recovery_required transactions the principal may see, newest first.
 
-    Each carries ``what_to_check``: what a person should look at in the world.
+    ``resolved`` is ``open`` (no resolution recorded yet: the default),
+    ``resolved`` or ``all``. Each item carries ``what_to_check`` (what a
+    person should look at in the world) and its ``resolution``, if any.
     """
-    rows = list(
-        ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES).order_by(
-            "-created_at", "-id"
-        )[:MAX_PAGE]
-    )
+    if resolved not in RESOLVED_FILTERS:
+        raise ValueError(f"resolved must be one of {', '.join(RESOLVED_FILTERS)}")
+    queryset = ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES)
+    if resolved == "open":
+        queryset = queryset.filter(resolution__isnull=True)
+    elif resolved == "resolved":
+        queryset = queryset.filter(resolution__isnull=False)
+    rows = list(queryset.select_related("resolution").order_by("-created_at", "-id")[:MAX_PAGE])
     ids = [row.id for row in rows]
     operations: dict[str, list[ActionOperation]] = defaultdict(list)
     for op in ActionOperation.objects.filter(transaction_id__in=ids).order_by("ordinal"):
@@ -413,15 +437,22 @@ def attention_queue(principal: Principal) -> list[dict[str, Any]]:
     for txn in rows:
         item = _summary(txn, principal)
         item["what_to_check"] = _attention_text(txn, operations[txn.id], payloads)
+        resolution = getattr(txn, "resolution", None)
+        item["resolution"] = _resolution_view(resolution) if resolution else None
+        item["may_resolve"] = resolution is None and access.may(
+            principal, access.APPROVE, txn.subject_id
+        )
         items.append(item)
     return items
 
 
 def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:
-    """Per tenant: pending approvals, uncertain, recovery_required (one grouped query)."""
+    """Per tenant: pending approvals, and uncertain and recovery_required transactions
+    without a recorded resolution (one grouped query)."""
     wanted = (formats.AWAITING_APPROVAL, formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
     rows = (
         ActionTransaction.objects.filter(_visible(principal), state__in=wanted)
+        .filter(resolution__isnull=True)
         .values_list("scope_tenant", "state")
         .annotate(n=Count("id"))
         .order_by()
