@@ -446,6 +446,19 @@ def attention_queue(principal: Principal, *, resolved: str = "open") -> list[dic
     return items
 
 
+def transactions_by_id_prefix(
+    principal: Principal, prefix: str, *, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Transactions whose ID starts with ``prefix`` (a whole ID: exactly it), visible only."""
+    rows = ActionTransaction.objects.filter(_visible(principal))
+    rows = rows.filter(pk=prefix) if len(prefix) == 36 else rows.filter(pk__startswith=prefix)
+    return [
+        _summary(row)
+        for row in rows.order_by("id")[:limit]
+        if access.may(principal, access.READ, row.subject_id)
+    ]
+
+
 def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:
     """Per tenant: pending approvals, and uncertain and recovery_required transactions
     without a recorded resolution (one grouped query)."""

@@ -269,6 +269,43 @@ def get_event(principal: Principal, event_id: str) -> AuditEvent:
     return event
 
 
+def events_by_id_prefix(principal: Principal, prefix: str, *, limit: int = 20) -> list[AuditEvent]:
+    """Events whose ``event_id`` starts with ``prefix`` (a whole ID: exactly it), readable only."""
+    rows = AuditEvent.objects.all()
+    rows = (
+        rows.filter(event_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(event_id__startswith=prefix)
+    )
+    subjects = visible_subject_ids(principal)
+    if isinstance(subjects, list) and not subjects:
+        return []
+    if subjects is not None:
+        rows = rows.filter(subject_id__in=subjects)
+    found = rows.order_by("event_id")[:limit]
+    return [row for row in found if readable(principal, row.subject_id)]
+
+
+def scopes_matching(principal: Principal, text: str, *, limit: int = 20) -> list[str]:
+    """Scopes (chains) the principal may read whose tenant or user name contains ``text``.
+
+    Read from the subject index (one row per scope that has ever had an
+    event), case-insensitively, sorted; each is re-checked with
+    :func:`aetnaweb.access.may`.
+    """
+    if not text or not access.has_capability_anywhere(principal, access.READ):
+        return []
+    rows = (
+        AuditSubject.objects.filter(
+            access.scope_q(principal, access.READ, canonical_field="subject_id")
+        )
+        .filter(Q(tenant__icontains=text) | Q(user__icontains=text))
+        .order_by("subject_id")
+        .values_list("subject_id", flat=True)[: limit * 2]
+    )
+    return [subject for subject in rows if readable(principal, subject)][:limit]
+
+
 def events_for_record(
     principal: Principal, record_id: str, *, limit: int = 200
 ) -> list[AuditEvent]:

@@ -88,11 +88,13 @@ class RecordFilterForm(StorableTextMixin, forms.Form):
     trust_tier = _optional_choice(TrustTier.choices, "trust tier")
     session = forms.CharField(max_length=200, required=False, label="Session")
     q = forms.CharField(max_length=200, required=False, label="Text contains")
+    below = forms.BooleanField(required=False, label="Include the scopes below")
 
     def selector_filters(self) -> dict[str, Any]:
         """Keyword arguments for :func:`memory.selectors.list_records`."""
         data = self.cleaned_data
         return {
+            "include_descendants": bool(data.get("below")),
             "status": data.get("status") or None,
             "source_type": data.get("source_type") or None,
             "trust_tier": data.get("trust_tier") or None,

@@ -482,6 +482,32 @@ def get_retrieval(principal: Principal, retrieval_id: str) -> RetrievalDetail:
     return RetrievalDetail(event=event, candidates=candidates, audit_event=audit_event)
 
 
+def records_by_id_prefix(principal: Principal, prefix: str, *, limit: int = 20) -> list[Record]:
+    """Records whose ``record_id`` starts with ``prefix`` (a whole ID: exactly it), readable only."""
+    rows = Record.objects.filter(access.scope_q(principal, access.READ))
+    rows = (
+        rows.filter(record_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(record_id__startswith=prefix)
+    )
+    found = rows.order_by("record_id")[:limit]
+    return [row for row in found if access.may(principal, access.READ, row.scope)]
+
+
+def retrievals_by_id_prefix(
+    principal: Principal, prefix: str, *, limit: int = 20
+) -> list[RetrievalEvent]:
+    """Stored recalls whose ``retrieval_id`` starts with ``prefix``, at readable scopes only."""
+    rows = RetrievalEvent.objects.filter(access.scope_q(principal, access.READ))
+    rows = (
+        rows.filter(retrieval_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(retrieval_id__startswith=prefix)
+    )
+    found = rows.order_by("retrieval_id")[:limit]
+    return [row for row in found if access.may(principal, access.READ, row.scope)]
+
+
 def session_retrievals(
     principal: Principal, session_id: str, *, limit: int = 20
 ) -> list[RetrievalEvent]:
@@ -715,7 +741,9 @@ __all__ = [
     "list_records",
     "quarantined_for_review",
     "record_detail",
+    "records_by_id_prefix",
     "retrieval_log",
+    "retrievals_by_id_prefix",
     "review_queue",
     "scope_counts",
     "scope_tree",

@@ -246,7 +246,12 @@ def _scope_page(
         if page and page.next_cursor
         else None,
         first_url=f"?{query_string(request, after=None)}" if request.GET.get("after") else None,
-        may_forget=access.may(principal, access.FORGET, parsed),
+        # Forget acts at exactly one scope: with the scopes below listed, the
+        # ticked records could belong to several, so the selection is off.
+        below=bool(filters.is_valid() and filters.cleaned_data.get("below")),
+        scope_text=str(parsed),
+        may_forget=access.may(principal, access.FORGET, parsed)
+        and not (filters.is_valid() and filters.cleaned_data.get("below")),
         may_recall=access.may_act(principal, access.READ, parsed),
         own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
