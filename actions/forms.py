@@ -98,7 +98,43 @@ class HistoryFilterForm(StorableTextMixin, forms.Form):
             if state != formats.DRAFT
         ],
     )
+    proposer = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Proposed by",
+        widget=forms.TextInput(attrs={"placeholder": "agent:deploy-bot", "autocomplete": "off"}),
+        help_text="The exact proposer, any letter case.",
+    )
+    adapter = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Adapter",
+        widget=forms.TextInput(attrs={"placeholder": "filesystem", "autocomplete": "off"}),
+    )
+    since = forms.DateField(
+        required=False,
+        label="From (UTC)",
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
+    until = forms.DateField(
+        required=False,
+        label="Until (UTC, inclusive)",
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
     after = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+
+    def clean_adapter(self) -> str | None:
+        value = (self.cleaned_data.get("adapter") or "").strip()
+        if value and not re.fullmatch(r"[a-z0-9_.-]{1,100}", value):
+            raise forms.ValidationError("An adapter name is lower-case letters, digits, _ . -")
+        return value or None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("“From” must not be after “Until”.")
+        return data
 
     def clean_scope(self) -> str | None:
         raw = self.cleaned_data.get("scope") or ""
@@ -124,4 +160,8 @@ class HistoryFilterForm(StorableTextMixin, forms.Form):
             "scope": data.get("scope"),
             "states": [data["state"]] if data.get("state") else None,
             "after": data.get("after"),
+            "proposer": (data.get("proposer") or "").strip() or None,
+            "adapter": data.get("adapter"),
+            "created_from": data.get("since"),
+            "created_until": data.get("until"),
         }
