@@ -161,7 +161,10 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
-            "builtins": ["django_htmx.templatetags.django_htmx"],
+            "builtins": [
+                "django_htmx.templatetags.django_htmx",
+                "aetnaweb.templatetags.dashboard",  # when, copy_button: on every page
+            ],
         },
     }
 ]

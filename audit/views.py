@@ -41,6 +41,7 @@ from audit.chain import row_event_hash
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
 from audit.forms import EventFilterForm, EvidenceUpload, EvidenceUploadForm, VerifyChainForm
 from audit.models import AuditEvent, Checkpoint, VerificationRun
+from audit.readable import event_summary
 from audit.receipts import verify_deletion_receipt
 from audit.selectors import readable
 from audit.services import AuditError, create_checkpoint, start_verification_run
@@ -192,6 +193,7 @@ def explorer(request: HttpRequest) -> HttpResponse:
             "payload_pretty": _pretty_payload(event.payload),
             "time": event.created_at[:19].replace("T", " "),
             "retrieval_id": recall_retrieval_id(event),
+            "summary": event_summary(event),
         }
         for event in page.items
     ]
@@ -269,6 +271,7 @@ def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
         "event": event,
         "payload_pretty": _pretty_payload(event.payload),
         "retrieval_id": recall_retrieval_id(event),
+        "summary": event_summary(event),
         "recomputed": recomputed,
         "hash_ok": recomputed == event.event_hash,
         "previous": previous[0] if previous else None,

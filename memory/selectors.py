@@ -32,6 +32,7 @@ from memory.models import (
     RecordAuditLink,
     RetrievalEvent,
     RetrievalHit,
+    ReviewReason,
     ScopeStats,
     SourceType,
     Status,
@@ -508,6 +509,19 @@ def retrievals_by_id_prefix(
     return [row for row in found if access.may(principal, access.READ, row.scope)]
 
 
+def review_reasons(principal: Principal, record_id: str) -> dict[str, str]:
+    """The typed reasons of a record's review decisions, by audit event ID, for those who
+    may review the record's scope (everyone else: none)."""
+    rows = ReviewReason.objects.filter(record_id=record_id).filter(
+        access.scope_q(principal, access.REVIEW)
+    )
+    return {
+        row.audit_event_id: row.reason
+        for row in rows
+        if row.reason and access.may(principal, access.REVIEW, row.scope)
+    }
+
+
 def session_retrievals(
     principal: Principal, session_id: str, *, limit: int = 20
 ) -> list[RetrievalEvent]:
@@ -745,6 +759,7 @@ __all__ = [
     "retrieval_log",
     "retrievals_by_id_prefix",
     "review_queue",
+    "review_reasons",
     "scope_counts",
     "scope_tree",
     "scopes_with_memory",

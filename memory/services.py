@@ -76,6 +76,7 @@ from memory.models import (
     RecordAuditLink,
     RetrievalEvent,
     RetrievalHit,
+    ReviewReason,
     ScopeStats,
     SourceType,
     Status,
@@ -1332,6 +1333,8 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
         updated_at=now,
     )
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
+    # A review reason may quote the content: it goes with it.
+    ReviewReason.objects.filter(record_id__in=[r.record_id for r in records]).update(reason="")
     episode_ids = _episode_ids(records)
     if episode_ids:
         # A message's text is cleared even when another fact drawn from it stays
@@ -1609,6 +1612,7 @@ def promote(
         record_id=record.record_id,
         mentions=superseded_ids,
     )
+    _keep_reason(parsed, record.record_id, "promote", reason, event.event_id, now)
     return PromoteResult(
         str(parsed),
         record.record_id,
@@ -1636,7 +1640,8 @@ def reject(
     record = _record_at(parsed, record_id)
     _require_quarantined(record, "reject")
     selector_sha256 = digest([record.record_id])
-    purged_ids, episode_ids = _purge(parsed, [record], timezone.now())
+    now = timezone.now()
+    purged_ids, episode_ids = _purge(parsed, [record], now)
     event = _audit(
         scope=parsed,
         event_type="memory.record_rejected",
@@ -1651,7 +1656,25 @@ def reject(
         },
         record_id=record.record_id,
     )
+    _keep_reason(parsed, record.record_id, "reject", reason, event.event_id, now)
     return _keep_receipt(parsed, event, selector_sha256, purged_ids, episode_ids)
+
+
+def _keep_reason(
+    scope: Scope, record_id: str, decision: str, reason: str | None, event_id: str, now: datetime
+) -> None:
+    """Keep a review reason as typed, for those who may review the scope (the chain has its
+    digest only)."""
+    if reason and reason.strip():
+        ReviewReason.objects.create(
+            scope=str(scope),
+            **scope.columns(),
+            audit_event_id=event_id,
+            record_id=record_id,
+            decision=decision,
+            reason=reason.strip(),
+            created_at=now,
+        )
 
 
 @dataclass(frozen=True)

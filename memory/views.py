@@ -40,6 +40,7 @@ from aetnaweb.dashboard import (
 from aetnaweb.scopes import Scope
 from audit.chain import row_event_hash
 from audit.models import AuditEvent
+from audit.readable import event_summary
 from audit.receipts import receipt_shape_failures, verify_deletion_receipt
 from memory import selectors, services
 from memory.errors import (
@@ -385,6 +386,10 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
         raise Http404("no such record") from exc
     record = detail.record
     events = _event_rows(detail.audit_events)
+    reasons = selectors.review_reasons(principal, record.record_id)
+    for row in events:
+        row["reason"] = reasons.get(row["event"].event_id, "")
+        row["summary"] = event_summary(row["event"])
     promoted = next(
         (row for row in events if row["event"].event_type == "memory.record_promoted"), None
     )
