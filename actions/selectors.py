@@ -513,7 +513,9 @@ def _attention_text(
 RESOLVED_FILTERS = ("open", "resolved", "all")
 
 
-def attention_queue(principal: Principal, *, resolved: str = "open") -> list[dict[str, Any]]:
+def attention_queue(
+    principal: Principal, *, resolved: str = "open", within: Scope | None = None
+) -> list[dict[str, Any]]:
     """Uncertain and recovery_required transactions the principal may see, newest first.
 
     ``resolved`` is ``open`` (no resolution recorded yet: the default),
@@ -523,6 +525,8 @@ def attention_queue(principal: Principal, *, resolved: str = "open") -> list[dic
     if resolved not in RESOLVED_FILTERS:
         raise ValueError(f"resolved must be one of {', '.join(RESOLVED_FILTERS)}")
     queryset = ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES)
+    if within is not None:
+        queryset = queryset.filter(**within.subtree_filter("scope_"))
     if resolved == "open":
         queryset = queryset.filter(resolution__isnull=True)
     elif resolved == "resolved":
@@ -562,6 +566,19 @@ def transactions_by_id_prefix(
         for row in rows.order_by("id")[:limit]
         if access.may(principal, access.READ, row.subject_id)
     ]
+
+
+def approvals_awaiting(principal: Principal) -> int:
+    """Plans awaiting approval that this principal may approve: on a scope where they hold
+    the approver role, and not proposed by them (separation of duties)."""
+    if not principal.is_operator or not access.has_capability_anywhere(principal, access.APPROVE):
+        return 0
+    query = ActionTransaction.objects.filter(
+        _visible(principal, access.APPROVE), state=formats.AWAITING_APPROVAL
+    ).exclude(actor_id=principal.label)
+    if principal.user_id is not None:
+        query = query.exclude(proposed_by_user_id=principal.user_id)
+    return query.count()
 
 
 def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:

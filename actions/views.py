@@ -45,7 +45,14 @@ from actions.forms import (
 )
 from aetnaweb import access
 from aetnaweb.access import Principal
-from aetnaweb.dashboard import dashboard_view, page_size, principal_for, render_page
+from aetnaweb.dashboard import (
+    dashboard_view,
+    invalid_scope_response,
+    page_size,
+    principal_for,
+    render_page,
+)
+from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
 
 DETAIL = "actions/detail.html"
@@ -140,7 +147,11 @@ def attention(request: HttpRequest) -> HttpResponse:
     resolved = request.GET.get("resolved", "open")
     if resolved not in selectors.RESOLVED_FILTERS:
         resolved = "open"  # an unknown filter shows the default list, and the tabs say which
-    items = selectors.attention_queue(principal, resolved=resolved)
+    try:
+        within = Scope.parse(request.GET["scope"]) if request.GET.get("scope") else None
+    except ScopeError as exc:
+        return invalid_scope_response(request, exc)
+    items = selectors.attention_queue(principal, resolved=resolved, within=within)
     interrupted = selectors.list_transactions(
         principal, states=formats.INTERRUPTED_STATES, limit=selectors.MAX_PAGE
     ).items
@@ -151,6 +162,7 @@ def attention(request: HttpRequest) -> HttpResponse:
         "interrupted": interrupted,
         "tab": "attention",
         "resolved": resolved,
+        "within": str(within) if within else "",
         "filters": [("open", "Open"), ("resolved", "Resolved"), ("all", "All")],
     }
     return render(request, "actions/attention.html", context)

@@ -160,6 +160,7 @@ TEMPLATES = [
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "aetnaweb.dashboard.navigation",
             ],
             "builtins": [
                 "django_htmx.templatetags.django_htmx",

@@ -731,6 +731,16 @@ def counts_by_tenant(principal: Principal) -> list[dict[str, Any]]:
     ]
 
 
+def quarantined_awaiting(principal: Principal) -> int:
+    """Quarantined records in scopes where the principal may review ("awaiting you")."""
+    if not access.has_capability_anywhere(principal, access.REVIEW):
+        return 0
+    total = ScopeStats.objects.filter(access.scope_q(principal, access.REVIEW)).aggregate(
+        n=Sum("quarantined")
+    )["n"]
+    return int(total or 0)
+
+
 def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 50) -> Page:
     """Scopes that hold memory and the principal may read, by internal id (stable keys)."""
     queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
@@ -753,6 +763,7 @@ __all__ = [
     "inspect",
     "list_receipts",
     "list_records",
+    "quarantined_awaiting",
     "quarantined_for_review",
     "record_detail",
     "records_by_id_prefix",
