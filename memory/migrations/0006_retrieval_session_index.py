@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0004_record_scope_id'),
+        ('memory', '0005_fulltext_secure_delete'),
     ]
 
     operations = [
