@@ -54,7 +54,7 @@ def test_the_top_bar_shows_only_what_the_role_can_open(client, role, shown):
 
 
 @pytest.fixture
-def busy(db, tmp_path, settings):
+def busy(db, tmp_path, settings, authorizing_messages):
     (tmp_path / "root").mkdir()
     settings.AETNAWEB_ACTIONS_ROOT = str(tmp_path / "root")
     for scope in ("acme:alice:*", "acme:bob:*"):

@@ -18,7 +18,7 @@ SCOPE = "acme:alice:proj"
 
 
 @pytest.fixture
-def world(db, tmp_path, settings):
+def world(db, tmp_path, settings, authorizing_messages):
     (tmp_path / "root").mkdir()
     settings.AETNAWEB_ACTIONS_ROOT = str(tmp_path / "root")
     alice = services.remember(scope=SCOPE, text="My editor is helix.").records[0]
