@@ -8,7 +8,8 @@ from typing import Any
 from django import forms
 
 from actions import formats
-from actions.services import MAX_REASON_LENGTH
+from actions.models import ActionResolution
+from actions.services import MAX_OWNER_LENGTH, MAX_REASON_LENGTH
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
 
@@ -37,6 +38,33 @@ class AbortForm(StorableTextMixin, forms.Form):
         required=False,
         strip=True,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Why this plan should not run"}),
+    )
+
+
+class ResolutionForm(StorableTextMixin, forms.Form):
+    """Close an uncertain or recovery-required transaction: what was found, who follows up."""
+
+    outcome = forms.ChoiceField(
+        label="What you found",
+        choices=[("", "choose…"), *ActionResolution.OUTCOMES],
+        error_messages={"required": "Say what you found in the world."},
+    )
+    owner = forms.CharField(
+        label="Owner of any follow-up",
+        max_length=MAX_OWNER_LENGTH,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "a person or a team", "autocomplete": "off"}),
+        error_messages={"required": "Name who owns the follow-up (you, a person or a team)."},
+    )
+    note = forms.CharField(
+        label="Note",
+        max_length=MAX_REASON_LENGTH,
+        strip=True,
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "What you checked and what you did"}
+        ),
+        help_text="Readable here by those who may see this plan; the audit chain records its digest.",
+        error_messages={"required": "Write what you checked and what you did."},
     )
 
 
@@ -70,7 +98,43 @@ class HistoryFilterForm(StorableTextMixin, forms.Form):
             if state != formats.DRAFT
         ],
     )
+    proposer = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Proposed by",
+        widget=forms.TextInput(attrs={"placeholder": "agent:deploy-bot", "autocomplete": "off"}),
+        help_text="The exact proposer, any letter case.",
+    )
+    adapter = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Adapter",
+        widget=forms.TextInput(attrs={"placeholder": "filesystem", "autocomplete": "off"}),
+    )
+    since = forms.DateField(
+        required=False,
+        label="From (UTC)",
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
+    until = forms.DateField(
+        required=False,
+        label="Until (UTC, inclusive)",
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
     after = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+
+    def clean_adapter(self) -> str | None:
+        value = (self.cleaned_data.get("adapter") or "").strip()
+        if value and not re.fullmatch(r"[a-z0-9_.-]{1,100}", value):
+            raise forms.ValidationError("An adapter name is lower-case letters, digits, _ . -")
+        return value or None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("“From” must not be after “Until”.")
+        return data
 
     def clean_scope(self) -> str | None:
         raw = self.cleaned_data.get("scope") or ""
@@ -96,4 +160,8 @@ class HistoryFilterForm(StorableTextMixin, forms.Form):
             "scope": data.get("scope"),
             "states": [data["state"]] if data.get("state") else None,
             "after": data.get("after"),
+            "proposer": (data.get("proposer") or "").strip() or None,
+            "adapter": data.get("adapter"),
+            "created_from": data.get("since"),
+            "created_until": data.get("until"),
         }

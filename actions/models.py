@@ -287,3 +287,34 @@ class ActionReceipt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.terminal_state})"
+
+
+class ActionResolution(models.Model):
+    """A person's closing note on an uncertain or recovery_required transaction.
+
+    The transaction itself stays in its terminal state (ST-1: nothing leaves
+    one); this row records what was found in the world, who owns any
+    follow-up, and who recorded it. Not part of the spec's tables: the
+    independent verifier never reads it.
+    """
+
+    OUTCOMES = (
+        ("applied", "The change is in place (checked in the world)"),
+        ("not_applied", "The change did not happen (checked in the world)"),
+        ("fixed_by_hand", "Fixed by hand"),
+        ("no_action_needed", "No action needed"),
+    )
+
+    transaction = models.OneToOneField(
+        ActionTransaction, on_delete=models.PROTECT, related_name="resolution"
+    )
+    outcome = models.CharField(max_length=32, choices=OUTCOMES)
+    # Kept here for those who may read the transaction; the audit chain holds its digest.
+    note = models.TextField()
+    owner = models.CharField(max_length=150)
+    resolved_by = models.CharField(max_length=150)
+    audit_event_id = models.CharField(max_length=40)
+    created_at = models.CharField(max_length=40)
+
+    def __str__(self) -> str:
+        return f"{self.transaction_id}: {self.outcome}"

@@ -13,7 +13,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db.models import Count, Q
@@ -30,6 +30,7 @@ from actions.models import (
     ActionOperation,
     ActionPayload,
     ActionReceipt,
+    ActionResolution,
     ActionTransaction,
 )
 from aetnaweb import access
@@ -62,6 +63,84 @@ def _summary(txn: ActionTransaction, principal: Principal | None = None) -> dict
     return item
 
 
+VERBS = {"write_text": "write", "delete_file": "delete"}
+
+
+def _one_line(ops: list[tuple[str, str, str | None]]) -> str:
+    """ "write RELEASE_NOTES.md in demo/apollo": what a plan does, as a pull request title.
+
+    ``ops`` are (adapter, operation, path or None when the payload was purged).
+    """
+    if not ops:
+        return "an empty plan"
+    if any(adapter != "filesystem" for adapter, _, _ in ops):
+        kinds = sorted({f"{adapter}.{operation}" for adapter, operation, _ in ops})
+        count = f"{len(ops)} operations" if len(ops) > 1 else "1 operation"
+        return f"{count}: {', '.join(kinds)}"
+    folders = {path.rpartition("/")[0] for _, _, path in ops if path is not None}
+    where = ""
+    if len(folders) == 1 and None not in {path for _, _, path in ops}:
+        folder = folders.pop()
+        where = f" in {folder}" if folder else " at the root"
+    elif len(folders) > 1:
+        where = f" in {len(folders)} folders"
+    if len(ops) == 1:
+        _, operation, path = ops[0]
+        verb = VERBS.get(operation, operation)
+        name = path.rpartition("/")[2] if path else "a file (payload purged)"
+        return f"{verb} {name}{where}"
+    counts: dict[str, int] = {}
+    for _, operation, _ in ops:
+        verb = VERBS.get(operation, operation)
+        counts[verb] = counts.get(verb, 0) + 1
+    parts = [f"{verb} {n} file{'s' if n != 1 else ''}" for verb, n in counts.items()]
+    return " and ".join(parts) + where
+
+
+def _payload_path(row: ActionPayload | None) -> str | None:
+    if row is None or row.purged_at:
+        return None
+    try:
+        path = (json.loads(row.payload).get("arguments") or {}).get("path")
+    except (ValueError, AttributeError):
+        return None
+    return path if isinstance(path, str) and path else None
+
+
+def plan_summaries(transaction_ids: list[str]) -> dict[str, str]:
+    """A one-line summary per transaction (two queries for any number of them)."""
+    if not transaction_ids:
+        return {}
+    ops: dict[str, list[ActionOperation]] = defaultdict(list)
+    for op in ActionOperation.objects.filter(transaction_id__in=transaction_ids).order_by(
+        "transaction_id", "ordinal"
+    ):
+        ops[op.transaction_id].append(op)
+    paths: dict[str, str] = {}
+    for operation_id, text, purged_at in ActionPayload.objects.filter(
+        transaction_id__in=transaction_ids, kind=formats.PAYLOAD_PREPARED
+    ).values_list("operation_id", "payload", "purged_at"):
+        if purged_at:
+            continue
+        try:
+            path = (json.loads(text).get("arguments") or {}).get("path")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(path, str) and path:
+            paths[operation_id] = path
+    return {
+        txn_id: _one_line([(op.adapter, op.operation, paths.get(op.id)) for op in ops[txn_id]])
+        for txn_id in transaction_ids
+    }
+
+
+def _with_summaries(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    summaries = plan_summaries([item["transaction_id"] for item in items])
+    for item in items:
+        item["summary"] = summaries.get(item["transaction_id"], "")
+    return items
+
+
 def list_transactions(
     principal: Principal,
     *,
@@ -69,13 +148,30 @@ def list_transactions(
     states: Iterable[str] | None = None,
     after: str | None = None,
     limit: int = 50,
+    proposer: str | None = None,
+    adapter: str | None = None,
+    created_from: date | None = None,
+    created_until: date | None = None,
 ) -> TransactionPage:
-    """Visible transactions, newest first, optionally within a scope subtree and some states.
+    """Visible transactions, newest first, optionally within a scope subtree and some states,
+    by one proposer (any letter case), using one adapter, created within UTC days
+    (``created_until`` inclusive).
 
     ``after`` is the ``next_after`` of the previous page (a transaction ID).
     """
     limit = max(1, min(int(limit), MAX_PAGE))
     query = ActionTransaction.objects.filter(_visible(principal))
+    if proposer:
+        query = query.filter(actor_id__iexact=proposer)
+    if adapter:
+        query = query.filter(
+            id__in=ActionOperation.objects.filter(adapter=adapter).values("transaction_id")
+        )
+    # created_at is ISO-8601 UTC text (C-2): a day's bounds compare as text.
+    if created_from is not None:
+        query = query.filter(created_at__gte=created_from.isoformat())
+    if created_until is not None:
+        query = query.filter(created_at__lt=(created_until + timedelta(days=1)).isoformat())
     if scope is not None:
         query = query.filter(**Scope.parse(scope).subtree_filter("scope_"))
     if states is not None:
@@ -92,7 +188,7 @@ def list_transactions(
     more = len(rows) > limit
     rows = rows[:limit]
     return TransactionPage(
-        items=[_summary(txn, principal) for txn in rows],
+        items=_with_summaries([_summary(txn, principal) for txn in rows]),
         next_after=rows[-1].id if more and rows else None,
     )
 
@@ -253,6 +349,7 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
     )
     may_approve = access.may(principal, access.APPROVE, txn.subject_id)
     self_proposed = txn.proposed_by(principal)
+    resolution = ActionResolution.objects.filter(transaction_id=txn.id).first()
     try:
         approval_enabled = configured_authority(required=False) is not None
     except ActionError:
@@ -316,11 +413,35 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
             and txn.mode == formats.MODE_ENFORCE,
             "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
             "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
+            "resolve": may_approve and txn.state in ATTENTION_STATES and resolution is None,
             "purge": may_approve and txn.is_terminal,
             "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
         },
         "self_proposed": self_proposed,
         "approval_enabled": approval_enabled,
+        "resolution": _resolution_view(resolution) if resolution else None,
+        "summary": _one_line(
+            [
+                (
+                    op.adapter,
+                    op.operation,
+                    _payload_path(payloads.get((op.id, formats.PAYLOAD_PREPARED))),
+                )
+                for op in operations
+            ]
+        ),
+    }
+
+
+def _resolution_view(row: ActionResolution) -> dict[str, Any]:
+    return {
+        "outcome": row.outcome,
+        "outcome_label": dict(ActionResolution.OUTCOMES).get(row.outcome, row.outcome),
+        "note": row.note,
+        "owner": row.owner,
+        "resolved_by": row.resolved_by,
+        "audit_event_id": row.audit_event_id,
+        "created_at": row.created_at,
     }
 
 
@@ -343,7 +464,7 @@ def approval_queue(principal: Principal) -> list[dict[str, Any]]:
         item = _summary(txn, principal)
         item["operation_count"] = counts.get(txn.id, 0)
         items.append(item)
-    return items
+    return _with_summaries(items)
 
 
 def _operation_target(op: ActionOperation, payloads: dict[tuple[str, str], ActionPayload]) -> str:
@@ -389,16 +510,28 @@ def _attention_text(
     return lines
 
 
-def attention_queue(principal: Principal) -> list[dict[str, Any]]:
+RESOLVED_FILTERS = ("open", "resolved", "all")
+
+
+def attention_queue(
+    principal: Principal, *, resolved: str = "open", within: Scope | None = None
+) -> list[dict[str, Any]]:
     """Uncertain and recovery_required transactions the principal may see, newest first.
 
-    Each carries ``what_to_check``: what a person should look at in the world.
+    ``resolved`` is ``open`` (no resolution recorded yet: the default),
+    ``resolved`` or ``all``. Each item carries ``what_to_check`` (what a
+    person should look at in the world) and its ``resolution``, if any.
     """
-    rows = list(
-        ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES).order_by(
-            "-created_at", "-id"
-        )[:MAX_PAGE]
-    )
+    if resolved not in RESOLVED_FILTERS:
+        raise ValueError(f"resolved must be one of {', '.join(RESOLVED_FILTERS)}")
+    queryset = ActionTransaction.objects.filter(_visible(principal), state__in=ATTENTION_STATES)
+    if within is not None:
+        queryset = queryset.filter(**within.subtree_filter("scope_"))
+    if resolved == "open":
+        queryset = queryset.filter(resolution__isnull=True)
+    elif resolved == "resolved":
+        queryset = queryset.filter(resolution__isnull=False)
+    rows = list(queryset.select_related("resolution").order_by("-created_at", "-id")[:MAX_PAGE])
     ids = [row.id for row in rows]
     operations: dict[str, list[ActionOperation]] = defaultdict(list)
     for op in ActionOperation.objects.filter(transaction_id__in=ids).order_by("ordinal"):
@@ -413,15 +546,48 @@ def attention_queue(principal: Principal) -> list[dict[str, Any]]:
     for txn in rows:
         item = _summary(txn, principal)
         item["what_to_check"] = _attention_text(txn, operations[txn.id], payloads)
+        resolution = getattr(txn, "resolution", None)
+        item["resolution"] = _resolution_view(resolution) if resolution else None
+        item["may_resolve"] = resolution is None and access.may(
+            principal, access.APPROVE, txn.subject_id
+        )
         items.append(item)
-    return items
+    return _with_summaries(items)
+
+
+def transactions_by_id_prefix(
+    principal: Principal, prefix: str, *, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Transactions whose ID starts with ``prefix`` (a whole ID: exactly it), visible only."""
+    rows = ActionTransaction.objects.filter(_visible(principal))
+    rows = rows.filter(pk=prefix) if len(prefix) == 36 else rows.filter(pk__startswith=prefix)
+    return [
+        _summary(row)
+        for row in rows.order_by("id")[:limit]
+        if access.may(principal, access.READ, row.subject_id)
+    ]
+
+
+def approvals_awaiting(principal: Principal) -> int:
+    """Plans awaiting approval that this principal may approve: on a scope where they hold
+    the approver role, and not proposed by them (separation of duties)."""
+    if not principal.is_operator or not access.has_capability_anywhere(principal, access.APPROVE):
+        return 0
+    query = ActionTransaction.objects.filter(
+        _visible(principal, access.APPROVE), state=formats.AWAITING_APPROVAL
+    ).exclude(actor_id=principal.label)
+    if principal.user_id is not None:
+        query = query.exclude(proposed_by_user_id=principal.user_id)
+    return query.count()
 
 
 def counts_by_tenant(principal: Principal) -> dict[str, dict[str, int]]:
-    """Per tenant: pending approvals, uncertain, recovery_required (one grouped query)."""
+    """Per tenant: pending approvals, and uncertain and recovery_required transactions
+    without a recorded resolution (one grouped query)."""
     wanted = (formats.AWAITING_APPROVAL, formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
     rows = (
         ActionTransaction.objects.filter(_visible(principal), state__in=wanted)
+        .filter(resolution__isnull=True)
         .values_list("scope_tenant", "state")
         .annotate(n=Count("id"))
         .order_by()

@@ -61,6 +61,7 @@ from actions.models import (
     ActionOperation,
     ActionPayload,
     ActionReceipt,
+    ActionResolution,
     ActionTransaction,
 )
 from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
@@ -1271,6 +1272,105 @@ def _fence_interrupted_run(
         error_code="interrupted_external_boundary",
         error_digest=digest(interrupted),
     )
+
+
+# -- resolution (closing "needs attention") --------------------------------------------
+
+RESOLUTION_OUTCOMES = tuple(value for value, _ in ActionResolution.OUTCOMES)
+ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
+MAX_OWNER_LENGTH = 150
+
+
+def _clean_text(name: str, value: Any, *, limit: int) -> str:
+    """Required free text a person typed: no NUL, no lone surrogates, no other controls."""
+    if not isinstance(value, str) or not value.strip():
+        raise ActionInputError(f"{name} is required")
+    value = value.strip()
+    if len(value) > limit:
+        raise ActionInputError(f"{name} must be at most {limit} characters")
+    if any(
+        0xD800 <= ord(ch) <= 0xDFFF or (ord(ch) < 32 and ch not in "\n\r\t") or ord(ch) == 127
+        for ch in value
+    ):
+        raise ActionInputError(f"{name} holds a control character or an invalid one")
+    return value
+
+
+@db_transaction.atomic
+def record_resolution(
+    *,
+    transaction_id: str,
+    outcome: str,
+    note: str,
+    owner: str,
+    principal: Principal | None = None,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Close an uncertain or recovery_required transaction in the attention queue, audited.
+
+    The transaction keeps its terminal state (ST-1); a resolution records what
+    a person found in the world, the follow-up owner and a note (its digest in
+    the audit chain, ``action.resolution_recorded``). One per transaction.
+    """
+    principal = principal or system_principal()
+    txn = _load_for(principal, access.APPROVE, transaction_id)
+    if outcome not in RESOLUTION_OUTCOMES:
+        raise ActionInputError(
+            f"outcome must be one of {', '.join(RESOLUTION_OUTCOMES)}, not {str(outcome)[:40]!r}"
+        )
+    note = _clean_text("a note", note, limit=MAX_REASON_LENGTH)
+    owner = _clean_text("an owner", owner, limit=MAX_OWNER_LENGTH)
+    if "\n" in owner or "\r" in owner or "\t" in owner:
+        raise ActionInputError("an owner is one line: a name or a team")
+    label = _actor_label(principal, actor, "operator")
+    # Lock the row without touching it: a terminal transaction is never updated.
+    locked = (
+        ActionTransaction.objects.select_for_update()
+        .filter(pk=txn.id, state__in=ATTENTION_STATES)
+        .exists()
+    )
+    if not locked:
+        raise ActionStateError(
+            f"transaction {txn.id} is {txn.state}: only uncertain or recovery_required "
+            "transactions take a resolution"
+        )
+    if ActionResolution.objects.filter(transaction_id=txn.id).exists():
+        raise ActionStateError(f"transaction {txn.id} already has a recorded resolution")
+    now = utc_now_iso()
+    event = _event(
+        txn,
+        "action.resolution_recorded",
+        label,
+        {
+            "transaction_id": txn.id,
+            "state": txn.state,
+            "outcome": outcome,
+            "owner": owner,
+            "note_sha256": sha256_text(note),
+        },
+    )
+    try:
+        with db_transaction.atomic():
+            resolution = ActionResolution.objects.create(
+                transaction=txn,
+                outcome=outcome,
+                note=note,
+                owner=owner,
+                resolved_by=label,
+                audit_event_id=event.event_id,
+                created_at=now,
+            )
+    except IntegrityError as exc:  # a concurrent resolution won the race
+        raise ActionStateError(f"transaction {txn.id} already has a recorded resolution") from exc
+    return {
+        "transaction_id": txn.id,
+        "state": txn.state,
+        "outcome": resolution.outcome,
+        "owner": resolution.owner,
+        "resolved_by": resolution.resolved_by,
+        "audit_event_id": event.event_id,
+        "created_at": now,
+    }
 
 
 # -- verify, purge (A11, A14) ----------------------------------------------------------

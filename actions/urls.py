@@ -18,6 +18,7 @@ urlpatterns = [
     path("<str:transaction_id>/abort/", views.abort, name="abort"),
     path("<str:transaction_id>/commit/", views.commit, name="commit"),
     path("<str:transaction_id>/recover/", views.recover, name="recover"),
+    path("<str:transaction_id>/resolve/", views.resolve, name="resolve"),
     path("<str:transaction_id>/purge/", views.purge, name="purge"),
     path("<str:transaction_id>/verify/", views.verify, name="verify"),
     path("<str:transaction_id>/receipt.json", views.receipt_json, name="receipt"),

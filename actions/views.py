@@ -35,10 +35,24 @@ from actions.errors import (
     ApprovalUnavailable,
     TransactionNotFound,
 )
-from actions.forms import TRANSACTION_ID, AbortForm, DenyForm, HistoryFilterForm, PurgeForm
+from actions.forms import (
+    TRANSACTION_ID,
+    AbortForm,
+    DenyForm,
+    HistoryFilterForm,
+    PurgeForm,
+    ResolutionForm,
+)
 from aetnaweb import access
 from aetnaweb.access import Principal
-from aetnaweb.dashboard import dashboard_view, page_size, principal_for, render_page
+from aetnaweb.dashboard import (
+    dashboard_view,
+    invalid_scope_response,
+    page_size,
+    principal_for,
+    render_page,
+)
+from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
 
 DETAIL = "actions/detail.html"
@@ -67,6 +81,7 @@ def _detail_context(
     *,
     deny_form: DenyForm | None = None,
     abort_form: AbortForm | None = None,
+    resolution_form: ResolutionForm | None = None,
     error: str = "",
     verification: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -82,6 +97,7 @@ def _detail_context(
         "latest_approval": approvals[-1] if approvals else None,
         "deny_form": deny_form or DenyForm(),
         "abort_form": abort_form or AbortForm(),
+        "resolution_form": resolution_form or ResolutionForm(initial={"owner": principal.label}),
         "error": error,
         "verification": verification,
         "receipt": detail["receipt"],
@@ -125,15 +141,30 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_GET
 @dashboard_view
 def attention(request: HttpRequest) -> HttpResponse:
-    """Uncertain and recovery-required transactions, and runs that stopped mid-commit."""
+    """Uncertain and recovery-required transactions (open, resolved or all), and runs that
+    stopped mid-commit."""
     principal = principal_for(request)
-    items = selectors.attention_queue(principal)
+    resolved = request.GET.get("resolved", "open")
+    if resolved not in selectors.RESOLVED_FILTERS:
+        resolved = "open"  # an unknown filter shows the default list, and the tabs say which
+    try:
+        within = Scope.parse(request.GET["scope"]) if request.GET.get("scope") else None
+    except ScopeError as exc:
+        return invalid_scope_response(request, exc)
+    items = selectors.attention_queue(principal, resolved=resolved, within=within)
     interrupted = selectors.list_transactions(
         principal, states=formats.INTERRUPTED_STATES, limit=selectors.MAX_PAGE
     ).items
     for item in interrupted:
         item["may_recover"] = access.may(principal, access.APPROVE, item["subject_id"])
-    context = {"items": items, "interrupted": interrupted, "tab": "attention"}
+    context = {
+        "items": items,
+        "interrupted": interrupted,
+        "tab": "attention",
+        "resolved": resolved,
+        "within": str(within) if within else "",
+        "filters": [("open", "Open"), ("resolved", "Resolved"), ("all", "All")],
+    }
     return render(request, "actions/attention.html", context)
 
 
@@ -340,6 +371,35 @@ def recover(request: HttpRequest, transaction_id: str) -> HttpResponse:
         request,
         "Recovery recorded: the run is fenced and ends recovery_required. Nothing was retried; "
         "check the world as described below.",
+    )
+    return redirect("actions:detail", transaction_id=txn_id)
+
+
+@require_POST
+@dashboard_view
+def resolve(request: HttpRequest, transaction_id: str) -> HttpResponse:
+    """Record how an uncertain or recovery-required transaction was closed (approver role)."""
+    principal, txn_id = _for_approver(request, transaction_id)
+    form = ResolutionForm(request.POST)
+    if not form.is_valid():
+        context = _detail_context(principal, txn_id, resolution_form=form)
+        return render(request, DETAIL, context, status=400)
+    try:
+        services.record_resolution(
+            transaction_id=txn_id,
+            outcome=form.cleaned_data["outcome"],
+            note=form.cleaned_data["note"],
+            owner=form.cleaned_data["owner"],
+            principal=principal,
+        )
+    except TransactionNotFound as exc:
+        raise Http404("not found") from exc
+    except ActionError as exc:
+        return _refused(request, principal, txn_id, exc, resolution_form=form)
+    messages.success(
+        request,
+        "Resolution recorded: this transaction left the attention queue (its state is unchanged; "
+        "find it under Needs attention, Resolved).",
     )
     return redirect("actions:detail", transaction_id=txn_id)
 

@@ -55,6 +55,26 @@ def principal_for(request: HttpRequest) -> Principal:
     return cached
 
 
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    """Which top-bar links the signed-in operator's roles can open (context processor).
+
+    A link the role cannot use is hidden rather than leading to a 404; the
+    pages still check on their own.
+    """
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    principal = principal_for(request)
+    return {
+        "nav": {
+            "read": access.has_capability_anywhere(principal, access.READ),
+            "review": access.has_capability_anywhere(principal, access.REVIEW),
+            "audit": access.has_capability_anywhere(principal, access.AUDIT),
+            "tokens": bool(access.administered_scopes(principal)),
+        }
+    }
+
+
 def invalid_scope_response(request: HttpRequest, error: ScopeError) -> HttpResponse:
     """The 404 page for a scope that does not parse, saying why (it reveals nothing stored)."""
     return render(request, NOT_FOUND_TEMPLATE, {"invalid_scope": str(error)}, status=404)

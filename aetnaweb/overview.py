@@ -77,6 +77,8 @@ class Overview:
     has_grants: bool
     can_audit: bool
     failed: list[TenantRow]
+    # What the principal's own roles let them act on, beside what awaits anyone.
+    awaiting_you: dict[str, int]
 
 
 def events_per_day_chart(principal: Principal, *, today: date | None = None) -> BarChart:
@@ -124,4 +126,8 @@ def build_overview(principal: Principal, *, user: Any) -> Overview:
         has_grants=bool(principal.bindings),
         can_audit=access.has_capability_anywhere(principal, access.AUDIT),
         failed=[row for row in ordered if row.chain.state == "failed"],
+        awaiting_you={
+            "quarantined": memory_selectors.quarantined_awaiting(principal),
+            "pending_approvals": action_selectors.approvals_awaiting(principal),
+        },
     )

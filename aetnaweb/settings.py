@@ -163,8 +163,12 @@ TEMPLATES = [
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "aetnaweb.dashboard.navigation",
             ],
-            "builtins": ["django_htmx.templatetags.django_htmx"],
+            "builtins": [
+                "django_htmx.templatetags.django_htmx",
+                "aetnaweb.templatetags.dashboard",  # when, copy_button: on every page
+            ],
         },
     }
 ]

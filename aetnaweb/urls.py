@@ -15,6 +15,7 @@ admin.site.login_form = login_views.ThrottledAdminAuthenticationForm
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("search/", views.search, name="search"),
     path("login/", login_views.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

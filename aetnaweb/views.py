@@ -1,23 +1,39 @@
-"""Project-level views: the overview (home page), the health check and the 500/503 handler."""
+"""Project-level views: the overview (home page), the top-bar search, the health check and
+the 500/503 handler."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
+import unicodedata
+from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from actions import selectors as action_selectors
 from aetnaweb.api import API_PREFIX
 from aetnaweb.dashboard import dashboard_view, principal_for, render_page
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.overview import build_overview
+from aetnaweb.scopes import Scope, ScopeError
+from audit import selectors as audit_selectors
+from memory import selectors as memory_selectors
 from memory import vectors
+
+SEARCH_RESULTS = 20
+MAX_SEARCH_CHARS = 100
+MIN_PREFIX_HEX = 4  # "mem_3f2a": shorter prefixes would list whatever comes first
+# An ID or the start of one: the kind, an underscore, then hex digits.
+ID_PREFIX_RE = re.compile(r"(mem|act|aud|ret)_([0-9a-f]{0,32})")
+SCOPE_NAME_RE = re.compile(r"[a-z0-9._-]+")
 
 
 @require_GET
@@ -78,3 +94,98 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def _json_error(status: int, error: str, detail: str) -> HttpResponse:
     body = {"error": error, "field": None, "detail": detail}
     return HttpResponse(json.dumps(body), status=status, content_type="application/json")
+
+
+def _parses_as_scope(text: str) -> bool:
+    try:
+        Scope.parse(text)
+    except ScopeError:
+        return False
+    return True
+
+
+def _id_hits(principal: Any, kind: str, prefix: str) -> list[dict[str, str]]:
+    """What an ID (or prefix) of ``kind`` names, among what the principal may see."""
+    if kind == "mem":
+        return [
+            {
+                "kind": "Record",
+                "id": r.record_id,
+                "label": f"{r.scope} · {r.status}",
+                "url": reverse("memory:record", args=[r.record_id]),
+            }
+            for r in memory_selectors.records_by_id_prefix(principal, prefix, limit=SEARCH_RESULTS)
+        ]
+    if kind == "ret":
+        return [
+            {
+                "kind": "Recall",
+                "id": r.retrieval_id,
+                "label": f"{r.scope} · by {r.actor}",
+                "url": reverse("memory:retrieval", args=[r.retrieval_id]),
+            }
+            for r in memory_selectors.retrievals_by_id_prefix(
+                principal, prefix, limit=SEARCH_RESULTS
+            )
+        ]
+    if kind == "act":
+        return [
+            {
+                "kind": "Transaction",
+                "id": t["transaction_id"],
+                "label": f"{t['subject_id']} · {t['state']}",
+                "url": reverse("actions:detail", args=[t["transaction_id"]]),
+            }
+            for t in action_selectors.transactions_by_id_prefix(
+                principal, prefix, limit=SEARCH_RESULTS
+            )
+        ]
+    return [
+        {
+            "kind": "Audit event",
+            "id": e.event_id,
+            "label": f"#{e.sequence} {e.event_type} · {e.subject_id}",
+            "url": reverse("audit:event", args=[e.event_id]),
+        }
+        for e in audit_selectors.events_by_id_prefix(principal, prefix, limit=SEARCH_RESULTS)
+    ]
+
+
+@require_GET
+@dashboard_view
+def search(request: HttpRequest) -> HttpResponse:
+    """The top-bar box: jump to a ``mem_``/``act_``/``aud_``/``ret_`` ID (or the one match of a
+    prefix), or list scopes whose tenant or user name contains the words typed."""
+    principal = principal_for(request)
+    raw = request.GET.get("q", "")
+    # Folded so a pasted fullwidth or upper-case ID still matches; invisible
+    # characters (a zero-width space from a chat client) are dropped.
+    query = "".join(
+        ch
+        for ch in unicodedata.normalize("NFKC", raw[: MAX_SEARCH_CHARS * 2]).strip().lower()
+        if unicodedata.category(ch)[0] != "C"
+    )[:MAX_SEARCH_CHARS]
+    context: dict[str, Any] = {"query": query, "hits": [], "scopes": [], "problem": ""}
+    match = ID_PREFIX_RE.fullmatch(query)
+    if match and len(match.group(2)) >= MIN_PREFIX_HEX:
+        hits = _id_hits(principal, match.group(1), query)
+        if len(hits) == 1:
+            return HttpResponseRedirect(hits[0]["url"])
+        context["hits"] = hits
+        context["searched"] = "id"
+    elif match:
+        context["problem"] = (
+            f"Type at least {MIN_PREFIX_HEX} characters after “{match.group(1)}_” to look an ID up."
+        )
+    elif query.count(":") == 2 and _parses_as_scope(raw.strip()):
+        return HttpResponseRedirect(reverse("memory:scope", args=[raw.strip()]))
+    elif query and SCOPE_NAME_RE.fullmatch(query):
+        context["scopes"] = audit_selectors.scopes_matching(principal, query, limit=SEARCH_RESULTS)
+        context["searched"] = "scope"
+    elif query:
+        context["problem"] = (
+            "Search takes an ID or its start (mem_…, act_…, aud_…, ret_…) or part of a "
+            "tenant or user name (letters, digits, . _ -)."
+        )
+    status = 400 if context["problem"] else 200
+    return render_page(request, "search.html", context, status=status)

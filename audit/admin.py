@@ -13,7 +13,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from audit.models import AuditDailyCount, AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.models import (
+    AuditDailyCount,
+    AuditEvent,
+    AuditSubject,
+    AuditTypeCount,
+    Checkpoint,
+    VerificationRun,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -51,6 +58,11 @@ class AuditSubjectAdmin(ReadOnlyAdmin):
 class AuditDailyCountAdmin(ReadOnlyAdmin):
     list_display = ("subject_id", "day", "event_count")
     date_hierarchy = "day"
+
+
+@admin.register(AuditTypeCount)
+class AuditTypeCountAdmin(ReadOnlyAdmin):
+    list_display = ("subject_id", "event_type", "event_count")
 
 
 @admin.register(Checkpoint)

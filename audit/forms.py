@@ -49,12 +49,18 @@ class EventFilterForm(StorableTextMixin, forms.Form):
         required=False,
         max_length=100,
         label="Event type",
-        help_text="Exact, e.g. memory.record_promoted.",
-        widget=forms.TextInput(attrs={"placeholder": "memory.recall", "list": "event-types"}),
+        help_text="Each type with the number of events you may see.",
+        widget=forms.Select(),
     )
-    actor = forms.CharField(required=False, max_length=150)
-    session_id = forms.CharField(required=False, max_length=200, label="Session")
-    record_id = forms.CharField(required=False, max_length=200, label="Record")
+    actor = forms.CharField(
+        required=False, max_length=150, help_text="Exact name, any letter case."
+    )
+    session_id = forms.CharField(
+        required=False, max_length=200, label="Session", help_text="Whole ID or its start."
+    )
+    record_id = forms.CharField(
+        required=False, max_length=200, label="Record", help_text="Whole ID or its start."
+    )
     since = forms.DateTimeField(
         required=False,
         input_formats=DATETIME_FORMATS,
@@ -67,6 +73,23 @@ class EventFilterForm(StorableTextMixin, forms.Form):
         label="Until (UTC)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        type_counts: dict[str, int] | None = None,
+    ) -> None:
+        super().__init__(data)
+        counts = dict(type_counts or {})
+        requested = (self.data.get("event_type") or "").strip() if self.is_bound else ""
+        if requested and requested not in counts and EVENT_TYPE_RE.fullmatch(requested):
+            counts[requested] = 0  # a link to a type nobody may see yet keeps its filter
+        choices: list[tuple[str, str]] = [("", "Any type")]
+        choices += [(name, f"{name} ({counts[name]:,})") for name in sorted(counts)]
+        widget = self.fields["event_type"].widget
+        assert isinstance(widget, forms.Select)
+        widget.choices = choices
 
     def clean_scope(self) -> str:
         return clean_scope_value(self.cleaned_data.get("scope", ""))

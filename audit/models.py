@@ -7,6 +7,7 @@ and never updates or deletes one. The admin shows every model here read-only.
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 
@@ -33,6 +34,8 @@ class AuditEvent(models.Model):
             models.Index(fields=["event_type", "sequence"], name="audit_type_seq"),
             models.Index(fields=["actor", "sequence"], name="audit_actor_seq"),
             models.Index(fields=["session_id", "sequence"], name="audit_session_seq"),
+            # The explorer matches actors case-insensitively (UPPER(actor) = UPPER(%s)).
+            models.Index(Upper("actor"), models.F("sequence"), name="audit_actor_upper_seq"),
         ]
 
     def __str__(self) -> str:
@@ -86,6 +89,27 @@ class AuditDailyCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject_id} {self.day}: {self.event_count}"
+
+
+class AuditTypeCount(models.Model):
+    """Events per subject per event type: the explorer's type picker counts without
+    scanning ``audit_log`` (kept by ``append_event`` in the same transaction)."""
+
+    subject_id = models.CharField(max_length=200)
+    event_type = models.CharField(max_length=100)
+    event_count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        db_table = "audit_type_count"  # named: append_event writes it with raw SQL
+        ordering = ["subject_id", "event_type"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_id", "event_type"], name="audit_type_count_subject_type"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_id} {self.event_type}: {self.event_count}"
 
 
 class Checkpoint(models.Model):

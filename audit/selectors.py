@@ -22,6 +22,7 @@ know whether an older page exists): never OFFSET, never ``COUNT(*)`` over
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,14 +30,21 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum, Value
-from django.db.models.functions import Concat
+from django.db.models.functions import Concat, Upper
 
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
 from audit.checkpoints import CHECKPOINT_FORMAT
-from audit.models import AuditDailyCount, AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.models import (
+    AuditDailyCount,
+    AuditEvent,
+    AuditSubject,
+    AuditTypeCount,
+    Checkpoint,
+    VerificationRun,
+)
 from audit.verification import COLUMNS
 
 DEFAULT_PAGE_SIZE = 50
@@ -215,13 +223,14 @@ def list_events(
     events = AuditEvent.objects.all()
     if subjects is not None:
         events = events.filter(subject_id__in=subjects)
-    exact = {
-        "event_type": event_type,
-        "actor": actor,
-        "session_id": session_id,
-        "record_id": record_id,
-    }
-    events = events.filter(**{name: value for name, value in exact.items() if value})
+    if event_type:
+        events = events.filter(event_type=event_type)
+    if actor:
+        # Case-insensitive ("Rita" finds "rita"), on the UPPER(actor) index.
+        events = events.alias(actor_upper=Upper("actor")).filter(actor_upper=actor.upper())
+    for name, value in (("session_id", session_id), ("record_id", record_id)):
+        if value:
+            events = events.filter(**_id_match(name, value))
     lower = _iso_bound(created_from, "created_from")
     upper = _iso_bound(created_before, "created_before")
     if lower is not None:
@@ -237,12 +246,64 @@ def list_events(
     return EventPage(events=rows, next_before=None)
 
 
+FULL_ID_RE = re.compile(r"(?:aud|mem|act|ret|ep)_[0-9a-f]{32}")
+
+
+def _id_match(field: str, value: str) -> dict[str, str]:
+    """A whole ID matches exactly (on its index); anything shorter is a prefix.
+
+    Prefixes ignore case on both databases (a plain LIKE would fold case on
+    SQLite and not on PostgreSQL): IDs are lower-case hex, and people type
+    them from screenshots and tickets.
+    """
+    if FULL_ID_RE.fullmatch(value):
+        return {field: value}
+    return {f"{field}__istartswith": value}
+
+
 def get_event(principal: Principal, event_id: str) -> AuditEvent:
     """One event by ``aud_`` ID; missing or invisible is ``AuditEvent.DoesNotExist`` (a 404)."""
     event = AuditEvent.objects.get(event_id=event_id)
     if not readable(principal, event.subject_id, access.READ):
         raise AuditEvent.DoesNotExist(f"no audit event {event_id}")
     return event
+
+
+def events_by_id_prefix(principal: Principal, prefix: str, *, limit: int = 20) -> list[AuditEvent]:
+    """Events whose ``event_id`` starts with ``prefix`` (a whole ID: exactly it), readable only."""
+    rows = AuditEvent.objects.all()
+    rows = (
+        rows.filter(event_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(event_id__startswith=prefix)
+    )
+    subjects = visible_subject_ids(principal)
+    if isinstance(subjects, list) and not subjects:
+        return []
+    if subjects is not None:
+        rows = rows.filter(subject_id__in=subjects)
+    found = rows.order_by("event_id")[:limit]
+    return [row for row in found if readable(principal, row.subject_id)]
+
+
+def scopes_matching(principal: Principal, text: str, *, limit: int = 20) -> list[str]:
+    """Scopes (chains) the principal may read whose tenant or user name contains ``text``.
+
+    Read from the subject index (one row per scope that has ever had an
+    event), case-insensitively, sorted; each is re-checked with
+    :func:`aetnaweb.access.may`.
+    """
+    if not text or not access.has_capability_anywhere(principal, access.READ):
+        return []
+    rows = (
+        AuditSubject.objects.filter(
+            access.scope_q(principal, access.READ, canonical_field="subject_id")
+        )
+        .filter(Q(tenant__icontains=text) | Q(user__icontains=text))
+        .order_by("subject_id")
+        .values_list("subject_id", flat=True)[: limit * 2]
+    )
+    return [subject for subject in rows if readable(principal, subject)][:limit]
 
 
 def events_for_record(
@@ -303,6 +364,28 @@ def daily_counts(
         for day, total in per_day.values_list("day", "total"):
             totals[day] += int(total or 0)
     return [(day, totals.get(day, 0)) for day in window]
+
+
+def event_type_counts(principal: Principal) -> dict[str, int]:
+    """Events per type over every chain ``principal`` may read (no scan of ``audit_log``).
+
+    Read from the per-subject type counters ``append_event`` keeps; like
+    :func:`daily_counts`, a sum has no row to re-check, so many chains are
+    filtered with the column check.
+    """
+    if not access.has_capability_anywhere(principal, access.READ):
+        return {}
+    rows = AuditTypeCount.objects.all()
+    visible = visible_subject_ids(principal)
+    if isinstance(visible, list):
+        rows = rows.filter(subject_id__in=visible)
+    elif visible is not None:
+        rows = rows.filter(subject_id__in=_consistent(visible))
+    per_type = rows.order_by().values("event_type").annotate(total=Sum("event_count"))
+    return {
+        event_type: int(total or 0)
+        for event_type, total in per_type.values_list("event_type", "total")
+    }
 
 
 def export_lines(principal: Principal, *, subject: Scope | str | None = None) -> Iterator[str]:

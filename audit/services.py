@@ -81,6 +81,13 @@ _DAILY_UPSERT_SQL = (
     " event_count = audit_daily_count.event_count + 1"
 )
 
+_TYPE_UPSERT_SQL = (
+    "INSERT INTO audit_type_count (subject_id, event_type, event_count)"
+    " VALUES (%s, %s, 1)"
+    " ON CONFLICT (subject_id, event_type) DO UPDATE SET"
+    " event_count = audit_type_count.event_count + 1"
+)
+
 
 def subject_lock_key(subject_id: str) -> int:
     """A signed 64-bit key for ``pg_advisory_xact_lock``, stable across processes."""
@@ -202,6 +209,7 @@ def append_event(
         )
         day = connection.ops.adapt_datefield_value(date.fromisoformat(created_at[:10]))
         cursor.execute(_DAILY_UPSERT_SQL, [subject_id, day])
+        cursor.execute(_TYPE_UPSERT_SQL, [subject_id, event_type])
     return AuditEvent(
         sequence=sequence,
         event_id=event_id,

@@ -9,6 +9,7 @@ reads through selectors that filter by grant, and writes only through
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from audit.chain import row_event_hash
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
 from audit.forms import EventFilterForm, EvidenceUpload, EvidenceUploadForm, VerifyChainForm
 from audit.models import AuditEvent, Checkpoint, VerificationRun
+from audit.readable import event_summary
 from audit.receipts import verify_deletion_receipt
 from audit.selectors import readable
 from audit.services import AuditError, create_checkpoint, start_verification_run
@@ -50,29 +52,6 @@ EVENTS_PER_PAGE = 50
 CHECKPOINTS_PER_PAGE = 20
 CHECKPOINT_SCAN_LIMIT = 500  # rows examined per page for a principal who may not see them all
 RECENT_RUNS = 50
-
-# Offered as suggestions in the event-type filter (audit-log-v1 names them); any
-# dotted lower-case type may be typed.
-KNOWN_EVENT_TYPES = (
-    "access.grant_added",
-    "access.grant_revoked",
-    "access.token_created",
-    "access.token_revoked",
-    "episode.ingested",
-    "memory.consolidated",
-    "memory.context_injected",
-    "memory.duplicate_ignored",
-    "memory.forget",
-    "memory.forget_rejected",
-    "memory.persona_built",
-    "memory.recall",
-    "memory.record_created",
-    "memory.record_promoted",
-    "memory.record_quarantined",
-    "memory.record_rejected",
-    "memory.untrusted_source_ignored",
-)
-
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -158,6 +137,24 @@ def verify_targets(principal: Principal, current: Scope | None) -> list[VerifyTa
     ]
 
 
+RETRIEVAL_ID_RE = re.compile(r"ret_[0-9a-f]{32}")
+
+
+def recall_retrieval_id(event: AuditEvent) -> str | None:
+    """The ``ret_`` ID a ``memory.recall`` event names, for a link to the recall's page.
+
+    Only a well-formed ID is linked: a payload is evidence, not trusted input.
+    """
+    if event.event_type != "memory.recall":
+        return None
+    try:
+        payload = json.loads(event.payload)
+    except ValueError:
+        return None
+    value = payload.get("retrieval_id") if isinstance(payload, dict) else None
+    return value if isinstance(value, str) and RETRIEVAL_ID_RE.fullmatch(value) else None
+
+
 def _pretty_payload(text: str) -> str:
     try:
         return json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False)
@@ -174,24 +171,32 @@ def explorer(request: HttpRequest) -> HttpResponse:
     """Events newest first, filtered, paginated by sequence; a verify control and red banner."""
     principal = principal_for(request)
     _require_anywhere(principal, access.READ)
-    form = EventFilterForm(request.GET or None)
+    type_counts = selectors.event_type_counts(principal)
+    form = EventFilterForm(request.GET or None, type_counts=type_counts)
     filters: dict[str, Any] = {}
-    if form.is_bound and form.is_valid():
+    form_ok = not form.is_bound or form.is_valid()
+    if form.is_bound and form_ok:
         filters = form.filters()
     scope = Scope.parse(filters["scope"]) if filters.get("scope") else None
     if scope is not None:
         access.require(principal, access.READ, scope)
     before = page_key(request)
-    page = _event_page(principal, filters, before=before)
+    if form_ok:
+        page = _event_page(principal, filters, before=before)
+    else:
+        # An invalid filter shows nothing: the unfiltered list under the error
+        # would read as the answer to the question that was asked.
+        page = KeyPage(items=[], next_key=None, first_page=True)
     events = [
         {
             "event": event,
             "payload_pretty": _pretty_payload(event.payload),
             "time": event.created_at[:19].replace("T", " "),
+            "retrieval_id": recall_retrieval_id(event),
+            "summary": event_summary(event),
         }
         for event in page.items
     ]
-    form_ok = not form.is_bound or form.is_valid()
     status = latest_status(principal, scope)
     context = {
         "form": form,
@@ -208,7 +213,6 @@ def explorer(request: HttpRequest) -> HttpResponse:
         "targets": verify_targets(principal, scope),
         "can_export": _may_export(principal, scope),
         "export_url": _export_url(request),
-        "event_types": KNOWN_EVENT_TYPES,
     }
     return render_page(request, "audit/explorer.html", context, partial="events")
 
@@ -266,6 +270,8 @@ def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
     context = {
         "event": event,
         "payload_pretty": _pretty_payload(event.payload),
+        "retrieval_id": recall_retrieval_id(event),
+        "summary": event_summary(event),
         "recomputed": recomputed,
         "hash_ok": recomputed == event.event_hash,
         "previous": previous[0] if previous else None,

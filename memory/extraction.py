@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from memory.errors import ExtractionError, SelectorError
@@ -854,3 +855,63 @@ def _extracted_content(text: str) -> str:
     if candidate is None:
         return ""
     return _strip_terminal(candidate.content)
+
+
+# -- review warnings -------------------------------------------------------------------
+
+# Text that addresses the agent rather than describing the user (prompt
+# injection), and text that holds a secret. Matched on a folded copy (NFKC,
+# case-folded, invisible characters dropped, runs of whitespace made one
+# space) so fullwidth "ignore" or "ig\u200bnore" read the same as "ignore".
+_INSTRUCTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass)\b(?:\s+\w+){0,3}?\s+"
+    r"(?:previous|prior|above|earlier|all|any|your|the|system)\b(?:\s+\w+){0,2}?\s+"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|messages?)\b"
+    r"|\b(?:system prompt|developer mode|jailbreak)\b"
+    r"|\byou (?:are now|must now|will now|should now)\b"
+    r"|\b(?:forward|send|email|upload|exfiltrate)\b(?:\s+\w+){0,3}\s+(?:to|at)\s+\S+@\S+"
+    r"|\b(?:forward|send|transfer)\s+(?:all|every|any)\b"
+    r"|\bdo not (?:tell|inform|mention)\b"
+)
+_CREDENTIAL = re.compile(
+    r"\b(?:password|passwd|passphrase|pass code|passcode|pin code|api[ _-]?key|"
+    r"access[ _-]?key|secret[ _-]?key|client[ _-]?secret|private[ _-]?key|"
+    r"auth(?:entication)?[ _-]?token|bearer|access[ _-]?token|credentials?|2fa|otp|"
+    r"one[ -]time code|recovery code|seed phrase|ssh key)\b"
+    r"|-----begin [a-z ]*private key-----"
+    r"|\bakia[0-9a-z]{16}\b"
+    r"|\b(?:sk|pk|rk)[-_](?:live|test|proj)?[-_]?[0-9a-z]{16,}"
+    r"|\bgh[pousr]_[0-9a-z]{20,}"
+)
+_INVISIBLE = {"Cf", "Cc", "Cs", "Co", "Cn"}
+INSTRUCTION_WARNING = (
+    "It reads like an instruction to the agent (prompt injection), not a fact about the user."
+)
+CREDENTIAL_WARNING = (
+    "It mentions a password, key or other credential: memory is no place for secrets."
+)
+
+
+def _fold_for_warnings(text: str) -> str:
+    normalised = unicodedata.normalize("NFKC", text).casefold()
+    visible = "".join(
+        " " if ch in "\t\n\r" else ch
+        for ch in normalised
+        if ch in "\t\n\r" or unicodedata.category(ch) not in _INVISIBLE
+    )
+    return " ".join(visible.split())
+
+
+def review_warnings(text: str) -> tuple[str, ...]:
+    """Why a reviewer should think twice before promoting ``text`` (empty: nothing noticed).
+
+    A heuristic that errs towards warning: the reviewer decides, the warning
+    only makes sure they read before they promote.
+    """
+    folded = _fold_for_warnings(text or "")
+    warnings: list[str] = []
+    if _INSTRUCTION.search(folded):
+        warnings.append(INSTRUCTION_WARNING)
+    if _CREDENTIAL.search(folded):
+        warnings.append(CREDENTIAL_WARNING)
+    return tuple(warnings)

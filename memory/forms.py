@@ -23,6 +23,7 @@ MAX_QUERY_CHARS = 10_000
 MAX_SELECTOR_CHARS = 1000
 MAX_RECEIPT_BYTES = 64 * 1024
 RECORD_ID_RE = re.compile(r"mem_[0-9a-f]{32}")
+EPISODE_ID_RE = re.compile(r"ep_[0-9a-f]{32}")
 REJECT_WORD = "REJECT"
 PROMOTE = "promote"
 REJECT = "reject"
@@ -87,11 +88,13 @@ class RecordFilterForm(StorableTextMixin, forms.Form):
     trust_tier = _optional_choice(TrustTier.choices, "trust tier")
     session = forms.CharField(max_length=200, required=False, label="Session")
     q = forms.CharField(max_length=200, required=False, label="Text contains")
+    below = forms.BooleanField(required=False, label="Include the scopes below")
 
     def selector_filters(self) -> dict[str, Any]:
         """Keyword arguments for :func:`memory.selectors.list_records`."""
         data = self.cleaned_data
         return {
+            "include_descendants": bool(data.get("below")),
             "status": data.get("status") or None,
             "source_type": data.get("source_type") or None,
             "trust_tier": data.get("trust_tier") or None,
@@ -124,6 +127,10 @@ class DecisionForm(StorableTextMixin, forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         error_messages={"required": "Give a reason: it is kept (as a digest) with the decision."},
     )
+    acknowledge = forms.BooleanField(
+        required=False,
+        label="I read the warning and still want to promote",
+    )
 
     def clean_scope(self) -> Scope:
         return parse_scope_field(self.cleaned_data["scope"])
@@ -151,6 +158,10 @@ class BulkDecisionForm(StorableTextMixin, forms.Form):
         max_length=MAX_REASON_CHARS,
         widget=forms.Textarea(attrs={"rows": 2}),
         error_messages={"required": "Give a reason: it is kept (as a digest) with each decision."},
+    )
+    acknowledge = forms.BooleanField(
+        required=False,
+        label="I read the warning and still want to promote",
     )
     confirm = forms.CharField(
         max_length=20,
@@ -188,6 +199,61 @@ class BulkDecisionForm(StorableTextMixin, forms.Form):
                 "confirm",
                 f"Type {REJECT_WORD} to reject {len(items)} record(s); rejecting purges their content.",
             )
+        return data
+
+
+class SourceDecisionForm(StorableTextMixin, forms.Form):
+    """Every waiting fact of one source message, decided together.
+
+    Each fact's decision comes as ``decision-<record_id>`` = promote | reject;
+    :func:`memory.services.decide_source` checks they are exactly the facts
+    still waiting.
+    """
+
+    MAX_FACTS = 200
+    PREFIX = "decision-"
+
+    scope = forms.CharField(max_length=200, widget=forms.HiddenInput)
+    episode_id = forms.CharField(max_length=40, widget=forms.HiddenInput)
+    reason = forms.CharField(
+        max_length=MAX_REASON_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Give a reason: it is kept (as a digest) with each decision."},
+    )
+    acknowledge = forms.BooleanField(
+        required=False, label="I read the warning and still want to promote"
+    )
+
+    def clean_scope(self) -> Scope:
+        return parse_scope_field(self.cleaned_data["scope"])
+
+    def clean_episode_id(self) -> str:
+        value = self.cleaned_data["episode_id"].strip()
+        if not EPISODE_ID_RE.fullmatch(value):
+            raise forms.ValidationError(f"{value[:60]!r} is not a source message ID (ep_…)")
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        decisions: dict[str, str] = {}
+        for key in self.data:
+            if not key.startswith(self.PREFIX):
+                continue
+            record_id = key.removeprefix(self.PREFIX)
+            value = self.data.get(key)
+            if value not in (PROMOTE, REJECT):
+                self.add_error(None, "Choose promote or reject for every fact of the source.")
+                return data
+            try:
+                decisions[check_record_id(record_id)] = value
+            except forms.ValidationError:
+                self.add_error(None, "A decision names something that is not a record ID.")
+                return data
+        if not decisions:
+            self.add_error(None, "Choose promote or reject for every fact of the source.")
+        elif len(decisions) > self.MAX_FACTS:
+            self.add_error(None, f"at most {self.MAX_FACTS} facts per source")
+        data["decisions"] = decisions
         return data
 
 

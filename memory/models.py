@@ -165,7 +165,11 @@ class RetrievalEvent(ScopedRow):
     created_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["scope", "id"], name="mem_retrieval_scope_id")]
+        indexes = [
+            models.Index(fields=["scope", "id"], name="mem_retrieval_scope_id"),
+            # "Recalls in this session", linked from the audit explorer's session filter.
+            models.Index(fields=["session_id", "id"], name="mem_retrieval_session_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.retrieval_id} at {self.scope}"
@@ -249,3 +253,23 @@ class ScopeStats(ScopedRow):
 
     def __str__(self) -> str:
         return f"stats {self.scope}"
+
+
+class ReviewReason(ScopedRow):
+    """The reason a reviewer gave for promoting or rejecting a record, as typed.
+
+    The audit chain keeps only its SHA-256 (it may quote content); this row
+    lets those who may review the scope read it on the record's page.
+    """
+
+    audit_event_id = models.CharField(max_length=40, unique=True)
+    record_id = models.CharField(max_length=40)
+    decision = models.CharField(max_length=10)  # promote | reject
+    reason = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["record_id"], name="mem_review_reason_record")]
+
+    def __str__(self) -> str:
+        return f"{self.decision} {self.record_id}"

@@ -32,6 +32,7 @@ from memory.models import (
     RecordAuditLink,
     RetrievalEvent,
     RetrievalHit,
+    ReviewReason,
     ScopeStats,
     SourceType,
     Status,
@@ -236,6 +237,42 @@ def review_queue(
     )
 
 
+def waiting_siblings(principal: Principal, records: list[Record]) -> dict[str, list[Record]]:
+    """Per source episode of ``records``, every fact from it still quarantined (oldest first),
+    among those the principal may review: the review queue shows them together."""
+    episode_ids = sorted({r.episode_id for r in records if r.episode_id})
+    if not episode_ids:
+        return {}
+    rows = (
+        Record.objects.filter(status=Status.QUARANTINED, episode_id__in=episode_ids)
+        .filter(access.scope_q(principal, access.REVIEW))
+        .select_related("episode")
+        .order_by("id")
+    )
+    grouped: dict[str, list[Record]] = {}
+    for row in rows:
+        if access.may(principal, access.REVIEW, row.scope) and row.episode_id:
+            grouped.setdefault(row.episode_id, []).append(row)
+    return grouped
+
+
+def quarantined_for_review(
+    principal: Principal, items: list[tuple[Scope, str]]
+) -> dict[str, Record]:
+    """The quarantined records among ``items`` (scope, record ID) the principal may review."""
+    if not items:
+        return {}
+    wanted = {(str(scope), record_id) for scope, record_id in items}
+    rows = Record.objects.filter(
+        status=Status.QUARANTINED, record_id__in=sorted({r for _, r in wanted})
+    ).filter(access.scope_q(principal, access.REVIEW))
+    return {
+        row.record_id: row
+        for row in rows
+        if (row.scope, row.record_id) in wanted and access.may(principal, access.REVIEW, row.scope)
+    }
+
+
 def _visible_record(principal: Principal, record_id: str) -> Record:
     record = (
         Record.objects.filter(access.scope_q(principal, access.READ))
@@ -368,6 +405,133 @@ def get_episode(principal: Principal, episode_id: str) -> Episode:
 
 
 # -- retrieval log, receipts -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrievalCandidate:
+    """One candidate as the recall scored it, and its record if the viewer may read it."""
+
+    record_id: str
+    scope: str
+    rank: int
+    score: float
+    parts: dict[str, Any]
+    above_threshold: bool
+    returned: bool
+    record: Record | None  # None: outside the viewer's grants, or gone
+
+
+@dataclass(frozen=True)
+class RetrievalDetail:
+    """A stored recall, read after the fact: who asked, what, and why each candidate ranked."""
+
+    event: RetrievalEvent
+    candidates: list[RetrievalCandidate]
+    audit_event: AuditEvent | None  # its memory.recall event, when readable
+
+    @property
+    def returned(self) -> list[RetrievalCandidate]:
+        return [c for c in self.candidates if c.returned]
+
+
+def _stored_candidate(stored: dict[str, Any], records: dict[str, Record]) -> RetrievalCandidate:
+    """A candidate as saved in the retrieval event's JSON (tolerant: it is a stored row)."""
+    parts = stored.get("parts")
+    record_id = str(stored.get("record_id", ""))
+    return RetrievalCandidate(
+        record_id=record_id,
+        scope=str(stored.get("scope", "")),
+        rank=int(stored.get("rank") or 0),
+        score=float(stored.get("score") or 0.0),
+        parts=parts if isinstance(parts, dict) else {},
+        above_threshold=bool(stored.get("above_threshold")),
+        returned=bool(stored.get("returned")),
+        record=records.get(record_id),
+    )
+
+
+def get_retrieval(principal: Principal, retrieval_id: str) -> RetrievalDetail:
+    """A recall by ``ret_`` ID for someone who may read the scope it was made at.
+
+    A candidate's record (content, status) is attached only when the viewer
+    may read that record's scope, checked per record rather than assumed from
+    the recall's scope: the candidate list is a stored row, and a token's
+    grant does not reach ancestors as an operator's does. Out of reach is
+    ``AccessDenied``, unknown is ``RecordNotFound`` (both 404 in views).
+    """
+    event = RetrievalEvent.objects.filter(retrieval_id=retrieval_id).first()
+    if event is None:
+        raise RecordNotFound(f"no retrieval {retrieval_id}: check the ID")
+    access.require(principal, access.READ, event.scope)
+    stored = [c for c in event.candidates if isinstance(c, dict)]
+    ids = [str(c.get("record_id")) for c in stored if c.get("record_id")]
+    records = {
+        record.record_id: record
+        for record in Record.objects.filter(access.scope_q(principal, access.READ)).filter(
+            record_id__in=ids
+        )
+        if access.may(principal, access.READ, record.scope)
+    }
+    candidates = [_stored_candidate(c, records) for c in stored]
+    audit_event = None
+    if event.audit_event_id:
+        audit_event = AuditEvent.objects.filter(event_id=event.audit_event_id).first()
+        if audit_event is not None and not access.may(
+            principal, access.READ, audit_event.subject_id
+        ):
+            audit_event = None
+    return RetrievalDetail(event=event, candidates=candidates, audit_event=audit_event)
+
+
+def records_by_id_prefix(principal: Principal, prefix: str, *, limit: int = 20) -> list[Record]:
+    """Records whose ``record_id`` starts with ``prefix`` (a whole ID: exactly it), readable only."""
+    rows = Record.objects.filter(access.scope_q(principal, access.READ))
+    rows = (
+        rows.filter(record_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(record_id__startswith=prefix)
+    )
+    found = rows.order_by("record_id")[:limit]
+    return [row for row in found if access.may(principal, access.READ, row.scope)]
+
+
+def retrievals_by_id_prefix(
+    principal: Principal, prefix: str, *, limit: int = 20
+) -> list[RetrievalEvent]:
+    """Stored recalls whose ``retrieval_id`` starts with ``prefix``, at readable scopes only."""
+    rows = RetrievalEvent.objects.filter(access.scope_q(principal, access.READ))
+    rows = (
+        rows.filter(retrieval_id=prefix)
+        if len(prefix) == 36
+        else rows.filter(retrieval_id__startswith=prefix)
+    )
+    found = rows.order_by("retrieval_id")[:limit]
+    return [row for row in found if access.may(principal, access.READ, row.scope)]
+
+
+def review_reasons(principal: Principal, record_id: str) -> dict[str, str]:
+    """The typed reasons of a record's review decisions, by audit event ID, for those who
+    may review the record's scope (everyone else: none)."""
+    rows = ReviewReason.objects.filter(record_id=record_id).filter(
+        access.scope_q(principal, access.REVIEW)
+    )
+    return {
+        row.audit_event_id: row.reason
+        for row in rows
+        if row.reason and access.may(principal, access.REVIEW, row.scope)
+    }
+
+
+def session_retrievals(
+    principal: Principal, session_id: str, *, limit: int = 20
+) -> list[RetrievalEvent]:
+    """The newest recalls of one session, at scopes the principal may read."""
+    rows = (
+        RetrievalEvent.objects.filter(access.scope_q(principal, access.READ))
+        .filter(session_id=session_id)
+        .order_by("-id")[:limit]
+    )
+    return [row for row in rows if access.may(principal, access.READ, row.scope)]
 
 
 def retrieval_log(
@@ -567,6 +731,16 @@ def counts_by_tenant(principal: Principal) -> list[dict[str, Any]]:
     ]
 
 
+def quarantined_awaiting(principal: Principal) -> int:
+    """Quarantined records in scopes where the principal may review ("awaiting you")."""
+    if not access.has_capability_anywhere(principal, access.REVIEW):
+        return 0
+    total = ScopeStats.objects.filter(access.scope_q(principal, access.REVIEW)).aggregate(
+        n=Sum("quarantined")
+    )["n"]
+    return int(total or 0)
+
+
 def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 50) -> Page:
     """Scopes that hold memory and the principal may read, by internal id (stable keys)."""
     queryset = ScopeStats.objects.filter(access.scope_q(principal, access.READ))
@@ -576,6 +750,8 @@ def scopes_with_memory(principal: Principal, *, after: Any = None, limit: int = 
 __all__ = [
     "Page",
     "RecordDetail",
+    "RetrievalCandidate",
+    "RetrievalDetail",
     "chain_length",
     "chain_status",
     "count_scopes_with_memory",
@@ -583,15 +759,23 @@ __all__ = [
     "effective_recall_scopes",
     "get_episode",
     "get_receipt",
+    "get_retrieval",
     "inspect",
     "list_receipts",
     "list_records",
+    "quarantined_awaiting",
+    "quarantined_for_review",
     "record_detail",
+    "records_by_id_prefix",
     "retrieval_log",
+    "retrievals_by_id_prefix",
     "review_queue",
+    "review_reasons",
     "scope_counts",
     "scope_tree",
     "scopes_with_memory",
+    "session_retrievals",
+    "waiting_siblings",
 ]
 
 

@@ -76,6 +76,7 @@ from memory.models import (
     RecordAuditLink,
     RetrievalEvent,
     RetrievalHit,
+    ReviewReason,
     ScopeStats,
     SourceType,
     Status,
@@ -88,8 +89,10 @@ __all__ = [
     "RecallBlock",
     "RecallResult",
     "RememberResult",
+    "SourceDecision",
     "capture",
     "consolidate",
+    "decide_source",
     "forget",
     "forget_preview",
     "inspect",
@@ -1358,6 +1361,8 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
         updated_at=now,
     )
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
+    # A review reason may quote the content: it goes with it.
+    ReviewReason.objects.filter(record_id__in=[r.record_id for r in records]).update(reason="")
     episode_ids = _episode_ids(records)
     if episode_ids:
         # A message's text is cleared even when another fact drawn from it stays
@@ -1635,6 +1640,7 @@ def promote(
         record_id=record.record_id,
         mentions=superseded_ids,
     )
+    _keep_reason(parsed, record.record_id, "promote", reason, event.event_id, now)
     return PromoteResult(
         str(parsed),
         record.record_id,
@@ -1662,7 +1668,8 @@ def reject(
     record = _record_at(parsed, record_id)
     _require_quarantined(record, "reject")
     selector_sha256 = digest([record.record_id])
-    purged_ids, episode_ids = _purge(parsed, [record], timezone.now())
+    now = timezone.now()
+    purged_ids, episode_ids = _purge(parsed, [record], now)
     event = _audit(
         scope=parsed,
         event_type="memory.record_rejected",
@@ -1677,7 +1684,94 @@ def reject(
         },
         record_id=record.record_id,
     )
+    _keep_reason(parsed, record.record_id, "reject", reason, event.event_id, now)
     return _keep_receipt(parsed, event, selector_sha256, purged_ids, episode_ids)
+
+
+def _keep_reason(
+    scope: Scope, record_id: str, decision: str, reason: str | None, event_id: str, now: datetime
+) -> None:
+    """Keep a review reason as typed, for those who may review the scope (the chain has its
+    digest only)."""
+    if reason and reason.strip():
+        ReviewReason.objects.create(
+            scope=str(scope),
+            **scope.columns(),
+            audit_event_id=event_id,
+            record_id=record_id,
+            decision=decision,
+            reason=reason.strip(),
+            created_at=now,
+        )
+
+
+@dataclass(frozen=True)
+class SourceDecision(_AsDict):
+    """Every fact of one source message, decided at once."""
+
+    scope: str
+    episode_id: str
+    promoted: tuple[PromoteResult, ...]
+    receipts: tuple[dict[str, Any], ...]
+
+
+SOURCE_DECISIONS = ("promote", "reject")
+
+
+@transaction.atomic
+def decide_source(
+    *,
+    scope: Scope | str,
+    episode_id: str,
+    decisions: dict[str, str],
+    reason: str | None = None,
+    principal: Principal = SYSTEM,
+    actor: str | None = None,
+) -> SourceDecision:
+    """Promote or reject every quarantined fact extracted from one source message, together.
+
+    A rejection purges the source text (as forget does), so deciding one fact
+    alone would leave its siblings to be judged without their source. Here the
+    decisions must name exactly the facts still waiting; promotions run first,
+    then rejections. All or nothing: any refusal writes nothing.
+    """
+    parsed = access.require(principal, access.REVIEW, scope)
+    _reason_payload(reason)
+    if not isinstance(decisions, dict) or not decisions:
+        raise RecordStateError("decide at least one fact of the source")
+    unknown = sorted({str(d) for d in decisions.values() if d not in SOURCE_DECISIONS})
+    if unknown:
+        raise RecordStateError(f"a decision is promote or reject, not {', '.join(unknown)}")
+    lock_subject(str(parsed))
+    waiting = set(
+        Record.objects.select_for_update()
+        .filter(scope=str(parsed), episode_id=episode_id, status=Status.QUARANTINED)
+        .values_list("record_id", flat=True)
+    )
+    if not waiting:
+        raise RecordStateError(
+            f"no fact from source {episode_id} awaits review at {parsed}: "
+            "it was decided already, or the ID is wrong"
+        )
+    missing, extra = sorted(waiting - set(decisions)), sorted(set(decisions) - waiting)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"also decide {', '.join(missing)} (from the same source)")
+        if extra:
+            parts.append(f"{', '.join(extra)} no longer await review from this source")
+        raise RecordStateError("; ".join(parts) + ". Nothing was changed.")
+    promoted = tuple(
+        promote(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "promote"
+    )
+    receipts = tuple(
+        reject(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "reject"
+    )
+    return SourceDecision(str(parsed), episode_id, promoted, receipts)
 
 
 # -- proposals, consolidation --------------------------------------------------------

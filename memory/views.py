@@ -40,6 +40,7 @@ from aetnaweb.dashboard import (
 from aetnaweb.scopes import Scope
 from audit.chain import row_event_hash
 from audit.models import AuditEvent
+from audit.readable import event_summary
 from audit.receipts import receipt_shape_failures, verify_deletion_receipt
 from memory import selectors, services, vectors
 from memory.errors import (
@@ -50,8 +51,10 @@ from memory.errors import (
     RecordStateError,
     SelectorError,
 )
+from memory.extraction import review_warnings
 from memory.forms import (
     PROMOTE,
+    REJECT,
     REJECT_WORD,
     BulkDecisionForm,
     DecisionForm,
@@ -62,12 +65,15 @@ from memory.forms import (
     RecordFilterForm,
     ReviewScopeForm,
     ScopeJumpForm,
+    SourceDecisionForm,
 )
 from memory.models import SourceType, Status, TrustTier
 
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
 RECEIPTS_ON_SCOPE_PAGE = 10
+SESSION_RECALLS = 50
+MAX_SESSION_ID = 200  # the column width of session_id everywhere
 LIVE_CHAIN_LIMIT = 20_000  # events checked on page load (about a second; see docs/operators.md)
 # Every status that still holds content; a forget takes the record's whole lineage.
 FORGETTABLE = {Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED}
@@ -242,7 +248,12 @@ def _scope_page(
         if page and page.next_cursor
         else None,
         first_url=f"?{query_string(request, after=None)}" if request.GET.get("after") else None,
-        may_forget=access.may(principal, access.FORGET, parsed),
+        # Forget acts at exactly one scope: with the scopes below listed, the
+        # ticked records could belong to several, so the selection is off.
+        below=bool(filters.is_valid() and filters.cleaned_data.get("below")),
+        scope_text=str(parsed),
+        may_forget=access.may(principal, access.FORGET, parsed)
+        and not (filters.is_valid() and filters.cleaned_data.get("below")),
         may_recall=access.may_act(principal, access.READ, parsed),
         own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
@@ -376,6 +387,10 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
         raise Http404("no such record") from exc
     record = detail.record
     events = _event_rows(detail.audit_events)
+    reasons = selectors.review_reasons(principal, record.record_id)
+    for row in events:
+        row["reason"] = reasons.get(row["event"].event_id, "")
+        row["summary"] = event_summary(row["event"])
     promoted = next(
         (row for row in events if row["event"].event_type == "memory.record_promoted"), None
     )
@@ -400,6 +415,15 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
             "returned_recalls": [hit for hit in detail.recalls if hit.returned],
             "considered_recalls": [hit for hit in detail.recalls if not hit.returned],
             "may_review": may_review and record.status == Status.QUARANTINED,
+            "review_warnings": review_warnings(record.content),
+            "source_siblings": [
+                sibling.record_id
+                for group in selectors.waiting_siblings(principal, [record]).values()
+                for sibling in group
+                if sibling.record_id != record.record_id
+            ]
+            if may_review and record.status == Status.QUARANTINED
+            else [],
             "may_forget": access.may(principal, access.FORGET, record.scope)
             and record.status in FORGETTABLE,
             "decision_form": DecisionForm(
@@ -412,12 +436,52 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
 # -- review queue ------------------------------------------------------------------
 
 
+@never_cache
+@require_GET
+@dashboard_view
+def retrieval_detail(request: HttpRequest, retrieval_id: str) -> HttpResponse:
+    """Why was this recalled: a stored recall's question (digest), asker, and every candidate."""
+    principal = principal_for(request)
+    try:
+        detail = selectors.get_retrieval(principal, retrieval_id)
+    except RecordNotFound as exc:
+        raise Http404("no such retrieval") from exc
+    return render_page(
+        request,
+        "memory/retrieval_detail.html",
+        {
+            "detail": detail,
+            "retrieval": detail.event,
+            "scope": Scope.parse(detail.event.scope),
+            "hidden_candidates": sum(1 for c in detail.candidates if c.record is None),
+        },
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def session_detail(request: HttpRequest) -> HttpResponse:
+    """One agent session's recalls (``?id=SESSION``), newest first, at scopes you may read."""
+    principal = principal_for(request)
+    session_id = request.GET.get("id", "").strip()
+    if not session_id or len(session_id) > MAX_SESSION_ID:
+        raise Http404("no such session")
+    retrievals = selectors.session_retrievals(principal, session_id, limit=SESSION_RECALLS)
+    return render_page(
+        request,
+        "memory/session_detail.html",
+        {"session_id": session_id, "retrievals": retrievals, "limit": SESSION_RECALLS},
+    )
+
+
 def _queue_page(
     request: HttpRequest,
     principal: Principal,
     *,
     failed: tuple[str, DecisionForm] | None = None,
     bulk_form: BulkDecisionForm | None = None,
+    source_form: SourceDecisionForm | None = None,
     problem: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
@@ -439,17 +503,46 @@ def _queue_page(
             scope_form.add_error(None, str(exc))
             status = 400
     failed_id, failed_form = failed if failed else (None, None)
-    items = []
-    for record in page.items if page else []:
-        form = failed_form if record.record_id == failed_id else None
-        items.append(
+    page_records = list(page.items) if page else []
+    siblings = selectors.waiting_siblings(principal, page_records)
+    groups: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for record in page_records:
+        if record.record_id in placed:
+            continue
+        # Facts of one source message are shown (and rejected) together, with
+        # the source once: a rejection purges it, so none is judged without it.
+        members = siblings.get(record.episode_id or "", []) or [record]
+        if record.record_id not in {m.record_id for m in members}:
+            members = [record]
+        items = []
+        for member in members:
+            placed.add(member.record_id)
+            form = failed_form if member.record_id == failed_id else None
+            items.append(
+                {
+                    "record": member,
+                    "item_value": f"{member.scope}|{member.record_id}",
+                    "warnings": review_warnings(member.content),
+                    "form": form
+                    or DecisionForm(initial={"scope": member.scope, "record_id": member.record_id}),
+                }
+            )
+        groups.append(
             {
-                "record": record,
-                "item_value": f"{record.scope}|{record.record_id}",
-                "form": form
-                or DecisionForm(initial={"scope": record.scope, "record_id": record.record_id}),
+                "record": items[0]["record"],
+                "items": items,
+                "together": len(items) > 1,
+                "warned": any(item["warnings"] for item in items),
+                "form": source_form
+                if source_form is not None
+                and source_form.data.get("episode_id") == record.episode_id
+                else SourceDecisionForm(
+                    initial={"scope": record.scope, "episode_id": record.episode_id}
+                ),
             }
         )
+    items = [item for group in groups for item in group["items"]]
     return render_page(
         request,
         "memory/review_queue.html",
@@ -459,6 +552,7 @@ def _queue_page(
             "narrowed": narrowed,
             "page": page,
             "items": items,
+            "groups": groups,
             "next_url": f"?{query_string(request, after=page.next_cursor)}"
             if page and page.next_cursor
             else None,
@@ -486,6 +580,50 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     return _queue_page(request, principal_for(request))
 
 
+def _review_problem(
+    principal: Principal,
+    items: list[tuple[Scope, str]],
+    decisions: dict[str, str],
+    *,
+    acknowledged: bool,
+) -> str | None:
+    """Why the dashboard will not apply these decisions as asked (None: go ahead).
+
+    Promoting a fact that reads like an instruction or holds a credential
+    needs the warning acknowledged; rejecting (which purges the source
+    message) must take every fact of that source still waiting with it.
+    """
+    records = selectors.quarantined_for_review(principal, items)
+    if not acknowledged:
+        flagged = sorted(
+            record_id
+            for record_id, record in records.items()
+            if decisions.get(record_id) == PROMOTE and review_warnings(record.content)
+        )
+        if flagged:
+            return (
+                f"Nothing was promoted: {', '.join(flagged)} "
+                f"{'reads' if len(flagged) == 1 else 'read'} like an instruction to the agent or "
+                "hold a credential (see the warning on the fact). Read it again; to promote it "
+                "anyway, tick “I read the warning and still want to promote”."
+            )
+    rejected = [r for r in records.values() if decisions.get(r.record_id) == REJECT]
+    chosen = {record_id for _, record_id in items}
+    left = sorted(
+        sibling.record_id
+        for group in selectors.waiting_siblings(principal, rejected).values()
+        for sibling in group
+        if sibling.record_id not in chosen
+    )
+    if left:
+        return (
+            f"Nothing was rejected: rejecting purges the source message, and {', '.join(left)} "
+            f"from the same source still {'awaits' if len(left) == 1 else 'await'} review. "
+            "Decide the facts of that source together (its card in the queue groups them)."
+        )
+    return None
+
+
 def _stale_message(record_id: str, scope: Scope, exc: MemoryEngineError) -> str:
     return f"Nothing was changed. {record_id} at {scope}: {exc}"
 
@@ -507,6 +645,16 @@ def review_decide(request: HttpRequest) -> HttpResponse:
         )
     scope = form.cleaned_data["scope"]
     record_id = form.cleaned_data["record_id"]
+    problem = _review_problem(
+        principal,
+        [(scope, record_id)],
+        {record_id: form.cleaned_data["decision"]},
+        acknowledged=form.cleaned_data["acknowledge"],
+    )
+    if problem:
+        return _queue_page(
+            request, principal, failed=(record_id, form), problem=problem, status=400
+        )
     arguments = {
         "scope": scope,
         "record_id": record_id,
@@ -567,6 +715,14 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
         )
     decision = form.cleaned_data["decision"]
     reason = form.cleaned_data["reason"]
+    problem = _review_problem(
+        principal,
+        form.cleaned_data["items"],
+        {record_id: decision for _, record_id in form.cleaned_data["items"]},
+        acknowledged=form.cleaned_data["acknowledge"],
+    )
+    if problem:
+        return _queue_page(request, principal, bulk_form=form, problem=problem, status=400)
     results = []
     current: tuple[Scope, str] | None = None
     try:
@@ -614,6 +770,66 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
         request,
         "memory/review_done.html",
         {"decision": decision, "results": results},
+    )
+
+
+@never_cache
+@require_POST
+@dashboard_view
+def review_source(request: HttpRequest) -> HttpResponse:
+    """Decide every waiting fact of one source message at once (promote some, reject others)."""
+    principal = principal_for(request)
+    form = SourceDecisionForm(request.POST)
+    if not form.is_valid():
+        return _queue_page(
+            request,
+            principal,
+            source_form=form,
+            problem="Nothing was changed: choose promote or reject for every fact of the "
+            "source and give a reason.",
+            status=400,
+        )
+    scope = form.cleaned_data["scope"]
+    decisions = form.cleaned_data["decisions"]
+    problem = _review_problem(
+        principal,
+        [(scope, record_id) for record_id in decisions],
+        decisions,
+        acknowledged=form.cleaned_data["acknowledge"],
+    )
+    if problem:
+        return _queue_page(request, principal, source_form=form, problem=problem, status=400)
+    try:
+        decided = services.decide_source(
+            scope=scope,
+            episode_id=form.cleaned_data["episode_id"],
+            decisions=decisions,
+            reason=form.cleaned_data["reason"],
+            principal=principal,
+        )
+    except RecordStateError as exc:
+        return _queue_page(request, principal, problem=f"Nothing was changed: {exc}", status=409)
+    results = [
+        {"scope": p.scope, "record_id": p.record_id, "audit_event_id": p.audit_event_id}
+        for p in decided.promoted
+    ] + [
+        {
+            "scope": decided.scope,
+            "record_id": r["purged_record_ids"][0],
+            "audit_event_id": r["audit_event_id"],
+            "receipt": True,
+        }
+        for r in decided.receipts
+    ]
+    return render_page(
+        request,
+        "memory/review_done.html",
+        {
+            "decision": "mixed",
+            "results": results,
+            "promoted": len(decided.promoted),
+            "rejected": len(decided.receipts),
+        },
     )
 
 

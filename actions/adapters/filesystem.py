@@ -133,6 +133,17 @@ class FilesystemAdapter:
             )
         return "/".join(parts)
 
+    def _require_folder(self, relative: str) -> None:
+        """Refuse at staging a write whose folder does not exist (this adapter never creates
+        folders), instead of letting it be approved and fail "not dispatched" at commit."""
+        folder = relative.rpartition("/")[0]
+        if folder and not self.root.joinpath(*folder.split("/")).is_dir():
+            raise ActionInputError(
+                f"path {relative!r}: the folder {folder!r} does not exist under the actions "
+                "root; the filesystem adapter writes files, never folders: create the folder "
+                "first, then stage the plan again"
+            )
+
     def _open_parent(self, relative: str) -> tuple[int, str]:
         """A descriptor of the target's parent, reached without following any link."""
         parts = relative.split("/")
@@ -244,6 +255,8 @@ class FilesystemAdapter:
                 f"unknown arguments for filesystem {proposal.operation}: {sorted(unknown)}"
             )
         relative = self.normalize_path(arguments.get("path"))
+        if proposal.operation == WRITE_TEXT:
+            self._require_folder(relative)
         before = self.snapshot(relative)
         after_mode = before["mode"] if before["exists"] else NEW_FILE_MODE
         if proposal.operation == WRITE_TEXT:

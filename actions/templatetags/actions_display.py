@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +50,79 @@ def diff_lines(diff: Any) -> list[dict[str, str]]:
             kind = "same"
         lines.append({"kind": kind, "text": line})
     return lines
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def _segments(text: str, other: str) -> list[dict[str, Any]]:
+    """``text`` cut into runs, each marked changed or not against ``other`` (word level)."""
+    mine, theirs = _WORDS.findall(text), _WORDS.findall(other)
+    matcher = difflib.SequenceMatcher(a=mine, b=theirs, autojunk=False)
+    runs: list[dict[str, Any]] = []
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if i1 == i2:
+            continue
+        piece = "".join(mine[i1:i2])
+        changed = tag != "equal"
+        if runs and runs[-1]["changed"] == changed:
+            runs[-1]["text"] += piece
+        else:
+            runs.append({"text": piece, "changed": changed})
+    return runs
+
+
+@register.filter
+def diff_rows(diff: Any) -> list[dict[str, Any]]:
+    """A unified diff as rows with old and new line numbers; a removed line and the added
+    line that replaces it get word-level highlights (``segments``, ``changed`` runs)."""
+    rows: list[dict[str, Any]] = []
+    old_no = new_no = 0
+    pending_del: list[dict[str, Any]] = []
+    pending_add: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        # Pair removed and added lines of one change block, line by line.
+        for removed, added in zip(pending_del, pending_add, strict=False):
+            removed["segments"] = _segments(removed["text"], added["text"])
+            added["segments"] = _segments(added["text"], removed["text"])
+        rows.extend(pending_del)
+        rows.extend(pending_add)
+        pending_del.clear()
+        pending_add.clear()
+
+    for line in str(diff or "").splitlines():
+        if line.startswith(("+++", "---")):
+            flush()
+            rows.append({"kind": "meta", "text": line, "old": "", "new": ""})
+            continue
+        hunk = _HUNK.match(line)
+        if hunk:
+            flush()
+            old_no, new_no = int(hunk.group(1)), int(hunk.group(2))
+            rows.append({"kind": "hunk", "text": line, "old": "", "new": ""})
+            continue
+        body = line[1:]
+        if line.startswith("-"):
+            pending_del.append({"kind": "del", "text": body, "old": old_no, "new": ""})
+            old_no += 1
+        elif line.startswith("+"):
+            pending_add.append({"kind": "add", "text": body, "old": "", "new": new_no})
+            new_no += 1
+        elif line.startswith("\\"):
+            flush()
+            rows.append({"kind": "meta", "text": line, "old": "", "new": ""})
+        else:
+            flush()
+            rows.append({"kind": "same", "text": body, "old": old_no, "new": new_no})
+            old_no += 1
+            new_no += 1
+    flush()
+    for row in rows:
+        row.setdefault("segments", [{"text": row["text"], "changed": False}])
+        row["sign"] = {"add": "+", "del": "-"}.get(row["kind"], " ")
+    return rows
 
 
 @register.filter

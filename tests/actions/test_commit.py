@@ -466,11 +466,14 @@ def test_exception_in_preflight_revalidate_aborts_with_receipt(
 def test_missing_parent_directory_is_not_dispatched_decision2(
     actions_root, approval_key, approver_principal
 ):
-    # Given an earlier write and then a write under a directory that does not exist
+    # Given an earlier write and then a write under a directory that existed at staging
+    # (a missing one is refused there) but was removed before the commit
+    (actions_root / "no/such/dir").mkdir(parents=True)
     txn_id = stage_and_approve(
         [write_op("first.txt", "1", key="a"), write_op("no/such/dir/f.txt", "2", key="b")],
         approver_principal,
     )
+    (actions_root / "no/such/dir").rmdir()
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the failing operation is failed (not uncertain), the first is undone: compensated
     assert result["transaction"]["state"] == "compensated"
@@ -498,10 +501,12 @@ def test_not_dispatched_alone_is_compensated_not_uncertain_decision2(
 def test_not_dispatched_with_failed_compensation_is_partial_decision2(
     scripted, approval_key, approver_principal
 ):
+    (scripted / "no/dir").mkdir(parents=True)  # exists at staging, gone at commit
     txn_id = stage_and_approve(
         [write_op("keep.txt", "1", key="a"), write_op("no/dir/x.txt", "2", key="b")],
         approver_principal,
     )
+    (scripted / "no/dir").rmdir()
     with registered_adapter("filesystem", lambda: LyingFilesystemAdapter(scripted)):
         result = services.commit(transaction_id=txn_id, principal=approver_principal)
     assert result["transaction"]["state"] == "partial"
@@ -609,7 +614,9 @@ def test_no_terminal_transaction_ever_lacks_a_receipt_decision3(
     for script, ops in scenarios:
         (scripted / "revalidate.count").unlink(missing_ok=True)
         set_script(scripted, **script)
+        (scripted / "d").mkdir(exist_ok=True)  # a folder that exists at staging...
         txn_id = stage_and_approve(ops, approver_principal)
+        (scripted / "d").rmdir()  # ...and is gone at commit (not dispatched)
         services.commit(transaction_id=txn_id, principal=approver_principal)
     aborted = stage_and_approve([write_op("z.txt", "1")], approver_principal)
     services.abort(transaction_id=aborted, principal=approver_principal)

@@ -229,7 +229,9 @@ def test_execute_delete_and_missing_file_fs6(adapter, root):
 
 
 def test_execute_knows_when_nothing_was_dispatched_fs6_decision2(adapter, root, tmp_path):
+    (root / "missing/dir").mkdir(parents=True)  # exists when staged (else refused there)
     prepared = _prepare(adapter, path="missing/dir/f.txt", content="x")
+    (root / "missing/dir").rmdir()
     with pytest.raises(NotDispatched, match="parent directory must already exist"):
         adapter.execute(prepared, "k")
     forged = type(prepared)(**{**prepared.__dict__, "operation": "chmod"})
@@ -322,10 +324,12 @@ def test_describe_gives_a_unified_diff(adapter, root):
 def test_delete_file_end_to_end_with_compensation(actions_root, approval_key, approver_principal):
     # Given a file, a plan deleting it, then a write that cannot be dispatched
     (actions_root / "keep.txt").write_text("precious")
+    (actions_root / "nodir").mkdir()  # there when staged, removed before the commit
     txn_id = stage_and_approve(
         [delete_op("keep.txt", key="d"), write_op("nodir/x.txt", "y", key="w", depends_on=["d"])],
         approver_principal,
     )
+    (actions_root / "nodir").rmdir()
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the deletion was undone and verified
     assert result["transaction"]["state"] == "compensated"

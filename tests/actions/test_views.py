@@ -72,7 +72,10 @@ def test_detail_permissions(client, actions_root, approval_key, case):
     case.check(response)
     if case.allowed:
         assert txn_id.encode() in response.content
-        assert b"+hello" in response.content  # the diff of the file write
+        assert (
+            b'<td class="ln">1</td><td class="sign">+</td><td class="code">hello</td>'
+            in response.content
+        )
 
 
 @pytest.mark.django_db

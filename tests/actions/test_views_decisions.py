@@ -149,9 +149,15 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
     assert patch["plan_hash"] in body
     assert "the plan below hashes to exactly this value" in body
     assert "aetna-world-patch-v1" in body
-    # And the diff of the file write, line by line
-    assert '<span class="del">-old line</span>' in body
-    assert '<span class="add">+new line</span>' in body
+    # And the diff of the file write, line by line, with line numbers and the changed word
+    assert (
+        '<tr class="del"><td class="ln">1</td><td class="ln"></td><td class="sign">-</td>'
+        '<td class="code"><mark>old</mark> line</td></tr>'
+    ) in body
+    assert (
+        '<tr class="add"><td class="ln"></td><td class="ln">1</td><td class="sign">+</td>'
+        '<td class="code"><mark>new</mark> line</td></tr>'
+    ) in body
     assert "exactly what the plan hash binds" in body
     # And evidence split into what authorized it and what only informed it
     authorized = body.index("Authorized by</p>")

@@ -16,7 +16,13 @@ Fixtures and helpers every e2e test uses (import the helpers from here:
   journeys that start long work (a verification run).
 - ``screenshot(page, name, narrow=True)``: saves ``docs/screenshots/<name>.png``
   (full page at the current width) and, with ``narrow``, ``<name>-narrow.png``
-  at 390 px wide.
+  at 390 px wide. Each width is scanned with axe-core first.
+- ``check_accessibility(page)``: runs axe-core on the page as it is and fails on
+  any *serious* or *critical* violation. It runs on every screenshot and on the
+  page each test ends on (at teardown), so every page of the suite is scanned.
+  axe-core is vendored at ``tests/e2e/assets/axe.min.js`` (npm ``axe-core``
+  4.14.1, MPL-2.0, licence beside it); it is injected through the DevTools
+  protocol, which the page's CSP does not govern, and never served by the app.
 
 Chromium is Debian's ``/usr/bin/chromium`` (override with ``AETNAWEB_CHROMIUM``).
 When it is missing the tests are skipped with the reason, unless
@@ -49,6 +55,15 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
+AXE_SOURCE = Path(__file__).parent / "assets" / "axe.min.js"
+AXE_FAILING_IMPACTS = ("serious", "critical")
+AXE_RUN = """async (impacts) => {
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  return result.violations
+    .filter((v) => impacts.includes(v.impact))
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
+      v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", "));
+}"""
 WIDE = {"width": 1280, "height": 900}
 NARROW = {"width": 390, "height": 844}
 TIMEOUT_MS = 15_000
@@ -120,11 +135,29 @@ def page(browser: Any, live_server: Any, transactional_db: None) -> Iterator[Any
         ),
     )
     tab.on("pageerror", lambda error: problems.append(f"uncaught JavaScript error: {error}"))
+    violations: list[str] = []
     try:
         yield tab
+        if tab.url.startswith("http") and not tab.is_closed():
+            violations = accessibility_violations(tab)
     finally:
         context.close()
     assert not problems, "the page reported: " + " | ".join(problems)
+    assert not violations, "axe-core (serious or critical): " + " | ".join(violations)
+
+
+def accessibility_violations(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE_SOURCE.read_text(encoding="utf-8"))
+    found: list[str] = page.evaluate(AXE_RUN, list(AXE_FAILING_IMPACTS))
+    return [f"{page.url}: {item}" for item in found]
+
+
+def check_accessibility(page: Any) -> None:
+    """Fail the test on any serious or critical axe-core violation on this page."""
+    violations = accessibility_violations(page)
+    assert not violations, "axe-core (serious or critical): " + " | ".join(violations)
 
 
 def login(page: Any, user: Any, password: str = PASSWORD) -> None:
@@ -152,10 +185,12 @@ def screenshot(page: Any, name: str, *, narrow: bool = False, full_page: bool = 
     """Save ``docs/screenshots/<name>.png`` (and ``<name>-narrow.png`` at 390 px with ``narrow``)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
+    check_accessibility(page)
     page.screenshot(path=str(path), full_page=full_page)
     if narrow:
         size = page.viewport_size or WIDE
         page.set_viewport_size(NARROW)
+        check_accessibility(page)
         page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=full_page)
         page.set_viewport_size(size)
     return path

@@ -94,11 +94,15 @@ def test_approve_commit_and_verify_a_file_write(page, actions_root):
     assert page.get_by_role("heading", name="Plans awaiting approval").is_visible()
     screenshot(page, "actions-queue", narrow=True)
     # Then the plan is listed; opening it shows the exact plan hash, the diff and the evidence
-    page.get_by_role("link", name=txn_id[:16]).click()
+    # the queue links each plan by its one-line summary; its ID is shown beneath
+    page.locator("tr", has_text=txn_id[:16]).get_by_role("link").first.click()
     plan_hash = ActionTransaction.objects.get(pk=txn_id).plan_hash
     assert page.get_by_text(plan_hash, exact=True).is_visible()
-    diff = page.locator("pre.diff")
-    assert "-replicas = 2" in diff.inner_text() and "+replicas = 4" in diff.inner_text()
+    # the diff numbers its lines and marks the changed word
+    diff = page.locator("div.diff")
+    assert diff.locator("tr.del").filter(has_text="replicas = 2").is_visible()
+    assert diff.locator("tr.add").filter(has_text="replicas = 4").is_visible()
+    assert diff.locator("tr.add mark").first.inner_text() == "4"
     authorized = page.get_by_label("Authorized by")
     assert authorized.get_by_text(authorizing_episode_id("chat:alice:1842")).first.is_visible()
     assert authorized.get_by_text("Resolved: episode").is_visible()
