@@ -532,6 +532,7 @@ def stage(
                 evidence_id = formats.new_evidence_id()
                 ActionEvidence.objects.create(
                     id=evidence_id,
+                    transaction_id=txn.id,
                     operation_id=operation_id,
                     evidence_kind=item.kind,
                     ref_id=item.ref_id,
