@@ -10,6 +10,12 @@ subject so that no two writers chain onto the same head:
   reads the head.
 - PostgreSQL: a transaction-scoped advisory lock keyed on the subject is taken
   before the head is read and released at commit or rollback.
+
+Every event is also the next leaf of the global Merkle log (:mod:`audit.tree`),
+in the same transaction. The tree is one for all subjects, so on PostgreSQL
+the tree lock is taken first, before the subject lock: a transaction that
+appends to several subjects then never holds a subject lock while waiting
+for the tree (no lock-order deadlock).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.tree import append_leaf, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
 logger = logging.getLogger(__name__)
@@ -151,6 +158,7 @@ def append_event(
     turn_id = _check_context("turn_id", turn_id)
     record_id = _check_context("record_id", record_id)
 
+    lock_tree()
     lock_subject(subject_id)
     event_id = new_event_id()
     created_at = utc_now_iso()
@@ -189,6 +197,7 @@ def append_event(
             ],
         )
         sequence = cursor.fetchone()[0]
+        append_leaf(cursor, sequence=sequence, event_hash=event_hash)
         cursor.execute(
             _SUBJECT_UPSERT_SQL,
             [
