@@ -32,7 +32,9 @@ run: setup
 	@echo "  aetnaweb dashboard: http://$(HOST):$(PORT)/"
 	@echo ""
 	@# Approvals need a key: use the configured one, else the demo's data/approval_key.
+	@# Checkpoints are signed with the configured key, else the demo's data/checkpoint_key.
 	AETNAWEB_APPROVAL_KEY_FILE="$${AETNAWEB_APPROVAL_KEY_FILE:-$${AETNAWEB_DATA_DIR:-data}/approval_key}" \
+	AETNAWEB_CHECKPOINT_KEY_FILE="$${AETNAWEB_CHECKPOINT_KEY_FILE:-$${AETNAWEB_DATA_DIR:-data}/checkpoint_key}" \
 	  $(PY) manage.py runserver $(HOST):$(PORT)
 
 # Debian's Chromium for the browser tests (Playwright's own download cannot work offline).

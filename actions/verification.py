@@ -32,6 +32,7 @@ from actions.models import (
 from aetnaweb.access import system_principal
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
+from audit.receipts import server_log_proof_failures
 from audit.verification import verify_subject
 
 
@@ -232,6 +233,10 @@ def _receipt_failures(txn: ActionTransaction, row: ActionReceipt) -> list[str]:
             payload.get(key) != value for key, value in expected.items()
         ):
             failures.append("action receipt content does not match its audit event")
+    if "log_proof" in receipt:
+        failures.extend(
+            server_log_proof_failures(receipt["log_proof"], str(receipt.get("audit_event_hash")))
+        )
     if receipt.get("transaction_id") != txn.id:
         failures.append("action receipt content does not match its audit event")
     if receipt.get("plan_hash") != txn.plan_hash:

@@ -12,6 +12,8 @@ Environment variables:
   development, nothing in production.
 - ``AETNAWEB_APPROVAL_KEY`` / ``AETNAWEB_APPROVAL_KEY_FILE``: the HMAC key that
   signs action approvals (at least 32 bytes). Without one, approval is disabled.
+- ``AETNAWEB_CHECKPOINT_KEY_FILE``: the Ed25519 key file that signs checkpoint
+  notes (``manage.py audit keygen``). Without one, checkpoints are unsigned.
 - ``AETNAWEB_ACTIONS_ROOT``: directory the filesystem adapter is rooted at.
 - ``AETNAWEB_STORE_RECALL_QUERIES``: keep raw recall query text in the
   retrieval log (off by default; never in the audit table).
@@ -300,6 +302,9 @@ AETNAWEB_APPROVAL_KEY_FILE = os.environ.get("AETNAWEB_APPROVAL_KEY_FILE", "")
 AETNAWEB_APPROVAL_TTL_SECONDS = env_int("AETNAWEB_APPROVAL_TTL_SECONDS", 900, minimum=1)
 AETNAWEB_ACTIONS_ROOT = os.environ.get("AETNAWEB_ACTIONS_ROOT", str(DATA_DIR / "actions-root"))
 AETNAWEB_STORE_RECALL_QUERIES = env_flag("AETNAWEB_STORE_RECALL_QUERIES")
+# The Ed25519 key that signs checkpoint notes (a PRIVATE+KEY+... file made by
+# 'manage.py audit keygen'). Without one, checkpoints carry the log head unsigned.
+AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(
     "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
 )

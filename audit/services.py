@@ -381,6 +381,8 @@ def create_checkpoint(
     actor = _check_actor(actor)
     sink_path = Path(sink if sink is not None else settings.AETNAWEB_CHECKPOINT_SINK)
     with transaction.atomic():
+        # No append between reading the heads and the log: one moment, one document.
+        lock_tree()
         document = build_checkpoint_document(subject_ids=_auditable_subjects(principal))
         line = canonical_json(document)
         Checkpoint.objects.create(

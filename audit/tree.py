@@ -86,25 +86,27 @@ def tree_size() -> int:
 
 
 def _node_hashes(nodes: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+    """The stored hashes of ``nodes`` (leaves and inner nodes) in one query."""
     wanted = set(nodes)
     leaves = sorted(position for level, position in wanted if level == 0)
     inner = sorted(node_id(level, position) for level, position in wanted if level > 0)
+    parts, params = [], []
+    if leaves:
+        parts.append(
+            "SELECT leaf_index * 64, leaf_hash FROM audit_tree_leaf"  # noqa: S608  (placeholders only)
+            f" WHERE leaf_index IN ({', '.join(['%s'] * len(leaves))})"
+        )
+        params.extend(leaves)
+    if inner:
+        parts.append(
+            "SELECT node_id, hash FROM audit_tree_node"  # noqa: S608  (placeholders only)
+            f" WHERE node_id IN ({', '.join(['%s'] * len(inner))})"
+        )
+        params.extend(inner)
     found: dict[tuple[int, int], bytes] = {}
-    with connection.cursor() as cursor:
-        if leaves:
-            marks = ", ".join(["%s"] * len(leaves))
-            cursor.execute(
-                f"SELECT leaf_index, leaf_hash FROM audit_tree_leaf WHERE leaf_index IN ({marks})",  # noqa: S608  (placeholders only)
-                leaves,
-            )
-            for index, value in cursor.fetchall():
-                found[(0, int(index))] = bytes.fromhex(value)
-        if inner:
-            marks = ", ".join(["%s"] * len(inner))
-            cursor.execute(
-                f"SELECT node_id, hash FROM audit_tree_node WHERE node_id IN ({marks})",  # noqa: S608  (placeholders only)
-                inner,
-            )
+    if parts:
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(parts), params)
             for packed, value in cursor.fetchall():
                 found[(int(packed) & 63, int(packed) >> 6)] = bytes.fromhex(value)
     missing = wanted - found.keys()
@@ -112,7 +114,7 @@ def _node_hashes(nodes: Iterable[tuple[int, int]]) -> dict[tuple[int, int], byte
         level, position = min(missing)
         raise TreeError(
             f"the Merkle log lacks node {level}/{position}: the tree tables were altered "
-            "or not backfilled ('manage.py audit tree-backfill')"
+            "or not backfilled"
         )
     return found
 
@@ -135,6 +137,29 @@ def root_at(size: int) -> bytes:
     if size == 0:
         return merkle.EMPTY_ROOT
     return _range_hashes([(0, size)])[0]
+
+
+def proof_for_sequence(sequence: int) -> tuple[int, int, bytes, list[bytes]] | None:
+    """(leaf index, tree size, root, inclusion proof) for the event at ``sequence`` now.
+
+    Two queries whatever the size: the leaf with the state, then every node
+    the root and the audit path need.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT l.leaf_index, s.size FROM audit_tree_leaf l, audit_tree_state s"
+            " WHERE l.sequence = %s AND s.id = 1",
+            [sequence],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    index, size = int(row[0]), int(row[1])
+    path_ranges = merkle.inclusion_ranges(index, size)
+    covers = [merkle.range_nodes(start, end) for start, end in [(0, size), *path_ranges]]
+    stored = _node_hashes(node for cover in covers for node in cover)
+    hashes = [merkle.fold_range([stored[node] for node in cover]) for cover in covers]
+    return index, size, hashes[0], hashes[1:]
 
 
 def leaf_for_sequence(sequence: int) -> tuple[int, bytes] | None:
@@ -191,3 +216,100 @@ def rebuild_missing_leaves(batch: int = 5000) -> int:
                 append_leaf(cursor, sequence=int(sequence), event_hash=event_hash)
                 last = int(sequence)
                 added += 1
+
+
+def events_root(size: int, batch: int = 5000) -> bytes | None:
+    """The root over the first ``size`` events of ``audit_log`` in sequence order.
+
+    Leaf order is sequence order (appends serialize on the tree lock before
+    the row gets its sequence), so this root stands on ``audit_log`` alone,
+    as ``tools/verify_audit.py`` computes it. ``None`` when there are fewer
+    than ``size`` events.
+    """
+    frontier: list[bytes] = []
+    count, after = 0, -1
+    with connection.cursor() as cursor:
+        while count < size:
+            cursor.execute(
+                "SELECT sequence, event_hash FROM audit_log WHERE sequence > %s"
+                " ORDER BY sequence LIMIT %s",
+                [after, min(batch, size - count)],
+            )
+            rows = cursor.fetchall()
+            if not rows:
+                return None
+            for sequence, event_hash in rows:
+                leaf = merkle.event_leaf_hash(str(event_hash))
+                frontier, _ = merkle.append_to_frontier(frontier, count, leaf)
+                count += 1
+                after = int(sequence)
+    return merkle.fold_range(frontier) if frontier else merkle.EMPTY_ROOT
+
+
+def scan_leaves(size: int, batch: int = 5000) -> tuple[list[str], bytes]:
+    """(failures, root) from the first ``size`` leaves, each recomputed from its event.
+
+    Every leaf must name an existing event and hash that event's stored
+    ``event_hash``; the root is folded from the leaves themselves, not the
+    stored nodes, so it stands on ``audit_log`` alone. O(size).
+    """
+    failures: list[str] = []
+    frontier: list[bytes] = []
+    expected = 0
+    with connection.cursor() as cursor:
+        while expected < size:
+            cursor.execute(
+                "SELECT l.leaf_index, l.sequence, l.leaf_hash, a.event_hash"
+                " FROM audit_tree_leaf l LEFT JOIN audit_log a ON a.sequence = l.sequence"
+                " WHERE l.leaf_index >= %s AND l.leaf_index < %s ORDER BY l.leaf_index",
+                [expected, min(size, expected + batch)],
+            )
+            rows = cursor.fetchall()
+            if not rows:
+                break
+            for index, sequence, stored, event_hash in rows:
+                if int(index) != expected:
+                    failures.append(f"log leaf {expected} is missing")
+                    return failures, b""
+                if event_hash is None:
+                    failures.append(f"log leaf {index} names event #{sequence}, which is missing")
+                    leaf = bytes.fromhex(stored)
+                else:
+                    leaf = merkle.event_leaf_hash(event_hash)
+                    if leaf.hex() != stored:
+                        failures.append(
+                            f"log leaf {index} does not hash event #{sequence}'s event_hash"
+                        )
+                frontier, _ = merkle.append_to_frontier(frontier, expected, leaf)
+                expected += 1
+    if expected < size:
+        failures.append(f"log leaf {expected} is missing")
+        return failures, b""
+    root = merkle.fold_range(frontier) if frontier else merkle.EMPTY_ROOT
+    return failures, root
+
+
+def verify_log() -> list[str]:
+    """The stored tree against ``audit_log``: every leaf hashes its event, the nodes fold to it.
+
+    Empty when the log holds. O(n); ``manage.py audit verify`` runs it.
+    """
+    size = tree_size()
+    failures, recomputed = scan_leaves(size)
+    if failures:
+        return failures[:20]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM audit_tree_leaf")
+        leaves = int(cursor.fetchone()[0])
+    if leaves != size:
+        failures.append(f"the log's state says {size} leaves but {leaves} are stored")
+    try:
+        stored = root_at(size)
+    except TreeError as exc:
+        return [*failures, str(exc)]
+    if stored != recomputed:
+        failures.append(
+            f"the stored Merkle nodes give a different root at tree size {size} than the "
+            "leaves: proofs served from them would not verify"
+        )
+    return failures

@@ -92,6 +92,7 @@ def test_exact_plan_approval_commit_and_receipt(actions_root, approval_key, appr
         "audit_event_id",
         "audit_event_hash",
         "created_at",
+        "log_proof",
         "format",
         "receipt_sha256",
     }
