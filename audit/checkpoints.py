@@ -23,7 +23,7 @@ from django.db import connection
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import ScopeError
-from audit import notes, tree
+from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import utc_now_iso
 from audit.models import AuditSubject
@@ -303,3 +303,107 @@ def log_head_failures(log: dict[str, Any]) -> tuple[str, list[str]]:
             "checkpoint's: the log was rewritten (a fork)"
         )
     return signature, failures
+
+
+# -- consistency between two checkpoints (issue 14) -------------------------------------
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """A signed or unsigned tree head taken from a checkpoint document or a bare note."""
+
+    size: int
+    root: bytes
+    note: str | None = None
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> LogHead:
+        log = document.get("log")
+        if not isinstance(log, dict):
+            raise CheckpointError("this checkpoint predates the Merkle log: it has no log head")
+        try:
+            root = base64.b64decode(log["root_hash"], validate=True)
+        except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError("the checkpoint's log root_hash is not base64") from exc
+        return cls(int(log["tree_size"]), root, log.get("note") or None)
+
+    @classmethod
+    def parse(cls, text: str) -> LogHead:
+        """A checkpoint note, or the last v1 JSON line of a checkpoint file."""
+        if text.lstrip().startswith("{"):
+            lines = [line for line in text.splitlines() if line.strip()]
+            document = parse_checkpoint_line(lines[-1], line_number=len(lines))
+            return cls.from_document(document)
+        try:
+            note = notes.parse_checkpoint(text)
+        except notes.NoteError as exc:
+            raise CheckpointError(f"not a checkpoint note or checkpoint line: {exc}") from exc
+        return cls(note.size, note.root, text)
+
+
+@dataclass
+class ConsistencyVerdict:
+    old_size: int
+    new_size: int
+    proof: list[bytes]
+    signatures: dict[str, str]
+    failures: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def bundle(self, old: LogHead, new: LogHead) -> dict[str, Any]:
+        """What ``tools/verify_audit.py --consistency`` checks offline."""
+        return {
+            "old": old.note,
+            "new": new.note,
+            "proof": [base64.b64encode(node).decode() for node in self.proof],
+        }
+
+
+def _signature_verdict(head: LogHead, key: notes.VerifierKey | None) -> str:
+    if head.note is None:
+        return "not signed"
+    if key is None:
+        return "not checked"
+    return "verified" if notes.parse_checkpoint(head.note).signed_by(key) else "invalid"
+
+
+def prove_consistency(old: LogHead, new: LogHead) -> ConsistencyVerdict:
+    """Does ``new`` extend ``old``? The proof comes from this log; a failure is a fork.
+
+    Each head's signature is checked with this server's key when one is
+    configured; a head this log cannot reproduce is reported, never hidden.
+    """
+    try:
+        signer = notes.configured_signer()
+    except notes.NoteError as exc:
+        raise CheckpointError(str(exc)) from exc
+    key = signer.verifier if signer else None
+    signatures = {"old": _signature_verdict(old, key), "new": _signature_verdict(new, key)}
+    failures = [
+        f"the {which} checkpoint's signature is invalid"
+        for which, verdict in signatures.items()
+        if verdict == "invalid"
+    ]
+    if old.size > new.size:
+        raise CheckpointError(
+            f"OLD has {old.size} leaves and NEW {new.size}: give the older checkpoint first"
+        )
+    proof: list[bytes] = []
+    if old.size == 0:
+        failures.append("the older checkpoint is of an empty log: there is nothing to extend")
+        return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)
+    try:
+        proof = tree.consistency_proof(old.size, new.size)
+    except tree.TreeError as exc:
+        failures.append(f"this log cannot prove the newer checkpoint: {exc}")
+        return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)
+    try:
+        merkle.verify_consistency(
+            old_size=old.size, new_size=new.size, old_root=old.root, new_root=new.root, proof=proof
+        )
+    except merkle.ProofError as exc:
+        failures.append(f"FORK: the newer checkpoint does not extend the older ({exc})")
+    return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)

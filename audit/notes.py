@@ -70,7 +70,8 @@ class VerifierKey:
 
     @classmethod
     def parse(cls, text: str) -> VerifierKey:
-        parts = text.strip().split("+")
+        # Base64 may hold '+': only the first two are separators.
+        parts = text.strip().split("+", 2)
         if len(parts) != 3 or not _valid_name(parts[0]):
             raise NoteError("a verifier key reads NAME+KEYID+BASE64 (as 'audit public-key' prints)")
         try:
@@ -118,7 +119,7 @@ class SignerKey:
 
     @classmethod
     def parse(cls, text: str) -> SignerKey:
-        parts = text.strip().split("+")
+        parts = text.strip().split("+", 4)  # base64 may hold '+'
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"] or not _valid_name(parts[2]):
             raise NoteError("the checkpoint key file does not hold a PRIVATE+KEY+... line")
         try:

@@ -765,7 +765,7 @@ def parse_note(text: Any) -> tuple[str, int, bytes, str, list[tuple[str, bytes, 
 
 def parse_verifier_key(text: str) -> tuple[str, bytes]:
     """(name, 32-byte Ed25519 public key) from NAME+KEYID+BASE64; raises ``UsageError``."""
-    parts = text.strip().split("+")
+    parts = text.strip().split("+", 2)  # base64 may hold '+'
     try:
         blob = base64.b64decode(parts[2], validate=True) if len(parts) == 3 else b""
     except (binascii.Error, ValueError):

@@ -288,9 +288,9 @@ def test_tool_uses_only_the_standard_library():
                 modules.add(node.module.split(".")[0])
         # Then every import is the standard library (or the sibling verifier)
         # (verify_audit.py may use 'cryptography' for signatures, only when importable)
-        allowed = {"verify_audit", "cryptography"} if path.name == "verify_audit.py" else {
-            "verify_audit"
-        }
+        allowed = (
+            {"verify_audit", "cryptography"} if path.name == "verify_audit.py" else {"verify_audit"}
+        )
         outside = {m for m in modules if m not in sys.stdlib_module_names and m not in allowed}
         assert outside == set(), (path.name, outside)
 
