@@ -98,6 +98,11 @@ class Checkpoint(models.Model):
     subject_count = models.PositiveIntegerField()
     event_count = models.PositiveBigIntegerField()
     sink = models.CharField(max_length=500, blank=True, default="")
+    # The Merkle log head the document carries (null: issued before the log existed),
+    # kept in columns so the checkpoints page can check consistency without parsing.
+    tree_size = models.PositiveBigIntegerField(null=True, blank=True)
+    root_hash = models.CharField(max_length=44, blank=True, default="")
+    note_signed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -233,3 +233,22 @@ def add_signature(text: str, signer: SignerKey) -> str:
     """``text`` with ``signer``'s signature line appended (a witness cosignature)."""
     note = parse_checkpoint(text)
     return text + signer.sign_line(note.body)
+
+
+def ensure_demo_key(data_dir: Path, name: str = "aetnaweb.local/audit") -> str:
+    """For ``manage.py demo``: the configured key's verifier, else create ``data/checkpoint_key``.
+
+    Returns one line for the demo's summary. ``make run`` points
+    ``AETNAWEB_CHECKPOINT_KEY_FILE`` at that file, as it does for the approval key.
+    """
+    signer = configured_signer()
+    if signer is not None:
+        return f"checkpoints are signed by {signer.verifier.text()}"
+    path = data_dir / "checkpoint_key"
+    if not path.exists():
+        write_private_key(path, SignerKey.generate(name))
+    key = SignerKey.parse(path.read_text(encoding="ascii"))
+    return (
+        f"checkpoint signing key: {path} (make run sets AETNAWEB_CHECKPOINT_KEY_FILE to it); "
+        f"verifier key {key.verifier.text()}"
+    )

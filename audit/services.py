@@ -393,6 +393,9 @@ def create_checkpoint(
             subject_count=len(document["subjects"]),
             event_count=sum(entry["event_count"] for entry in document["subjects"].values()),
             sink=str(sink_path),
+            tree_size=document["log"]["tree_size"],
+            root_hash=document["log"]["root_hash"],
+            note_signed="note" in document["log"],
         )
         _append_line(sink_path, line)
     return document

@@ -192,6 +192,37 @@ def consistency_proof(old_size: int, new_size: int) -> list[bytes]:
     return _range_hashes(ranges)
 
 
+def consistency_proofs(
+    pairs: Iterable[tuple[int, int]],
+) -> dict[tuple[int, int], list[bytes] | str]:
+    """Consistency proofs for many (old, new) size pairs in two queries (for a page of them).
+
+    A pair that cannot be proven maps to the reason, as a string.
+    """
+    current = tree_size()
+    ranges: dict[tuple[int, int], list[tuple[int, int]] | str] = {}
+    for old, new in pairs:
+        if new > current:
+            ranges[(old, new)] = f"the log has {current} leaves, not {new}"
+            continue
+        try:
+            ranges[(old, new)] = merkle.consistency_ranges(old, new)
+        except merkle.ProofError as exc:
+            ranges[(old, new)] = str(exc)
+    covers = {
+        pair: [merkle.range_nodes(a, b) for a, b in value]
+        for pair, value in ranges.items()
+        if not isinstance(value, str)
+    }
+    stored = _node_hashes(node for cover in covers.values() for c in cover for node in c)
+    result: dict[tuple[int, int], list[bytes] | str] = {
+        pair: value for pair, value in ranges.items() if isinstance(value, str)
+    }
+    for pair, cover in covers.items():
+        result[pair] = [merkle.fold_range([stored[node] for node in c]) for c in cover]
+    return result
+
+
 def rebuild_missing_leaves(batch: int = 5000) -> int:
     """Append every ``audit_log`` event that is not yet a leaf, in sequence order.
 

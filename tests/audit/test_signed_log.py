@@ -319,3 +319,43 @@ def test_witness_command(signer, tmp_path, capsys):
     assert cosigned.signed_by(notes.VerifierKey.parse(witness_vkey))
     call_command("audit", "public-key")
     assert capsys.readouterr().out.strip() == signer.verifier.text()
+
+
+# -- the checkpoints page ----------------------------------------------------------------------
+
+
+def test_checkpoints_page_shows_consistency_and_flags_a_fork(
+    signer, client, django_user_model, django_assert_max_num_queries
+):
+    from django.urls import reverse
+
+    from aetnaweb.models import Role
+    from tests.actions.conftest import grant
+
+    user = django_user_model.objects.create_user(username="aud", password="pw-auditor-12345")
+    grant(user, "platform:*:*", Role.AUDITOR)
+    client.force_login(user)
+    for round_ in range(3):
+        for i in range(3):
+            append("acme:alice:proj", payload={"r": round_, "n": i})
+        create_checkpoint(actor="auditor")
+    with django_assert_max_num_queries(12):
+        page = client.get(reverse("audit:checkpoints")).content.decode()
+    assert page.count(">consistent<") == 2 and "FORK" not in page
+    assert "9 leaves, signed" in page
+    # When a stored node under the older heads is rewritten, the page flags the fork
+    tamper(
+        "UPDATE audit_tree_node SET hash = %s WHERE node_id = %s", ["ab" * 32, tree.node_id(1, 0)]
+    )
+    page = client.get(reverse("audit:checkpoints")).content.decode()
+    assert "FORK" in page
+
+
+def test_demo_creates_a_checkpoint_key_once(tmp_path, settings):
+    settings.AETNAWEB_CHECKPOINT_KEY_FILE = ""
+    first = notes.ensure_demo_key(tmp_path)
+    key_file = tmp_path / "checkpoint_key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert notes.ensure_demo_key(tmp_path) == first  # reused, never overwritten
+    settings.AETNAWEB_CHECKPOINT_KEY_FILE = str(key_file)
+    assert notes.ensure_demo_key(tmp_path).startswith("checkpoints are signed by ")
