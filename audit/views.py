@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from itertools import pairwise
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -419,14 +420,14 @@ def _with_consistency(checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
     heads = [cp for cp in checkpoints if cp.tree_size is not None]
     pairs = {
         cp.pk: (older.tree_size, cp.tree_size)
-        for cp, older in zip(heads, heads[1:], strict=False)
+        for cp, older in pairwise(heads)
         if older.tree_size and cp.tree_size is not None and older.tree_size <= cp.tree_size
     }
     try:
         proofs = tree.consistency_proofs(set(pairs.values()))
     except tree.TreeError as exc:
         proofs = dict.fromkeys(pairs.values(), str(exc))
-    older_of = {cp.pk: older for cp, older in zip(heads, heads[1:], strict=False)}
+    older_of = {cp.pk: older for cp, older in pairwise(heads)}
     rows = []
     for cp in checkpoints:
         row: dict[str, Any] = {"checkpoint": cp, "extends": None, "why": ""}
