@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
-from itertools import pairwise
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from django.contrib import messages
