@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -410,7 +410,7 @@ def _visible_checkpoints(principal: Principal, *, before: int | None) -> KeyPage
     return KeyPage(items=shown, next_key=last_examined if more else None, first_page=before is None)
 
 
-def _with_consistency(checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
+def _with_consistency(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]:
     """Each row, and whether its log head extends the next older one on the page.
 
     ``extends`` is True (a consistency proof from this log verifies), False (a
