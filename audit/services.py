@@ -65,7 +65,13 @@ MAX_CONTEXT_LENGTH = 200
 MAX_ACTOR_LENGTH = 150
 MAX_EVENT_TYPE_LENGTH = 100
 
-_HEAD_SQL = "SELECT event_hash FROM audit_log WHERE subject_id = %s ORDER BY sequence DESC LIMIT 1"
+# The chain head and the Merkle log's state in one round trip.
+_HEAD_SQL = (
+    "SELECT (SELECT event_hash FROM audit_log WHERE subject_id = %s"
+    " ORDER BY sequence DESC LIMIT 1),"
+    " (SELECT size FROM audit_tree_state WHERE id = 1),"
+    " (SELECT frontier FROM audit_tree_state WHERE id = 1)"
+)
 _INSERT_SQL = (
     "INSERT INTO audit_log (event_id, subject_id, event_type, created_at, actor, session_id,"
     " turn_id, record_id, payload, prev_hash, event_hash)"
@@ -166,8 +172,8 @@ def append_event(
     # database work (audit append is on every memory write).
     with connection.cursor() as cursor:
         cursor.execute(_HEAD_SQL, [subject_id])
-        row = cursor.fetchone()
-        head = row[0] if row else None
+        head, tree_size, frontier = cursor.fetchone()
+        tree_state = (int(tree_size or 0), frontier or "")
         event_hash = compute_event_hash(
             event_id=event_id,
             subject_id=subject_id,
@@ -197,7 +203,7 @@ def append_event(
             ],
         )
         sequence = cursor.fetchone()[0]
-        append_leaf(cursor, sequence=sequence, event_hash=event_hash)
+        append_leaf(cursor, sequence=sequence, event_hash=event_hash, state=tree_state)
         cursor.execute(
             _SUBJECT_UPSERT_SQL,
             [

@@ -609,6 +609,10 @@ def _checkpoint_results(principal: Principal, upload: EvidenceUpload) -> dict[st
                 "altered": altered,
                 "failed_subjects": [s for s in subjects if not s["ok"]],
                 "held_subjects": [s for s in subjects if s["ok"]],
+                # The Merkle log head's own failures (signature, fork, truncation)
+                "log_failures": [
+                    f for f in verdict.failures if not f.startswith(("subject ", "checkpoint_"))
+                ],
             }
         )
     return {

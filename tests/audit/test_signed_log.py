@@ -359,3 +359,28 @@ def test_demo_creates_a_checkpoint_key_once(tmp_path, settings):
     assert notes.ensure_demo_key(tmp_path) == first  # reused, never overwritten
     settings.AETNAWEB_CHECKPOINT_KEY_FILE = str(key_file)
     assert notes.ensure_demo_key(tmp_path).startswith("checkpoints are signed by ")
+
+
+def test_upload_shows_the_log_verdict_and_a_truncation(signer, client, django_user_model):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    from aetnaweb.models import Role
+    from tests.actions.conftest import grant
+
+    user = django_user_model.objects.create_user(username="aud", password="pw-auditor-12345")
+    grant(user, "platform:*:*", Role.AUDITOR)
+    client.force_login(user)
+    events = [append("acme:alice:proj", payload={"n": i}) for i in range(3)]
+    line = canonical_json(create_checkpoint(actor="auditor"))
+
+    def upload() -> str:
+        response = client.post(
+            reverse("audit:evidence_verify"),
+            {"evidence": SimpleUploadedFile("c.jsonl", line.encode())},
+        )
+        return response.content.decode()
+
+    assert "Merkle log: 3 leaves, signature verified." in upload()
+    tamper("DELETE FROM audit_log WHERE sequence = %s", [events[-1].sequence])
+    assert "the log was truncated" in upload()
