@@ -270,6 +270,6 @@ def test_verify_query_count_is_bounded(
     services.commit(transaction_id=committed)
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
     # (+2: the receipt's log proof is checked against the stored log's root)
-    with django_assert_max_num_queries(18):
+    with django_assert_max_num_queries(19):
         response = client.get(reverse("actions:verify", args=[committed]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
