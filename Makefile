@@ -44,7 +44,9 @@ run: setup
 	@echo ""
 	@# Approvals need a key: use the configured one, else the demo's data/approval_key.
 	@# runserver is one process: long work (verification runs) runs inline there.
+	@# Checkpoints are signed with the configured key, else the demo's data/checkpoint_key.
 	AETNAWEB_APPROVAL_KEY_FILE="$${AETNAWEB_APPROVAL_KEY_FILE:-$${AETNAWEB_DATA_DIR:-data}/approval_key}" \
+	AETNAWEB_CHECKPOINT_KEY_FILE="$${AETNAWEB_CHECKPOINT_KEY_FILE:-$${AETNAWEB_DATA_DIR:-data}/checkpoint_key}" \
 	AETNAWEB_TASKS_BACKEND="$${AETNAWEB_TASKS_BACKEND:-immediate}" \
 	  $(PY) manage.py runserver $(HOST):$(PORT)
 

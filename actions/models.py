@@ -159,6 +159,11 @@ class ActionDependency(models.Model):
 
 class ActionEvidence(models.Model):
     id = models.CharField(primary_key=True, max_length=40)
+    # The published schema (aetnamem actions/store.py) has this column and its
+    # verifier selects evidence by it; it always equals operation.transaction_id.
+    transaction = models.ForeignKey(
+        ActionTransaction, on_delete=models.PROTECT, related_name="evidence"
+    )
     operation = models.ForeignKey(
         ActionOperation, on_delete=models.PROTECT, related_name="evidence"
     )

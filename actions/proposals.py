@@ -146,11 +146,20 @@ class GuardPolicy:
 
     @property
     def policy_hash(self) -> str:
+        """PO-1, byte-identical to the published ``GuardPolicy.digest``.
+
+        The published policy (aetnamem ``aetnamem/actions/policy.py``) hashes
+        the keys ``trusted_authority_tiers``, ``require_attested_authority``
+        and ``require_authority_for_enforce``; our attribute names differ, the
+        hashed names must not. The published tiers are a tuple in declared
+        order; ours are a set, so they are hashed sorted, which is the
+        published default order ("trusted_user", "user_confirmed").
+        """
         return digest(
             {
-                "trusted_tiers": sorted(self.trusted_tiers),
+                "trusted_authority_tiers": sorted(self.trusted_tiers),
                 "require_attested_authority": self.require_attested_authority,
-                "require_authority_in_enforce": self.require_authority_in_enforce,
+                "require_authority_for_enforce": self.require_authority_in_enforce,
             }
         )
 

@@ -73,6 +73,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, digest, sha256_text
 from audit.chain import utc_now_iso
 from audit.models import AuditEvent
+from audit.receipts import log_proof_for
 from audit.services import append_event
 
 MAX_REASON_LENGTH = 2000
@@ -241,6 +242,8 @@ def _issue_receipt(txn_id: str, terminal_state: str, actor: str) -> dict[str, An
         "audit_event_id": event.event_id,
         "audit_event_hash": event.event_hash,
         "created_at": event.created_at,
+        # Additive (issue 14): offline evidence that the event is in the signed log.
+        "log_proof": log_proof_for(event),
     }
     receipt["receipt_sha256"] = formats.receipt_sha256(receipt)
     ActionReceipt.objects.create(
@@ -533,6 +536,7 @@ def stage(
                 evidence_id = formats.new_evidence_id()
                 ActionEvidence.objects.create(
                     id=evidence_id,
+                    transaction_id=txn.id,
                     operation_id=operation_id,
                     evidence_kind=item.kind,
                     ref_id=item.ref_id,

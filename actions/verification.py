@@ -25,12 +25,14 @@ from actions.models import (
     ActionDependency,
     ActionEvidence,
     ActionOperation,
+    ActionPayload,
     ActionReceipt,
     ActionTransaction,
 )
 from aetnaweb.access import system_principal
-from audit.canonical import digest
+from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
+from audit.receipts import server_log_proof_failures
 from audit.verification import verify_subject
 
 
@@ -88,6 +90,56 @@ def recompute_plan(txn: ActionTransaction) -> dict[str, Any]:
     )
 
 
+PAYLOAD_DIGEST_FAILURE = "action payload {op} {kind} does not match its stored digest"
+PAYLOAD_PLAN_FAILURE = "action payload {op} prepared does not match the digests its plan hash binds"
+
+
+def prepared_matches_operation(payload: Any, op: dict[str, Any]) -> bool:
+    """A prepared payload agrees with the operation row's hashed digests, adapter and name.
+
+    The plan hash binds those digests, so a payload that matches them is the
+    payload that was approved; commit refuses anything else (CM-6) and the
+    verifiers must say so too.
+    """
+    if not isinstance(payload, dict):
+        return False
+    try:
+        return (
+            digest(payload.get("arguments")) == op["arguments_digest"]
+            and digest(payload.get("preview")) == op["preview_digest"]
+            and digest(payload.get("preconditions")) == op["precondition_digest"]
+            and payload.get("adapter") == op["adapter"]
+            and payload.get("operation") == op["operation"]
+        )
+    except ValueError:  # not canonical-JSON serializable: cannot be what was hashed
+        return False
+
+
+def payload_failures(txn: ActionTransaction) -> list[str]:
+    """Each unpurged payload recomputes to its digest; each prepared one to the plan's digests."""
+    failures = []
+    rows = ActionPayload.objects.filter(transaction_id=txn.id, purged_at__isnull=True).order_by(
+        "operation_id", "kind"
+    )
+    # One query: the operation's hashed digests come along through the join.
+    fields = ("adapter", "operation", "arguments_digest", "preview_digest", "precondition_digest")
+    for row in rows.values(
+        "operation_id", "kind", "payload", "payload_digest", *(f"operation__{f}" for f in fields)
+    ):
+        if sha256_text(row["payload"]) != row["payload_digest"]:
+            failures.append(PAYLOAD_DIGEST_FAILURE.format(op=row["operation_id"], kind=row["kind"]))
+        if row["kind"] != formats.PAYLOAD_PREPARED:
+            continue
+        try:
+            payload = json.loads(row["payload"])
+        except ValueError:
+            payload = None
+        op = {name: row[f"operation__{name}"] for name in fields}
+        if not prepared_matches_operation(payload, op):
+            failures.append(PAYLOAD_PLAN_FAILURE.format(op=row["operation_id"]))
+    return failures
+
+
 def _proposed_event_matches(txn: ActionTransaction) -> bool:
     for payload_text in AuditEvent.objects.filter(
         subject_id=txn.subject_id, event_type="action.proposed", record_id=txn.id
@@ -121,6 +173,7 @@ def verify_action(
         failures.append("persisted action plan does not match its plan hash")
     if not _proposed_event_matches(txn):
         failures.append("no matching action.proposed audit event")
+    failures.extend(payload_failures(txn))
 
     for approval in ActionApproval.objects.filter(transaction_id=txn.id):
         document = approval.as_approval()
@@ -180,6 +233,10 @@ def _receipt_failures(txn: ActionTransaction, row: ActionReceipt) -> list[str]:
             payload.get(key) != value for key, value in expected.items()
         ):
             failures.append("action receipt content does not match its audit event")
+    if "log_proof" in receipt:
+        failures.extend(
+            server_log_proof_failures(receipt["log_proof"], str(receipt.get("audit_event_hash")))
+        )
     if receipt.get("transaction_id") != txn.id:
         failures.append("action receipt content does not match its audit event")
     if receipt.get("plan_hash") != txn.plan_hash:

@@ -14,6 +14,8 @@ Environment variables:
   development, nothing in production.
 - ``AETNAWEB_APPROVAL_KEY`` / ``AETNAWEB_APPROVAL_KEY_FILE``: the HMAC key that
   signs action approvals (at least 32 bytes). Without one, approval is disabled.
+- ``AETNAWEB_CHECKPOINT_KEY_FILE``: the Ed25519 key file that signs checkpoint
+  notes (``manage.py audit keygen``). Without one, checkpoints are unsigned.
 - ``AETNAWEB_ACTIONS_ROOT``: directory the filesystem adapter is rooted at.
 - ``AETNAWEB_TASKS_BACKEND``: ``database`` (default: a ``manage.py db_worker``
   process runs long work) or ``immediate`` (run it inline; tests, one-off scripts).
@@ -342,6 +344,10 @@ AETNAWEB_APPROVAL_TTL_SECONDS = env_int("AETNAWEB_APPROVAL_TTL_SECONDS", 900, mi
 AETNAWEB_ACTIONS_ROOT = os.environ.get("AETNAWEB_ACTIONS_ROOT", str(DATA_DIR / "actions-root"))
 AETNAWEB_STORE_RECALL_QUERIES = env_flag("AETNAWEB_STORE_RECALL_QUERIES")
 AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
+
+# The Ed25519 key that signs checkpoint notes (a PRIVATE+KEY+... file made by
+# 'manage.py audit keygen'). Without one, checkpoints carry the log head unsigned.
+AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(
     "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
 )

@@ -12,6 +12,8 @@ Failure messages are shared word for word with ``tools/verify_audit.py``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,7 @@ from django.db import connection
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import ScopeError
+from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import utc_now_iso
 from audit.models import AuditSubject
@@ -84,9 +87,30 @@ def build_checkpoint_document(*, subject_ids: Iterable[str] | None = None) -> di
         "format": CHECKPOINT_FORMAT,
         "created_at": utc_now_iso(),
         "subjects": subjects,
+        "log": log_head(),
     }
     document["checkpoint_sha256"] = checkpoint_digest(document)
     return document
+
+
+def log_head() -> dict[str, Any]:
+    """The Merkle log's head now: size, root and, with a key configured, the signed note.
+
+    Additive to v1: ``checkpoint_sha256`` covers it like any other key, and a
+    v1 reader that does not know it still checks the rest. The caller holds
+    the tree lock so the head and the pinned chains describe one moment.
+    """
+    size = tree.tree_size()
+    root = tree.root_at(size)
+    head: dict[str, Any] = {"tree_size": size, "root_hash": base64.b64encode(root).decode()}
+    try:
+        signer = notes.configured_signer()
+    except notes.NoteError as exc:
+        raise CheckpointError(str(exc)) from exc
+    if signer is not None:
+        head["note"] = notes.sign_checkpoint(signer, size, root)
+        head["verifier_key"] = signer.verifier.text()
+    return head
 
 
 def parse_checkpoint_line(line: str, *, line_number: int) -> dict[str, Any]:
@@ -116,6 +140,17 @@ def parse_checkpoint_line(line: str, *, line_number: int) -> dict[str, Any]:
             raise CheckpointError(
                 f"{where}: subject {subject_id} needs an integer sequence and a string event_hash"
             )
+    log = document.get("log")
+    if log is not None and (
+        not isinstance(log, dict)
+        or type(log.get("tree_size")) is not int
+        or log["tree_size"] < 0
+        or not isinstance(log.get("root_hash"), str)
+        or not isinstance(log.get("note", ""), str)
+    ):
+        raise CheckpointError(
+            f"{where}: log needs a non-negative integer tree_size and a base64 root_hash"
+        )
     return document
 
 
@@ -137,6 +172,10 @@ class CheckpointResult:
     checkpoint_sha256: str
     subject_count: int
     failures: list[str] = field(default_factory=list)
+    # "verified", "not signed" (no log head, or a head without a note) or
+    # "not checked" (this server has no key to check it with).
+    signature: str = "not signed"
+    tree_size: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -150,6 +189,8 @@ class CheckpointResult:
             "checkpoint_sha256": self.checkpoint_sha256,
             "subject_count": self.subject_count,
             "failures": list(self.failures),
+            "signature": self.signature,
+            "tree_size": self.tree_size,
         }
 
 
@@ -208,5 +249,161 @@ def verify_checkpoints(
             result.failures.append("checkpoint_sha256 does not match the checkpoint's content")
         else:
             result.failures.extend(containment_failures(document["subjects"]))
+            if "log" in document:
+                result.tree_size = document["log"]["tree_size"]
+                result.signature, log_failures = log_head_failures(document["log"])
+                result.failures.extend(log_failures)
         results.append(result)
     return results
+
+
+def log_head_failures(log: dict[str, Any]) -> tuple[str, list[str]]:
+    """(signature verdict, failures) for a checkpoint's log head against this database.
+
+    The signed root must be the root of the first ``tree_size`` events of
+    ``audit_log`` (the log only grew since), recomputed from the rows
+    themselves (O(n)); the stored tree is checked by :func:`tree.verify_log`.
+    """
+    failures: list[str] = []
+    size = log["tree_size"]
+    try:
+        root = base64.b64decode(log["root_hash"], validate=True)
+    except (binascii.Error, ValueError):
+        return "not signed", ["log root_hash is not base64"]
+    signature = "not signed"
+    if log.get("note"):
+        try:
+            note = notes.parse_checkpoint(log["note"])
+        except notes.NoteError as exc:
+            return "not signed", [f"log note is malformed: {exc}"]
+        if note.size != size or note.root != root:
+            failures.append("log note names a different tree size or root than the checkpoint")
+        try:
+            signer = notes.configured_signer()
+        except notes.NoteError as exc:
+            signer = None
+            failures.append(f"the signature could not be checked: {exc}")
+        if signer is None:
+            signature = "not checked"
+        elif note.signed_by(signer.verifier):
+            signature = "verified"
+        else:
+            signature = "invalid"
+            failures.append("log note is not signed by this server's checkpoint key")
+    # Worded as tools/verify_audit.py words it: both recompute from audit_log.
+    recomputed = tree.events_root(size)
+    if recomputed is None:
+        failures.append(
+            f"audit_log holds fewer than the {size} events this checkpoint's log signed: "
+            "the log was truncated"
+        )
+    elif recomputed != root:
+        failures.append(
+            f"the log root at tree size {size}, recomputed from audit_log, differs from the "
+            "checkpoint's: the log was rewritten (a fork)"
+        )
+    return signature, failures
+
+
+# -- consistency between two checkpoints (issue 14) -------------------------------------
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """A signed or unsigned tree head taken from a checkpoint document or a bare note."""
+
+    size: int
+    root: bytes
+    note: str | None = None
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> LogHead:
+        log = document.get("log")
+        if not isinstance(log, dict):
+            raise CheckpointError("this checkpoint predates the Merkle log: it has no log head")
+        try:
+            root = base64.b64decode(log["root_hash"], validate=True)
+        except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError("the checkpoint's log root_hash is not base64") from exc
+        return cls(int(log["tree_size"]), root, log.get("note") or None)
+
+    @classmethod
+    def parse(cls, text: str) -> LogHead:
+        """A checkpoint note, or the last v1 JSON line of a checkpoint file."""
+        if text.lstrip().startswith("{"):
+            lines = [line for line in text.splitlines() if line.strip()]
+            document = parse_checkpoint_line(lines[-1], line_number=len(lines))
+            return cls.from_document(document)
+        try:
+            note = notes.parse_checkpoint(text)
+        except notes.NoteError as exc:
+            raise CheckpointError(f"not a checkpoint note or checkpoint line: {exc}") from exc
+        return cls(note.size, note.root, text)
+
+
+@dataclass
+class ConsistencyVerdict:
+    old_size: int
+    new_size: int
+    proof: list[bytes]
+    signatures: dict[str, str]
+    failures: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def bundle(self, old: LogHead, new: LogHead) -> dict[str, Any]:
+        """What ``tools/verify_audit.py --consistency`` checks offline."""
+        return {
+            "old": old.note,
+            "new": new.note,
+            "proof": [base64.b64encode(node).decode() for node in self.proof],
+        }
+
+
+def _signature_verdict(head: LogHead, key: notes.VerifierKey | None) -> str:
+    if head.note is None:
+        return "not signed"
+    if key is None:
+        return "not checked"
+    return "verified" if notes.parse_checkpoint(head.note).signed_by(key) else "invalid"
+
+
+def prove_consistency(old: LogHead, new: LogHead) -> ConsistencyVerdict:
+    """Does ``new`` extend ``old``? The proof comes from this log; a failure is a fork.
+
+    Each head's signature is checked with this server's key when one is
+    configured; a head this log cannot reproduce is reported, never hidden.
+    """
+    try:
+        signer = notes.configured_signer()
+    except notes.NoteError as exc:
+        raise CheckpointError(str(exc)) from exc
+    key = signer.verifier if signer else None
+    signatures = {"old": _signature_verdict(old, key), "new": _signature_verdict(new, key)}
+    failures = [
+        f"the {which} checkpoint's signature is invalid"
+        for which, verdict in signatures.items()
+        if verdict == "invalid"
+    ]
+    if old.size > new.size:
+        raise CheckpointError(
+            f"OLD has {old.size} leaves and NEW {new.size}: give the older checkpoint first"
+        )
+    proof: list[bytes] = []
+    if old.size == 0:
+        failures.append("the older checkpoint is of an empty log: there is nothing to extend")
+        return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)
+    try:
+        proof = tree.consistency_proof(old.size, new.size)
+    except tree.TreeError as exc:
+        failures.append(f"this log cannot prove the newer checkpoint: {exc}")
+        return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)
+    try:
+        merkle.verify_consistency(
+            old_size=old.size, new_size=new.size, old_root=old.root, new_root=new.root, proof=proof
+        )
+    except merkle.ProofError as exc:
+        failures.append(f"FORK: the newer checkpoint does not extend the older ({exc})")
+    return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)

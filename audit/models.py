@@ -122,6 +122,11 @@ class Checkpoint(models.Model):
     subject_count = models.PositiveIntegerField()
     event_count = models.PositiveBigIntegerField()
     sink = models.CharField(max_length=500, blank=True, default="")
+    # The Merkle log head the document carries (null: issued before the log existed),
+    # kept in columns so the checkpoints page can check consistency without parsing.
+    tree_size = models.PositiveBigIntegerField(null=True, blank=True)
+    root_hash = models.CharField(max_length=44, blank=True, default="")
+    note_signed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -192,3 +197,55 @@ class VerificationRun(models.Model):
         if not self.total_events:
             return 0
         return min(99, int(100 * self.events_checked / self.total_events))
+
+
+class AuditTreeLeaf(models.Model):
+    """Leaf ``leaf_index`` of the global Merkle log: the event at ``sequence`` (issue 14).
+
+    ``leaf_hash`` is SHA-256(0x00 || "aetnaweb-audit-leaf-v1:" || event_hash),
+    see :mod:`audit.merkle`. Written by ``append_event`` in the event's own
+    transaction, in the order appends commit.
+    """
+
+    leaf_index = models.BigIntegerField(primary_key=True)
+    sequence = models.BigIntegerField(unique=True)
+    leaf_hash = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "audit_tree_leaf"  # named: append_event writes it with raw SQL
+        ordering = ["leaf_index"]
+
+    def __str__(self) -> str:
+        return f"leaf {self.leaf_index} = event #{self.sequence}"
+
+
+class AuditTreeNode(models.Model):
+    """A complete subtree of ``2**level`` leaves (level >= 1), stored once it is complete.
+
+    ``node_id`` packs the address: ``position << 6 | level``, so a proof's
+    nodes are one primary-key ``IN`` lookup.
+    """
+
+    node_id = models.BigIntegerField(primary_key=True)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "audit_tree_node"  # named: append_event writes it with raw SQL
+
+    def __str__(self) -> str:
+        return f"node {self.node_id & 63}/{self.node_id >> 6}"
+
+
+class AuditTreeState(models.Model):
+    """The single row holding the tree size and its frontier (the hashes the next append needs)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    size = models.BigIntegerField(default=0)
+    # The hex hashes of merkle.frontier_nodes(size), concatenated (64 characters each).
+    frontier = models.TextField(default="", blank=True)
+
+    class Meta:
+        db_table = "audit_tree_state"  # named: append_event writes it with raw SQL
+
+    def __str__(self) -> str:
+        return f"Merkle log of {self.size} leaves"

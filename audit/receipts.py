@@ -18,11 +18,14 @@ Failure messages are shared word for word with ``tools/verify_audit.py``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from typing import Any
 
 from aetnaweb import access
 from aetnaweb.access import Principal
+from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import compute_event_hash
 from audit.models import AuditEvent
@@ -86,6 +89,8 @@ def build_deletion_receipt(
         "purged_episode_ids": list(purged_episode_ids),
         "audit_event_id": event.event_id,
         "audit_event_hash": event.event_hash,
+        # Additive (issue 14): the v1 digest covers it like every other field.
+        "log_proof": log_proof_for(event),
     }
     receipt["receipt_sha256"] = digest(receipt)
     return receipt
@@ -184,4 +189,139 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
                 sorted(receipt["purged_episode_ids"]),
             )
         )
+    if "log_proof" in receipt:
+        failures.extend(
+            server_log_proof_failures(receipt["log_proof"], receipt["audit_event_hash"])
+        )
     return failures
+
+
+def server_log_proof_failures(proof: Any, event_hash: str) -> list[str]:
+    """A receipt's ``log_proof`` checked with this server's key and against its stored log."""
+    try:
+        signer = notes.configured_signer()
+    except notes.NoteError as exc:
+        return [f"the log proof's signature could not be checked: {exc}"]
+    failures, _ = verify_log_proof(
+        proof, event_hash=event_hash, key=signer.verifier if signer else None
+    )
+    if failures:
+        return failures
+    # The proof holds offline; it must also agree with the log as stored now.
+    try:
+        if tree.root_at(proof["tree_size"]) != base64.b64decode(proof["root_hash"]):
+            failures.append("log_proof root differs from this log's root at that size (a fork)")
+    except tree.TreeError as exc:
+        failures.append(f"log_proof names a tree this log does not hold: {exc}")
+    return failures
+
+
+# -- Merkle log proofs in receipts (issue 14) ----------------------------------------
+
+LOG_PROOF_FORMAT = "aetnaweb-log-proof-v1"
+PREIMAGE_KEYS = (
+    "event_id",
+    "subject_id",
+    "event_type",
+    "created_at",
+    "actor",
+    "session_id",
+    "turn_id",
+    "record_id",
+    "payload",
+    "prev_hash",
+)
+
+
+def log_proof_for(event: AuditEvent) -> dict[str, Any]:
+    """The ``log_proof`` a receipt carries: the event, its inclusion proof and a signed head.
+
+    Called in the event's own transaction, right after its append: the tree's
+    newest leaf is this event, so the head is signed at exactly its size. With
+    no signing key configured the head is given unsigned (``root_hash``), and a
+    holder can check inclusion but not who vouches for the root.
+    """
+    found = tree.proof_for_sequence(event.sequence)
+    if found is None:
+        raise tree.TreeError(f"event #{event.sequence} is not a leaf of the Merkle log")
+    leaf_index, size, root, path = found
+    proof: dict[str, Any] = {
+        "format": LOG_PROOF_FORMAT,
+        "event": {
+            key: (loads_strict(event.payload) if key == "payload" else getattr(event, key))
+            for key in PREIMAGE_KEYS
+        },
+        "leaf_index": leaf_index,
+        "tree_size": size,
+        "inclusion_proof": [base64.b64encode(node).decode() for node in path],
+        "root_hash": base64.b64encode(root).decode(),
+    }
+    signer = notes.configured_signer()
+    if signer is not None:
+        proof["checkpoint"] = notes.sign_checkpoint(signer, size, root)
+    return proof
+
+
+def verify_log_proof(
+    proof: Any, *, event_hash: str, key: notes.VerifierKey | None
+) -> tuple[list[str], str]:
+    """(failures, signature verdict) for a receipt's ``log_proof``, offline: no database.
+
+    The event recomputes to ``event_hash``; its leaf is included under the
+    proof's root; the root is the signed checkpoint's, and the checkpoint is
+    signed by ``key`` ("verified"), or could not be checked ("not checked":
+    no key given; "not signed": the proof has no checkpoint).
+    """
+    if not isinstance(proof, dict) or proof.get("format") != LOG_PROOF_FORMAT:
+        return [f"log_proof is not an {LOG_PROOF_FORMAT} object"], "not signed"
+    event = proof.get("event")
+    index, size = proof.get("leaf_index"), proof.get("tree_size")
+    nodes = proof.get("inclusion_proof")
+    if (
+        not isinstance(event, dict)
+        or set(event) != set(PREIMAGE_KEYS)
+        or type(index) is not int
+        or type(size) is not int
+        or not isinstance(nodes, list)
+        or not all(isinstance(node, str) for node in nodes)
+        or not isinstance(proof.get("root_hash"), str)
+    ):
+        return ["log_proof is missing a field or has one of the wrong type"], "not signed"
+    failures: list[str] = []
+    try:
+        recomputed = compute_event_hash(**event)
+    except (CanonicalJSONError, TypeError):
+        recomputed = None
+    if recomputed != event_hash:
+        failures.append("log_proof event does not recompute to the receipt's audit_event_hash")
+    try:
+        root = base64.b64decode(proof["root_hash"], validate=True)
+        path = [base64.b64decode(node, validate=True) for node in nodes]
+    except (binascii.Error, ValueError):
+        return [*failures, "log_proof holds a hash that is not base64"], "not signed"
+    verdict = "not signed"
+    if "checkpoint" in proof:
+        try:
+            note = notes.parse_checkpoint(proof["checkpoint"])
+        except notes.NoteError as exc:
+            return [*failures, f"log_proof checkpoint is malformed: {exc}"], "not signed"
+        if note.size != size or note.root != root:
+            failures.append("log_proof checkpoint names a different tree size or root")
+        if key is None:
+            verdict = "not checked"
+        elif note.signed_by(key):
+            verdict = "verified"
+        else:
+            verdict = "invalid"
+            failures.append("log_proof checkpoint is not signed by the given key")
+    try:
+        merkle.verify_inclusion(
+            index=index,
+            size=size,
+            leaf=merkle.event_leaf_hash(event_hash),
+            proof=path,
+            root=root,
+        )
+    except merkle.ProofError as exc:
+        failures.append(f"log_proof inclusion proof does not verify: {exc}")
+    return failures, verdict

@@ -10,6 +10,12 @@ subject so that no two writers chain onto the same head:
   reads the head.
 - PostgreSQL: a transaction-scoped advisory lock keyed on the subject is taken
   before the head is read and released at commit or rollback.
+
+Every event is also the next leaf of the global Merkle log (:mod:`audit.tree`),
+in the same transaction. The tree is one for all subjects, so on PostgreSQL
+the tree lock is taken first, before the subject lock: a transaction that
+appends to several subjects then never holds a subject lock while waiting
+for the tree (no lock-order deadlock).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.tree import append_leaf, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
 logger = logging.getLogger(__name__)
@@ -57,7 +64,13 @@ MAX_CONTEXT_LENGTH = 200
 MAX_ACTOR_LENGTH = 150
 MAX_EVENT_TYPE_LENGTH = 100
 
-_HEAD_SQL = "SELECT event_hash FROM audit_log WHERE subject_id = %s ORDER BY sequence DESC LIMIT 1"
+# The chain head and the Merkle log's state in one round trip.
+_HEAD_SQL = (
+    "SELECT (SELECT event_hash FROM audit_log WHERE subject_id = %s"
+    " ORDER BY sequence DESC LIMIT 1),"
+    " (SELECT size FROM audit_tree_state WHERE id = 1),"
+    " (SELECT frontier FROM audit_tree_state WHERE id = 1)"
+)
 _INSERT_SQL = (
     "INSERT INTO audit_log (event_id, subject_id, event_type, created_at, actor, session_id,"
     " turn_id, record_id, payload, prev_hash, event_hash)"
@@ -157,6 +170,7 @@ def append_event(
     turn_id = _check_context("turn_id", turn_id)
     record_id = _check_context("record_id", record_id)
 
+    lock_tree()
     lock_subject(subject_id)
     event_id = new_event_id()
     created_at = utc_now_iso()
@@ -164,8 +178,8 @@ def append_event(
     # database work (audit append is on every memory write).
     with connection.cursor() as cursor:
         cursor.execute(_HEAD_SQL, [subject_id])
-        row = cursor.fetchone()
-        head = row[0] if row else None
+        head, tree_size, frontier = cursor.fetchone()
+        tree_state = (int(tree_size or 0), frontier or "")
         event_hash = compute_event_hash(
             event_id=event_id,
             subject_id=subject_id,
@@ -195,6 +209,7 @@ def append_event(
             ],
         )
         sequence = cursor.fetchone()[0]
+        append_leaf(cursor, sequence=sequence, event_hash=event_hash, state=tree_state)
         cursor.execute(
             _SUBJECT_UPSERT_SQL,
             [
@@ -379,6 +394,8 @@ def create_checkpoint(
     actor = _check_actor(actor)
     sink_path = Path(sink if sink is not None else settings.AETNAWEB_CHECKPOINT_SINK)
     with transaction.atomic():
+        # No append between reading the heads and the log: one moment, one document.
+        lock_tree()
         document = build_checkpoint_document(subject_ids=_auditable_subjects(principal))
         line = canonical_json(document)
         Checkpoint.objects.create(
@@ -389,6 +406,9 @@ def create_checkpoint(
             subject_count=len(document["subjects"]),
             event_count=sum(entry["event_count"] for entry in document["subjects"].values()),
             sink=str(sink_path),
+            tree_size=document["log"]["tree_size"],
+            root_hash=document["log"]["root_hash"],
+            note_signed="note" in document["log"],
         )
         _append_line(sink_path, line)
     return document

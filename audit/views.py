@@ -8,10 +8,12 @@ reads through selectors that filter by grant, and writes only through
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from django.contrib import messages
@@ -35,7 +37,7 @@ from aetnaweb.dashboard import (
     render_page,
 )
 from aetnaweb.scopes import Scope, ScopeError
-from audit import selectors
+from audit import merkle, selectors, tree
 from audit.canonical import canonical_json
 from audit.chain import row_event_hash
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
@@ -414,6 +416,53 @@ def _visible_checkpoints(principal: Principal, *, before: int | None) -> KeyPage
     return KeyPage(items=shown, next_key=last_examined if more else None, first_page=before is None)
 
 
+def _with_consistency(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]:
+    """Each row, and whether its log head extends the next older one on the page.
+
+    ``extends`` is True (a consistency proof from this log verifies), False (a
+    fork: flagged on the page), or None (no older head on the page, or a
+    checkpoint from before the log). All proofs of a page cost two queries.
+    """
+    heads = [cp for cp in checkpoints if cp.tree_size is not None]
+    pairs = {
+        cp.pk: (older.tree_size, cp.tree_size)
+        for cp, older in pairwise(heads)
+        if older.tree_size and cp.tree_size is not None and older.tree_size <= cp.tree_size
+    }
+    try:
+        proofs = tree.consistency_proofs(set(pairs.values()))
+    except tree.TreeError as exc:
+        proofs = dict.fromkeys(pairs.values(), str(exc))
+    older_of = {cp.pk: older for cp, older in pairwise(heads)}
+    rows = []
+    for cp in checkpoints:
+        row: dict[str, Any] = {"checkpoint": cp, "extends": None, "why": ""}
+        older = older_of.get(cp.pk)
+        if older is not None and cp.pk not in pairs:
+            row["extends"] = older.tree_size == 0  # a shrunken log cannot extend the older one
+            row["why"] = "" if row["extends"] else "the log is smaller than an older checkpoint"
+        elif cp.pk in pairs:
+            row["extends"], row["why"] = _extends(older, cp, proofs[pairs[cp.pk]])
+        rows.append(row)
+    return rows
+
+
+def _extends(older: Any, newer: Checkpoint, proof: list[bytes] | str) -> tuple[bool, str]:
+    if isinstance(proof, str):
+        return False, proof
+    try:
+        merkle.verify_consistency(
+            old_size=older.tree_size,
+            new_size=newer.tree_size or 0,
+            old_root=base64.b64decode(older.root_hash),
+            new_root=base64.b64decode(newer.root_hash),
+            proof=proof,
+        )
+    except (merkle.ProofError, ValueError) as exc:
+        return False, str(exc)
+    return True, ""
+
+
 def _checkpoints_page(
     request: HttpRequest,
     principal: Principal,
@@ -423,7 +472,7 @@ def _checkpoints_page(
     status: int = 200,
 ) -> HttpResponse:
     page = _visible_checkpoints(principal, before=page_key(request))
-    rows = [{"checkpoint": cp} for cp in page.items]
+    rows = _with_consistency(page.items)
     context = {
         "page": page,
         "rows": rows,
@@ -566,6 +615,10 @@ def _checkpoint_results(principal: Principal, upload: EvidenceUpload) -> dict[st
                 "altered": altered,
                 "failed_subjects": [s for s in subjects if not s["ok"]],
                 "held_subjects": [s for s in subjects if s["ok"]],
+                # The Merkle log head's own failures (signature, fork, truncation)
+                "log_failures": [
+                    f for f in verdict.failures if not f.startswith(("subject ", "checkpoint_"))
+                ],
             }
         )
     return {

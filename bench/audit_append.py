@@ -4,8 +4,10 @@
 
 Each append is its own transaction (``transaction.atomic()`` around
 ``append_event``), as a memory write is: BEGIN IMMEDIATE, read the chain head,
-insert, update the subject index and the day's counter, commit. The database
-is a temporary file; the chains are verified at the end.
+insert, update the subject index and the day's counter, append the event as a
+leaf of the Merkle log (read the frontier, write the leaf and the nodes it
+completes, write the frontier), commit. The database is a temporary file; the
+chains and the Merkle log are verified at the end.
 """
 
 from __future__ import annotations
@@ -122,6 +124,13 @@ def main() -> None:
         expected = total + args.appends
         status = "ok" if report.ok and report.events_checked == expected else "FAILED"
         print(f"  chains verified after the run: {status} ({report.events_checked:,} events)")
+        from audit import tree
+
+        log_failures = tree.verify_log()
+        print(
+            f"  Merkle log verified: {'ok' if not log_failures else 'FAILED'}"
+            f" ({tree.tree_size():,} leaves)"
+        )
 
 
 if __name__ == "__main__":

@@ -285,6 +285,8 @@ class DeletionReceiptOut(Schema):
     purged_episode_ids: list[str]
     audit_event_id: str
     audit_event_hash: str
+    # The event, its Merkle inclusion proof and the signed log head (docs/auditors.md).
+    log_proof: dict[str, Any]
     receipt_sha256: str
 
 

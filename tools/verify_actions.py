@@ -12,6 +12,8 @@ database read-only and, for one transaction (or every one with ``--all``):
 - checks every receipt: its digest recomputes, it names an
   ``action.receipt_issued`` event in the subject's chain with that hash and
   the same content, and it agrees with the transaction;
+- checks every unpurged payload against its stored digest, and each prepared
+  payload against the digests the plan hash binds (an edit after approval);
 - checks the subject's audit hash chain;
 - requires a receipt for a transaction in a terminal state.
 
@@ -155,6 +157,58 @@ def proposed_event_matches(connection: sqlite3.Connection, txn: sqlite3.Row) -> 
     return False
 
 
+def payload_failures(connection: sqlite3.Connection, txn: sqlite3.Row) -> list[str]:
+    """Each unpurged payload against its stored digest and, when prepared, the plan's digests.
+
+    Commit refuses a prepared payload edited after approval; without this
+    check the verifier would still print OK for that database.
+    """
+    operations = {
+        row["id"]: row
+        for row in connection.execute(
+            "SELECT id, adapter, operation, arguments_digest, preview_digest, precondition_digest"
+            " FROM action_operations WHERE transaction_id = ?",
+            (txn["id"],),
+        )
+    }
+    failures = []
+    for row in connection.execute(
+        "SELECT operation_id, kind, payload, payload_digest FROM action_payloads"
+        " WHERE transaction_id = ? AND purged_at IS NULL ORDER BY operation_id, kind",
+        (txn["id"],),
+    ):
+        text = row["payload"]
+        if hashlib.sha256(str(text).encode("utf-8")).hexdigest() != row["payload_digest"]:
+            failures.append(
+                f"action payload {row['operation_id']} {row['kind']} does not match its stored digest"
+            )
+        if row["kind"] != "prepared":
+            continue
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = None
+        op = operations.get(row["operation_id"])
+        matches = False
+        if isinstance(payload, dict) and op is not None:
+            try:
+                matches = (
+                    digest(payload.get("arguments")) == op["arguments_digest"]
+                    and digest(payload.get("preview")) == op["preview_digest"]
+                    and digest(payload.get("preconditions")) == op["precondition_digest"]
+                    and payload.get("adapter") == op["adapter"]
+                    and payload.get("operation") == op["operation"]
+                )
+            except ValueError:
+                matches = False
+        if not matches:
+            failures.append(
+                f"action payload {row['operation_id']} prepared does not match the digests "
+                "its plan hash binds"
+            )
+    return failures
+
+
 def approval_failures(
     connection: sqlite3.Connection, txn: sqlite3.Row, key: bytes | None
 ) -> list[str]:
@@ -261,6 +315,7 @@ def verify_transaction(
         failures.append("persisted action plan does not match its plan hash")
     if not proposed_event_matches(connection, txn):
         failures.append("no matching action.proposed audit event")
+    failures.extend(payload_failures(connection, txn))
     failures.extend(approval_failures(connection, txn, key))
     receipt_problems, receipt_count = receipt_failures(connection, txn)
     failures.extend(receipt_problems)

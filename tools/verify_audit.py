@@ -5,6 +5,8 @@ Usage::
 
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
+    python tools/verify_audit.py --offline-receipt RECEIPT.json [--public-key KEY]
+    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]
 
 Opens the SQLite database read-only (or loads a ``manage.py audit export``
 file, one row per line, into a private in-memory database: the way to check a
@@ -47,6 +49,14 @@ trust none of the application. Sibling tools may import it
     Recompute one row's hash (``row`` in ``EVENT_COLUMNS`` order, without
     ``sequence``); raises ``ValueError`` with the reason when impossible.
 
+The Merkle log (docs/auditors.md): a checkpoint line with a ``log`` head is
+also checked by recomputing the RFC 6962 root of the first ``tree_size``
+events (sequence order) from ``audit_log``; a receipt's ``log_proof`` is
+checked by its inclusion proof. ``--offline-receipt`` and ``--consistency``
+need no database. Ed25519 signatures on checkpoint notes are checked with the
+``cryptography`` package when it is importable and ``--public-key`` is given;
+otherwise the output says "signature not checked" and why.
+
 Failure strings are worded exactly as the application's own verifier words
 them, so the two can be compared line by line.
 """
@@ -54,6 +64,8 @@ them, so the two can be compared line by line.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import hashlib
 import json
 import json.encoder
@@ -508,6 +520,15 @@ def parse_checkpoint_line(line: str) -> dict[str, Any]:
             raise ValueError(
                 f"subject {subject_id} needs an integer sequence and a string event_hash"
             )
+    log = document.get("log")
+    if log is not None and (
+        not isinstance(log, dict)
+        or type(log.get("tree_size")) is not int
+        or log["tree_size"] < 0
+        or not isinstance(log.get("root_hash"), str)
+        or not isinstance(log.get("note", ""), str)
+    ):
+        raise ValueError("log needs a non-negative integer tree_size and a base64 root_hash")
     return document
 
 
@@ -538,7 +559,296 @@ def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> lis
                 f"subject {subject_id}: pinned event at sequence {sequence} has a different "
                 "event_hash"
             )
+    if "log" in document:
+        failures.extend(log_head_failures(conn, document["log"], None)[1])
     return failures
+
+
+def log_head_failures(
+    conn: sqlite3.Connection, log: dict[str, Any], key: tuple[str, bytes] | None
+) -> tuple[str, list[str]]:
+    """(signature verdict, failures) for a checkpoint's log head, recomputed from audit_log."""
+    failures: list[str] = []
+    size = log["tree_size"]
+    try:
+        root = base64.b64decode(log["root_hash"], validate=True)
+    except (binascii.Error, ValueError):
+        return "not signed", ["log root_hash is not base64"]
+    verdict = "not signed"
+    if log.get("note"):
+        try:
+            _, note_size, note_root, _, _ = parse_note(log["note"])
+        except ValueError as exc:
+            return "not signed", [f"log note is malformed: {exc}"]
+        if note_size != size or note_root != root:
+            failures.append("log note names a different tree size or root than the checkpoint")
+        verdict = note_signature_verdict(log["note"], key)
+        if verdict == "invalid":
+            failures.append("log note is not signed by the given key")
+    recomputed = events_root(conn, size)
+    if recomputed is None:
+        failures.append(
+            f"audit_log holds fewer than the {size} events this checkpoint's log signed: "
+            "the log was truncated"
+        )
+    elif recomputed != root:
+        failures.append(
+            f"the log root at tree size {size}, recomputed from audit_log, differs from the "
+            "checkpoint's: the log was rewritten (a fork)"
+        )
+    return verdict, failures
+
+
+# -- the Merkle log (RFC 6962 / RFC 9162) -------------------------------------------------
+
+LOG_PROOF_FORMAT = "aetnaweb-log-proof-v1"
+LEAF_DATA_PREFIX = b"aetnaweb-audit-leaf-v1:"
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+PREIMAGE_KEYS = EVENT_COLUMNS[1:11]
+
+
+class ProofError(ValueError):
+    """A Merkle proof that does not verify."""
+
+
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def event_leaf_hash(event_hash: str) -> bytes:
+    """The leaf of the event whose ``event_hash`` this is (docs/auditors.md)."""
+    return leaf_hash(LEAF_DATA_PREFIX + event_hash.encode("ascii"))
+
+
+def _inclusion_root(index: int, size: int, leaf: bytes, proof: Sequence[bytes]) -> bytes:
+    fn, sn, result = index, size - 1, leaf
+    for sibling in proof:
+        if sn == 0:
+            raise ProofError("inclusion proof is longer than the tree is deep")
+        if fn & 1 or fn == sn:
+            result = node_hash(sibling, result)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            result = node_hash(result, sibling)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise ProofError("inclusion proof is shorter than the tree is deep")
+    return result
+
+
+def verify_inclusion(
+    index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes
+) -> None:
+    """RFC 9162 2.1.3.2; raises ``ProofError`` unless ``leaf`` is at ``index`` under ``root``."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf index {index} is outside a tree of {size} leaves")
+    if len(leaf) != 32 or len(root) != 32:
+        raise ProofError("a leaf hash and a root hash are 32 bytes each")
+    if _inclusion_root(index, size, leaf, proof) != root:
+        raise ProofError("inclusion proof does not lead to the root hash")
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> None:
+    """RFC 9162 2.1.4.2; raises ``ProofError`` unless the newer tree extends the older."""
+    if old_size < 0 or new_size < 0:
+        raise ProofError("tree sizes cannot be negative")
+    if old_size > new_size:
+        raise ProofError(f"the older tree ({old_size}) is larger than the newer ({new_size})")
+    if old_size == 0:
+        raise ProofError("a consistency proof needs an older tree of at least one leaf")
+    if old_size == new_size:
+        if proof:
+            raise ProofError("equal tree sizes need an empty consistency proof")
+        if old_root != new_root:
+            raise ProofError("equal tree sizes but different root hashes: the log forked")
+        return
+    if not proof:
+        raise ProofError("consistency proof is empty")
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:
+        path.insert(0, old_root)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for sibling in path[1:]:
+        if sn == 0:
+            raise ProofError("consistency proof is longer than the trees need")
+        if fn & 1 or fn == sn:
+            fr = node_hash(sibling, fr)
+            sr = node_hash(sibling, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, sibling)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise ProofError("consistency proof is shorter than the trees need")
+    if fr != old_root:
+        raise ProofError("consistency proof does not lead to the older root hash")
+    if sr != new_root:
+        raise ProofError("consistency proof does not lead to the newer root hash")
+
+
+def events_root(conn: sqlite3.Connection, size: int) -> bytes | None:
+    """The root over the first ``size`` events in sequence order (leaf order); None if fewer."""
+    frontier: list[bytes] = []
+    count = 0
+    cursor = conn.execute("SELECT event_hash FROM audit_log ORDER BY sequence LIMIT ?", (size,))
+    for (event_hash,) in cursor:
+        current = event_leaf_hash(str(event_hash))
+        index = count
+        while index & 1:
+            current = node_hash(frontier.pop(), current)
+            index >>= 1
+        frontier.append(current)
+        count += 1
+    if count < size:
+        return None
+    if not frontier:
+        return EMPTY_ROOT
+    result = frontier[-1]
+    for left in reversed(frontier[:-1]):
+        result = node_hash(left, result)
+    return result
+
+
+# -- signed notes (C2SP signed-note / tlog-checkpoint) -------------------------------------
+
+
+def parse_note(text: Any) -> tuple[str, int, bytes, str, list[tuple[str, bytes, bytes]]]:
+    """(origin, size, root, signed text, [(name, key id, signature)]); ``ValueError`` if malformed."""
+    if not isinstance(text, str) or "\x00" in text or "\r" in text or len(text) > 16384:
+        raise ValueError("a checkpoint note is text without NUL or CR, at most 16 KiB")
+    body, separator, signature_text = text.partition("\n\n")
+    if not separator or not signature_text.endswith("\n"):
+        raise ValueError("a checkpoint note needs a blank line then signature lines")
+    lines = body.split("\n")
+    if len(lines) < 3 or not lines[0] or not lines[1].isascii() or not lines[1].isdigit():
+        raise ValueError("a checkpoint note starts with origin, tree size and root hash lines")
+    if lines[1] != str(int(lines[1])):
+        raise ValueError("a checkpoint's tree size has leading zeros")
+    try:
+        root = base64.b64decode(lines[2], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("a checkpoint's root hash is not base64") from exc
+    if len(root) != 32:
+        raise ValueError("a checkpoint's root hash is not 32 bytes")
+    signatures = []
+    for line in signature_text[:-1].split("\n"):
+        if not line.startswith("\u2014 "):
+            raise ValueError("a checkpoint's signature line does not start with an em dash")
+        name, _, blob_text = line[2:].partition(" ")
+        try:
+            blob = base64.b64decode(blob_text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("a checkpoint's signature is not base64") from exc
+        if len(blob) < 5:
+            raise ValueError("a checkpoint's signature is too short")
+        signatures.append((name, blob[:4], blob[4:]))
+    return lines[0], int(lines[1]), root, body + "\n", signatures
+
+
+def parse_verifier_key(text: str) -> tuple[str, bytes]:
+    """(name, 32-byte Ed25519 public key) from NAME+KEYID+BASE64; raises ``UsageError``."""
+    parts = text.strip().split("+", 2)  # base64 may hold '+'
+    try:
+        blob = base64.b64decode(parts[2], validate=True) if len(parts) == 3 else b""
+    except (binascii.Error, ValueError):
+        blob = b""
+    if len(blob) != 33 or blob[:1] != b"\x01":
+        raise UsageError("a verifier key reads NAME+KEYID+BASE64 (as 'audit public-key' prints)")
+    name, public = parts[0], blob[1:]
+    expected = hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4]
+    if expected.hex() != parts[1].lower():
+        raise UsageError("the verifier key's key ID does not match its name and key")
+    return name, public
+
+
+def note_signature_verdict(text: str, key: tuple[str, bytes] | None) -> str:
+    """ "verified", "invalid", "not checked: ..." for a note's signature by ``key``."""
+    if key is None:
+        return "not checked: no --public-key given"
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:
+        return "not checked: the 'cryptography' package is not installed"
+    _, _, _, signed, signatures = parse_note(text)
+    name, public = key
+    kid = hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4]
+    verifier = Ed25519PublicKey.from_public_bytes(public)
+    for sig_name, sig_kid, signature in signatures:
+        if sig_name == name and sig_kid == kid:
+            try:
+                verifier.verify(signature, signed.encode("utf-8"))
+            except InvalidSignature:
+                continue
+            return "verified"
+    return "invalid"
+
+
+def log_proof_failures(
+    proof: Any, event_hash: str, key: tuple[str, bytes] | None
+) -> tuple[list[str], str]:
+    """(failures, signature verdict) for a receipt's ``log_proof``, from the receipt alone."""
+    if not isinstance(proof, dict) or proof.get("format") != LOG_PROOF_FORMAT:
+        return [f"log_proof is not an {LOG_PROOF_FORMAT} object"], "not signed"
+    event = proof.get("event")
+    index, size = proof.get("leaf_index"), proof.get("tree_size")
+    nodes = proof.get("inclusion_proof")
+    if (
+        not isinstance(event, dict)
+        or set(event) != set(PREIMAGE_KEYS)
+        or type(index) is not int
+        or type(size) is not int
+        or not isinstance(nodes, list)
+        or not all(isinstance(node, str) for node in nodes)
+        or not isinstance(proof.get("root_hash"), str)
+    ):
+        return ["log_proof is missing a field or has one of the wrong type"], "not signed"
+    failures: list[str] = []
+    try:
+        recomputed = hashlib.sha256(canonical_json(event).encode("utf-8")).hexdigest()
+    except (TypeError, ValueError):
+        recomputed = None
+    if recomputed != event_hash:
+        failures.append("log_proof event does not recompute to the receipt's audit_event_hash")
+    try:
+        root = base64.b64decode(proof["root_hash"], validate=True)
+        path = [base64.b64decode(node, validate=True) for node in nodes]
+    except (binascii.Error, ValueError):
+        return [*failures, "log_proof holds a hash that is not base64"], "not signed"
+    verdict = "not signed"
+    if "checkpoint" in proof:
+        try:
+            _, note_size, note_root, _, _ = parse_note(proof["checkpoint"])
+        except ValueError as exc:
+            return [*failures, f"log_proof checkpoint is malformed: {exc}"], "not signed"
+        if note_size != size or note_root != root:
+            failures.append("log_proof checkpoint names a different tree size or root")
+        verdict = note_signature_verdict(proof["checkpoint"], key)
+        if verdict == "invalid":
+            failures.append("log_proof checkpoint is not signed by the given key")
+    try:
+        verify_inclusion(index, size, event_leaf_hash(event_hash), path, root)
+    except (ProofError, UnicodeEncodeError) as exc:
+        failures.append(f"log_proof inclusion proof does not verify: {exc}")
+    return failures, verdict
 
 
 # -- receipts -------------------------------------------------------------------------
@@ -625,6 +935,10 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
             conn, subject_id, sorted(receipt["purged_record_ids"]), receipt["purged_episode_ids"]
         )
     )
+    if "log_proof" in receipt:
+        failures.extend(
+            log_proof_failures(receipt["log_proof"], receipt["audit_event_hash"], None)[0]
+        )
     return failures
 
 
@@ -669,6 +983,82 @@ def purge_failures(
             if row is not None and (row[0] or row[1] is None):
                 failures.append(f"episode {episode_id} still holds its text: it was not purged")
     return failures
+
+
+def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
+    """A deletion or action receipt from the receipt alone: digest, bound event, log proof.
+
+    The event inside ``log_proof`` must recompute to ``audit_event_hash`` and
+    say what the receipt says (the purged IDs; the transaction, plan hash,
+    terminal state and operations digest); its leaf must be included under
+    the proof's root, which the signed checkpoint must name.
+    """
+    if not isinstance(receipt, dict):
+        return ["receipt is not a JSON object"], "not signed"
+    claimed = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
+    try:
+        recomputed = digest(claimed)
+    except (TypeError, ValueError):
+        recomputed = None
+    if recomputed != receipt.get("receipt_sha256"):
+        return ["receipt_sha256 does not match the receipt's content"], "not signed"
+    proof = receipt.get("log_proof")
+    if proof is None:
+        return ["receipt has no log_proof: it can only be verified against the database"], (
+            "not signed"
+        )
+    event_hash = receipt.get("audit_event_hash")
+    if not isinstance(event_hash, str):
+        return ["receipt field audit_event_hash is missing or has the wrong type"], "not signed"
+    failures, verdict = log_proof_failures(proof, event_hash, key)
+    event = proof.get("event") if isinstance(proof, dict) else None
+    payload = event.get("payload") if isinstance(event, dict) else None
+    if not isinstance(payload, dict):
+        return [*failures, "log_proof event payload is not a JSON object"], verdict
+    if event.get("event_id") != receipt.get("audit_event_id") or event.get(
+        "subject_id"
+    ) != receipt.get("subject_id"):
+        failures.append("log_proof event is not the event the receipt names")
+    if receipt.get("format") == DELETION_RECEIPT_FORMAT:
+        for name, noun in (("purged_record_ids", "record"), ("purged_episode_ids", "episode")):
+            if _id_list(payload.get(name)) != _id_list(receipt.get(name)):
+                failures.append(f"log_proof event payload lists different purged {noun} IDs")
+    elif receipt.get("format") == "aetna-action-receipt-v1":
+        expected = {
+            "transaction_id": receipt.get("transaction_id"),
+            "plan_hash": receipt.get("plan_hash"),
+            "terminal_state": receipt.get("terminal_state"),
+            "operations_digest": digest(receipt.get("operation_receipts")),
+        }
+        if event.get("event_type") != "action.receipt_issued" or any(
+            payload.get(k) != v for k, v in expected.items()
+        ):
+            failures.append("log_proof event does not record this action receipt")
+    else:
+        failures.append("receipt format is neither a deletion nor an action receipt")
+    return failures, verdict
+
+
+def verify_consistency_bundle(bundle: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
+    """An ``audit prove-consistency --json`` bundle: two checkpoint notes and the proof."""
+    if not isinstance(bundle, dict) or not isinstance(bundle.get("proof"), list):
+        return ["consistency bundle needs old, new and proof"], "not signed"
+    try:
+        _, old_size, old_root, _, _ = parse_note(bundle.get("old"))
+        _, new_size, new_root, _, _ = parse_note(bundle.get("new"))
+        proof = [base64.b64decode(item, validate=True) for item in bundle["proof"]]
+    except (ValueError, TypeError, binascii.Error) as exc:
+        return [f"consistency bundle is malformed: {exc}"], "not signed"
+    verdicts = {note_signature_verdict(bundle[k], key) for k in ("old", "new")}
+    verdict = verdicts.pop() if len(verdicts) == 1 else "invalid"
+    failures = []
+    if verdict == "invalid":
+        failures.append("a checkpoint in the bundle is not signed by the given key")
+    try:
+        verify_consistency(old_size, new_size, old_root, new_root, proof)
+    except ProofError as exc:
+        failures.append(f"the newer checkpoint does not extend the older: {exc}")
+    return failures, verdict
 
 
 # -- command line ------------------------------------------------------------------------
@@ -733,8 +1123,44 @@ def _report(out: list[str], ok: bool, label: str, reasons: Iterable[str]) -> boo
     return ok
 
 
+def _load_key(value: str | None) -> tuple[str, bytes] | None:
+    if value is None:
+        return None
+    text = _read_text(value, "public key") if os.path.isfile(value) else value
+    return parse_verifier_key(text)
+
+
+def run_offline(args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """Receipts and consistency bundles checked with no database at all."""
+    key = _load_key(args.public_key)
+    out: list[str] = []
+    ok = True
+    for path in args.offline_receipt:
+        try:
+            receipt = json.loads(_read_text(path, "receipt"), parse_constant=_reject_constant)
+        except ValueError:
+            ok &= _report(out, False, f"receipt {path}", ["receipt file is not JSON"])
+            continue
+        failures, verdict = verify_receipt_offline(receipt, key)
+        ok &= _report(out, not failures, f"receipt {path} (signature {verdict})", failures)
+    for path in args.consistency:
+        try:
+            bundle = json.loads(_read_text(path, "bundle"), parse_constant=_reject_constant)
+        except ValueError:
+            ok &= _report(out, False, f"consistency {path}", ["bundle file is not JSON"])
+            continue
+        failures, verdict = verify_consistency_bundle(bundle, key)
+        ok &= _report(out, not failures, f"consistency {path} (signatures {verdict})", failures)
+    out.append("verified offline" if ok else "FAILED offline")
+    return ok, out
+
+
 def run(args: argparse.Namespace) -> tuple[bool, list[str]]:
     """Everything the command line asked for; returns (all verified, output lines)."""
+    if args.offline_receipt or args.consistency:
+        if args.database is not None or args.export is not None or args.checkpoints:
+            raise UsageError("--offline-receipt and --consistency take no database")
+        return run_offline(args)
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
     if (args.database is None) == (args.export is None):
@@ -795,9 +1221,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--receipt", action="append", default=[], nargs="+", metavar="FILE", help="receipt JSON"
     )
+    parser.add_argument(
+        "--offline-receipt",
+        action="append",
+        default=[],
+        nargs="+",
+        metavar="FILE",
+        help="a receipt with a log_proof, checked without any database",
+    )
+    parser.add_argument(
+        "--consistency",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an 'audit prove-consistency --json' bundle, checked without any database",
+    )
+    parser.add_argument(
+        "--public-key",
+        metavar="KEY",
+        help="the log's verifier key (NAME+KEYID+BASE64, or a file holding it)",
+    )
     try:
         args = parser.parse_args(argv)
         args.receipt = [path for group in args.receipt for path in group]
+        args.offline_receipt = [path for group in args.offline_receipt for path in group]
         ok, lines = run(args)
     except UsageError as exc:
         print(f"verify_audit.py: error: {exc}", file=sys.stderr)

@@ -92,6 +92,7 @@ def test_exact_plan_approval_commit_and_receipt(actions_root, approval_key, appr
         "audit_event_id",
         "audit_event_hash",
         "created_at",
+        "log_proof",
         "format",
         "receipt_sha256",
     }
@@ -164,7 +165,7 @@ def test_payload_edited_in_database_prevents_execution(
     ActionPayload.objects.filter(pk=row.pk).update(
         payload=row.payload.replace("approved text", "evil text")
     )
-    with pytest.raises(ActionStateError, match="does not match its approved digests"):
+    with pytest.raises(ActionStateError, match="does not match the digests its plan hash binds"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
     assert not (actions_root / "a.txt").exists()
 

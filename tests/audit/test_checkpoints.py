@@ -84,8 +84,13 @@ def test_deleting_the_newest_events_is_caught_by_an_earlier_checkpoint(checkpoin
     # ... but the checkpoint's containment rule does not
     [result] = verify_checkpoints(kept)
     assert not result.ok
-    assert result.failures == [
+    assert result.failures[0] == (
         f"subject acme:alice:proj: pinned event at sequence {events[4].sequence} is missing"
+    )
+    # ... and neither does the Merkle log head it signed
+    assert result.failures[1:] == [
+        "audit_log holds fewer than the 5 events this checkpoint's log signed: "
+        "the log was truncated"
     ]
 
 
@@ -100,8 +105,13 @@ def test_swapping_the_database_is_caught(checkpoint_sink):
     assert verify_all().ok
     [result] = verify_checkpoints(kept)
     assert not result.ok
-    [failure] = result.failures
+    failure = result.failures[0]
     assert failure.endswith(("is missing", "has a different event_hash"))
+    # The new database's events no longer give the root the checkpoint signed
+    assert result.failures[1:] == [
+        "the log root at tree size 1, recomputed from audit_log, differs from the "
+        "checkpoint's: the log was rewritten (a fork)"
+    ]
 
 
 def test_a_pinned_sequence_now_belonging_to_another_subject_is_caught(checkpoint_sink):

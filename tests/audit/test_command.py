@@ -119,6 +119,7 @@ def test_verify_passes_a_healthy_database():
     assert out.splitlines() == [
         "OK acme:alice:proj",
         "OK zeta:*:*",
+        "OK merkle log (4 leaves)",
         "verified: 4 events in 2 chains",
     ]
     assert audit("verify", "--subject", "zeta:*:*")[1].splitlines()[0] == "OK zeta:*:*"
@@ -137,6 +138,9 @@ def test_verify_fails_with_each_reason_on_its_own_line():
         f"  sequence {events[1].sequence}: event_hash does not recompute from the event's preimage",
         f"  sequence {events[2].sequence}: prev_hash does not match the previous event's event_hash",
         "OK zeta:*:*",
+        # The stored leaf still hashes the original event_hash: the log names the edit too
+        "FAIL merkle log (4 leaves)",
+        f"  log leaf 1 does not hash event #{events[1].sequence}'s event_hash",
     ]
     assert len(err.splitlines()) == 1 and "verification FAILED" in err
 

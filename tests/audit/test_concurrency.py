@@ -3,7 +3,7 @@
 Each worker is a separate Python process running Django against the test
 database (``DATABASE_URL`` pointing at it), so the serialization under test is
 the database's (SQLite's ``BEGIN IMMEDIATE`` write lock, PostgreSQL's
-per-subject advisory lock), not anything in-process.
+tree and per-subject advisory locks), not anything in-process.
 """
 
 from __future__ import annotations
@@ -110,3 +110,17 @@ def test_concurrent_writer_processes_never_fork_a_chain(tmp_path):
         assert subject.event_count == per_subject[subject.subject_id]
         assert (subject.head_sequence, subject.head_hash) == (head.sequence, head.event_hash)
     assert AuditDailyCount.objects.aggregate(n=Sum("event_count"))["n"] == total
+    # And the global Merkle log took every event once, in sequence order (the tree
+    # lock is taken before the row gets its sequence), and verifies against audit_log
+    from audit import merkle, tree
+    from audit.models import AuditTreeLeaf
+
+    leaf_sequences = list(
+        AuditTreeLeaf.objects.order_by("leaf_index").values_list("sequence", flat=True)
+    )
+    assert leaf_sequences == list(
+        AuditEvent.objects.order_by("sequence").values_list("sequence", flat=True)
+    )
+    assert tree.verify_log() == []
+    hashes = AuditEvent.objects.order_by("sequence").values_list("event_hash", flat=True)
+    assert tree.root_at(total) == merkle.root_of_leaves([merkle.event_leaf_hash(h) for h in hashes])

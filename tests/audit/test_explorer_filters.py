@@ -104,7 +104,7 @@ def test_type_counters_follow_every_append_and_the_migration_backfill_matches():
     )
     # And the migration's backfill, run on a database without counters, rebuilds the same
     AuditTypeCount.objects.all().delete()
-    migration = importlib.import_module("audit.migrations.0004_type_counts_and_actor_case")
+    migration = importlib.import_module("audit.migrations.0006_type_counts_and_actor_case")
     migration.count_existing_events(django_apps, None)
     rebuilt = {
         (row.subject_id, row.event_type): row.event_count for row in AuditTypeCount.objects.all()

@@ -77,9 +77,13 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
         f"audit event {other.event_id} payload lists different purged episode IDs",
     ]
     forged_hash = resign(receipt | {"audit_event_hash": "0" * 64})
-    assert verify_deletion_receipt(forged_hash) == [
+    failures = verify_deletion_receipt(forged_hash)
+    assert failures[0] == (
         f"audit event {event.event_id} has a different event_hash than the receipt names"
-    ]
+    )
+    # The embedded log proof no longer matches the named hash either
+    assert failures[1] == "log_proof event does not recompute to the receipt's audit_event_hash"
+    assert failures[2].startswith("log_proof inclusion proof does not verify")
 
 
 def test_a_receipt_for_another_subject_or_a_missing_event_is_refused():

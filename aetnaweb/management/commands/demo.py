@@ -8,12 +8,15 @@ second time.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from actions.demo import seed_demo as seed_actions
 from aetnaweb.demo_users import seed_users
+from audit.notes import ensure_demo_key
 from memory.demo import seed_demo as seed_memory
 
 
@@ -24,4 +27,5 @@ class Command(BaseCommand):
         logins = seed_users()
         self.stdout.write(seed_memory().describe())
         self.stdout.write(seed_actions().describe())
+        self.stdout.write(ensure_demo_key(Path(settings.DATA_DIR)))
         self.stdout.write(logins.describe())

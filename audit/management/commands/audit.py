@@ -5,6 +5,10 @@
     manage.py audit verify [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     manage.py audit checkpoint [--sink FILE]                 pin every chain, append to the sink
     manage.py audit export [--subject S] [--out FILE]        JSON Lines of the rows
+    manage.py audit keygen NAME --out FILE                   a checkpoint signing key (0600)
+    manage.py audit public-key                               the verifier key to publish
+    manage.py audit prove-consistency OLD NEW [--json]       does NEW extend OLD? (fork check)
+    manage.py audit witness NOTE --key F --state F --log-key K   cosign after checking consistency
 
 Each verb is a thin wrapper over ``audit.services``/``selectors``/verifiers.
 Bad input (an invalid scope, malformed JSON, a missing or malformed file) is
@@ -25,12 +29,20 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from aetnaweb import access
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText
-from audit import selectors
+from audit import notes, selectors, tree
 from audit.canonical import canonical_json, loads_strict
-from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
+from audit.checkpoints import (
+    CheckpointError,
+    LogHead,
+    prove_consistency,
+    read_checkpoint_lines,
+    verify_checkpoints,
+)
+from audit.models import Checkpoint
 from audit.receipts import verify_deletion_receipt
 from audit.services import AuditError, create_checkpoint, log_agent_event
 from audit.verification import verify_all, verify_subject
+from audit.witness import witness_cosign
 
 
 class _OneLineParser(CommandParser):
@@ -92,15 +104,47 @@ class Command(BaseCommand):
         checkpoint.add_argument("--sink", help="JSONL file (default AETNAWEB_CHECKPOINT_SINK)")
         checkpoint.add_argument("--actor", default="system")
 
+        keygen = verbs.add_parser("keygen", help="create an Ed25519 checkpoint signing key")
+        keygen.add_argument(
+            "name", help="the key name, also the log origin (e.g. example.org/audit)"
+        )
+        keygen.add_argument("--out", required=True, help="new file for the private key (0600)")
+
+        verbs.add_parser("public-key", help="print the configured checkpoint verifier key")
+
+        prove = verbs.add_parser(
+            "prove-consistency", help="prove checkpoint NEW extends OLD, or flag a fork"
+        )
+        prove.add_argument("old", help="a checkpoint ID, or a file with a note or checkpoint line")
+        prove.add_argument("new", help="a checkpoint ID, or a file with a note or checkpoint line")
+        prove.add_argument("--json", action="store_true", help="print the offline bundle")
+
+        witness = verbs.add_parser(
+            "witness", help="cosign a checkpoint note after checking it extends the last one"
+        )
+        witness.add_argument("note", help="file holding the log's signed checkpoint note")
+        witness.add_argument("--key", required=True, help="the witness's PRIVATE+KEY file")
+        witness.add_argument("--state", required=True, help="the witness's state file")
+        witness.add_argument("--log-key", required=True, help="the log's verifier key (or file)")
+        witness.add_argument(
+            "--proof", help="consistency bundle from the log (default: ask this database)"
+        )
+
         export = verbs.add_parser("export", help="the rows as JSON Lines, by sequence")
         export.add_argument("--subject")
         export.add_argument("--out", help="write to FILE instead of stdout")
 
     def handle(self, *args: Any, verb: str, **options: Any) -> None:
-        handler = getattr(self, f"_{verb}")
+        handler = getattr(self, "_" + verb.replace("-", "_"))
         try:
             handler(options)
-        except (AuditError, CheckpointError, access.AccessDenied, UnstorableText) as exc:
+        except (
+            AuditError,
+            CheckpointError,
+            notes.NoteError,
+            access.AccessDenied,
+            UnstorableText,
+        ) as exc:
             raise CommandError(str(exc)) from exc
 
     # -- verbs ------------------------------------------------------------------------
@@ -179,6 +223,11 @@ class Command(BaseCommand):
         for path, receipt in receipts:
             failures = verify_deletion_receipt(receipt)
             problems += self._verdict(not failures, f"receipt {path}", failures)
+        if subject is None:
+            log_failures = tree.verify_log()
+            problems += self._verdict(
+                not log_failures, f"merkle log ({tree.tree_size()} leaves)", log_failures
+            )
         events = sum(report.events_checked for report in reports)
         if problems:
             raise CommandError(
@@ -198,6 +247,66 @@ class Command(BaseCommand):
         self.stdout.write(canonical_json(document))
         sink = options["sink"] or settings.AETNAWEB_CHECKPOINT_SINK
         self.stderr.write(f"checkpoint of {len(document['subjects'])} chains appended to {sink}")
+
+    def _keygen(self, options: dict[str, Any]) -> None:
+        key = notes.SignerKey.generate(options["name"])
+        notes.write_private_key(Path(options["out"]), key)
+        self.stdout.write(key.verifier.text())
+        self.stderr.write(
+            f"private key written to {options['out']} (0600); set AETNAWEB_CHECKPOINT_KEY_FILE "
+            "to it and publish the verifier key above"
+        )
+
+    def _public_key(self, options: dict[str, Any]) -> None:
+        signer = notes.configured_signer(required=True)
+        assert signer is not None  # required=True raises instead
+        self.stdout.write(signer.verifier.text())
+
+    def _head(self, reference: str) -> LogHead:
+        if reference.isdigit():
+            row = Checkpoint.objects.filter(pk=int(reference)).first()
+            if row is None:
+                raise CommandError(f"no checkpoint with ID {reference}")
+            return LogHead.parse(row.document)
+        return LogHead.parse(_read(reference, "checkpoint"))
+
+    def _prove_consistency(self, options: dict[str, Any]) -> None:
+        old, new = self._head(options["old"]), self._head(options["new"])
+        verdict = prove_consistency(old, new)
+        if options["json"]:
+            self.stdout.write(canonical_json(verdict.bundle(old, new)))
+        else:
+            for node in verdict.bundle(old, new)["proof"]:
+                self.stdout.write(f"  {node}")
+            signatures = ", ".join(f"{k} {v}" for k, v in verdict.signatures.items())
+            self.stdout.write(f"signatures: {signatures}")
+        if not verdict.ok:
+            raise CommandError("; ".join(verdict.failures))
+        self.stderr.write(
+            f"OK: the checkpoint of {new.size} leaves extends the one of {old.size} leaves"
+        )
+
+    def _witness(self, options: dict[str, Any]) -> None:
+        note_text = _read(options["note"], "checkpoint note")
+        witness_key = notes.SignerKey.parse(_read(options["key"], "witness key"))
+        log_key_arg = options["log_key"]
+        log_key = notes.VerifierKey.parse(
+            _read(log_key_arg, "log key") if Path(log_key_arg).is_file() else log_key_arg
+        )
+        bundle = None
+        if options["proof"]:
+            try:
+                bundle = loads_strict(_read(options["proof"], "consistency bundle"))
+            except ValueError as exc:
+                raise CommandError(f"the consistency bundle is not JSON: {exc}") from exc
+        cosigned = witness_cosign(
+            note_text,
+            witness_key=witness_key,
+            log_key=log_key,
+            state_path=Path(options["state"]),
+            bundle=bundle,
+        )
+        self.stdout.write(cosigned, ending="")
 
     def _export(self, options: dict[str, Any]) -> None:
         subject = options["subject"]

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
     match case-insensitively on an UPPER(actor) index."""
 
     dependencies = [
-        ("audit", "0003_daily_count_covering_index"),
+        ("audit", "0005_checkpoint_log_head"),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('actions', '0001_initial'),
+        ('actions', '0002_evidence_transaction_id'),
     ]
 
     operations = [
