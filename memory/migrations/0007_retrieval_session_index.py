@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0005_fulltext_secure_delete'),
+        ('memory', '0006_record_vectors'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0006_retrieval_session_index'),
+        ('memory', '0007_retrieval_session_index'),
     ]
 
     operations = [
