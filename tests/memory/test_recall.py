@@ -275,8 +275,9 @@ def test_recall_reads_candidates_from_the_index_not_the_scope(django_assert_max_
     # Given many records at the scope
     for n in range(60):
         services.remember_fact(scope=S, key=f"item {n}", value=f"value {n}")
-    # When recalled / Then a fixed, small number of queries (no per-record work)
-    with django_assert_max_num_queries(16):
+    # When recalled / Then a fixed, small number of queries (no per-record work);
+    # +3 since the recall's audit event is also a Merkle log append
+    with django_assert_max_num_queries(19):
         services.recall(scope=S, query="item value")
 
 
