@@ -104,6 +104,7 @@ bench: setup
 	$(PY) bench/audit_verify.py
 	$(PY) bench/memory_scale.py
 	$(PY) bench/write_coverage.py
+	$(PY) bench/client_latency.py
 
 clean:
 	rm -rf $(VENV) data/test_aetnaweb_*.sqlite3*
