@@ -116,6 +116,9 @@ ERROR_CODES: dict[int, dict[str, str]] = {
     404: {"not_found": "outside the token's subtree, or does not exist (never says which)"},
     405: {"http_error": "another HTTP-level refusal, e.g. a method the endpoint does not take"},
     500: {"internal_error": "a server bug; logged, reported without detail"},
+    503: {
+        "service_unavailable": "the database is unavailable (see detail); retry after Retry-After"
+    },
 }
 
 
