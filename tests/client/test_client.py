@@ -24,6 +24,7 @@ from memory.models import Record
 from tests.api.conftest import issue_token
 from tests.api.test_actions_api import write_op
 from tests.client.conftest import SCOPE
+from tests.factories import ensure_authorizing_episode
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,6 +125,7 @@ def test_actions_and_audit_endpoints(alice, tmp_path, settings):
     settings.AETNAWEB_ACTIONS_ROOT = str(tmp_path)
     settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "checkpoints.jsonl")
     (tmp_path / "notes").mkdir()
+    ensure_authorizing_episode("msg-1")  # the user message the plan's evidence cites
     operation = write_op(path="notes/a.txt")
     staged = [alice.stage(SCOPE, [operation]) for _ in range(3)]
     ids = [t["transaction_id"] for t in alice.iter_transactions(page_size=2)]
