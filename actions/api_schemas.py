@@ -107,14 +107,20 @@ class TransactionsQuery(Schema):
     )
     state: list[TransactionState] | None = Field(None, description="Only these states.")
     after: str | None = Field(
-        None, max_length=64, description="next_after of the previous page (a transaction ID)."
+        None, max_length=64, description="next_cursor of the previous page (a transaction ID)."
     )
     limit: int = Field(50, ge=1, le=200)
 
 
 class TransactionsOut(Schema):
     items: list[dict[str, Any]]
-    next_after: str | None
+    next_cursor: str | None = Field(
+        description="Pass as after for the next page; null on the last page."
+    )
+    next_after: str | None = Field(
+        json_schema_extra={"deprecated": True},
+        description="Deprecated: the same value as next_cursor (kept until API v2).",
+    )
 
 
 class VerificationOut(Schema):

@@ -37,7 +37,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from aetnaweb import access, tokens
 from aetnaweb.access import AccessDenied, Principal
@@ -97,12 +97,56 @@ ContextStr = Annotated[str, Field(min_length=1, max_length=200)]
 """A session or turn ID."""
 
 
+# Every code a refusal may carry, by status, with what it means. The schema lists
+# them (ErrorOut's ``x-error-codes`` and each response's description) so a client
+# can branch on them; ``error`` stays a plain string so a code added later never
+# breaks an older client's parsing. Apps add theirs when they mount
+# (:func:`document_error_codes`); tests/api/test_openapi.py checks the list is complete.
+ERROR_CODES: dict[int, dict[str, str]] = {
+    400: {
+        "invalid_request": "the request is malformed (e.g. a bad Content-Length)",
+        "invalid_json": "the body is not a JSON object",
+        "body_too_large": "the body is over 64 KiB",
+        "invalid_field": "a field does not validate (see field and detail)",
+        "missing_field": "a required field is missing",
+        "invalid_scope": "a scope does not parse (see scopes.md)",
+    },
+    401: {"unauthorized": "missing, malformed, unknown, revoked or expired token"},
+    403: {"capability_missing": "the token reaches the scope but lacks the capability"},
+    404: {"not_found": "outside the token's subtree, or does not exist (never says which)"},
+    405: {"http_error": "another HTTP-level refusal, e.g. a method the endpoint does not take"},
+    500: {"internal_error": "a server bug; logged, reported without detail"},
+    503: {
+        "service_unavailable": "the database is unavailable (see detail); retry after Retry-After"
+    },
+}
+
+
+def document_error_codes(status: int, codes: dict[str, str]) -> None:
+    """Add an app's refusal codes to the documented list (called from its ``mount``)."""
+    ERROR_CODES.setdefault(status, {}).update(codes)
+
+
 class ErrorOut(Schema):
     """Every refusal: a short code, the field at fault (if any) and a sentence."""
 
-    error: str
-    field: str | None = None
-    detail: str
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": "invalid_scope",
+                    "field": "scope",
+                    "detail": "a scope has exactly three segments",
+                }
+            ]
+        }
+    )
+
+    error: str = Field(description="A stable, machine-readable code; see x-error-codes.")
+    field: str | None = Field(
+        None, description="The request field at fault, dotted (facts.0.content), or null."
+    )
+    detail: str = Field(description="A sentence a person can act on.")
 
 
 ERROR_RESPONSES: dict[int, type[Schema]] = {
@@ -238,7 +282,55 @@ def require_capability(request: HttpRequest, capability: str) -> None:
 
 # -- the API ---------------------------------------------------------------------------
 
-api = NinjaAPI(
+
+class AetnaAPI(NinjaAPI):
+    """Ninja with an OpenAPI document a client generator accepts (tests/api/test_openapi.py)."""
+
+    def get_openapi_operation_id(self, operation: Any) -> str:
+        # Plain names (remember, list_records): generated clients get readable methods.
+        # An endpoint may set operation_id itself where its function name is ambiguous.
+        return str(operation.view_func.__name__)
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                _repair_operation(operation)
+        error_out = schema.get("components", {}).get("schemas", {}).get("ErrorOut")
+        if error_out is not None:
+            error_out["x-error-codes"] = {
+                str(status): dict(sorted(codes.items()))
+                for status, codes in sorted(ERROR_CODES.items())
+            }
+        return schema
+
+
+def _repair_operation(operation: dict[str, Any]) -> None:
+    # Ninja keys responses by int, an endpoint's openapi_extra by str: one key per
+    # status in the served JSON (the explicit extra wins, it describes the body).
+    responses = operation.get("responses", {})
+    merged: dict[str, Any] = {}
+    for status in [key for key in responses if not isinstance(key, str)] + [
+        key for key in responses if isinstance(key, str)
+    ]:
+        merged[str(status)] = responses[status]
+    operation["responses"] = merged
+    for parameter in operation.get("parameters", []):
+        # Pydantic puts JSON Schema's list-shaped `examples` on the parameter; OpenAPI
+        # 3.1 wants a map of Example Objects there (the list stays in its schema).
+        examples = parameter.get("examples")
+        if isinstance(examples, list):
+            parameter["examples"] = {
+                f"example{index}": {"value": value} for index, value in enumerate(examples, 1)
+            }
+    for status, response in operation.get("responses", {}).items():
+        codes = ERROR_CODES.get(int(status), {}) if str(status).isdigit() else {}
+        if codes and int(status) >= 400:
+            listed = "; ".join(f"`{code}`: {meaning}" for code, meaning in sorted(codes.items()))
+            response["description"] = f"{response.get('description', 'Error')}. Codes: {listed}"
+
+
+api = AetnaAPI(
     title="aetnaweb API",
     version="1",
     description=(

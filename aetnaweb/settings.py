@@ -124,6 +124,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_tasks_db",
+    # For its static files only: Swagger UI for the API reference page (/api/docs/).
+    "ninja",
     "aetnaweb",
     "audit",
     "memory",

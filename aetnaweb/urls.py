@@ -20,6 +20,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
+    path("api/docs/", views.api_docs, name="api-docs"),
     path("access/tokens/", include("aetnaweb.token_urls")),
     path("access/lockouts/", include("aetnaweb.lockout_urls")),
     path("audit/", include("audit.urls")),

@@ -16,7 +16,14 @@ from ninja import NinjaAPI, Query, Router, Schema
 from pydantic import Field
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, ScopeStr, principal_of, require, require_capability
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    ScopeStr,
+    document_error_codes,
+    principal_of,
+    require,
+    require_capability,
+)
 from audit import selectors
 from audit.canonical import canonical_json
 from audit.checkpoints import CheckpointError
@@ -77,10 +84,15 @@ def _jsonl_200(description: str) -> dict[str, Any]:
     }
 
 
+def _jsonl_201(description: str) -> dict[str, Any]:
+    return {"responses": {"201": _jsonl_200(description)["responses"]["200"]}}
+
+
 @router.get(
     "/verify",
     response={200: VerifyOut, **ERROR_RESPONSES},
     summary="Verify the audit chains inside the token's subtree",
+    operation_id="verify_audit_chains",
 )
 def verify(request: HttpRequest, params: Query[VerifyQuery]) -> dict[str, Any]:
     """Recompute every event hash and link of each chain the token may audit
@@ -104,6 +116,7 @@ def verify(request: HttpRequest, params: Query[VerifyQuery]) -> dict[str, Any]:
     "/export",
     response={200: None, **ERROR_RESPONSES},
     summary="Export audit events as JSON Lines (streamed)",
+    operation_id="export_audit_events",
     openapi_extra=_jsonl_200("One canonical-JSON audit_log row per line, by sequence."),
 )
 def export(request: HttpRequest, params: Query[ExportQuery]) -> StreamingHttpResponse:
@@ -119,9 +132,10 @@ def export(request: HttpRequest, params: Query[ExportQuery]) -> StreamingHttpRes
 
 @router.post(
     "/checkpoint",
-    response={200: None, **ERROR_RESPONSES},
+    response={201: None, 503: ERROR_RESPONSES[400], **ERROR_RESPONSES},
     summary="Create and download a checkpoint of the token's chains",
-    openapi_extra=_jsonl_200("One aetnamem-checkpoint-v1 line, to keep outside this server."),
+    operation_id="create_checkpoint",
+    openapi_extra=_jsonl_201("One aetnamem-checkpoint-v1 line, to keep outside this server."),
 )
 def checkpoint(request: HttpRequest) -> HttpResponse:
     """Pin the head of every chain the token may audit in an ``aetnamem-checkpoint-v1``
@@ -139,7 +153,7 @@ def checkpoint(request: HttpRequest) -> HttpResponse:
             status=503,
             content_type="application/json",
         )
-    response = HttpResponse(canonical_json(document) + "\n", content_type=JSONL)
+    response = HttpResponse(canonical_json(document) + "\n", content_type=JSONL, status=201)
     response["Content-Disposition"] = f'attachment; filename="checkpoint-{_stamp()}.jsonl"'
     response["Cache-Control"] = "no-store"
     return response
@@ -147,3 +161,6 @@ def checkpoint(request: HttpRequest) -> HttpResponse:
 
 def mount(api: NinjaAPI) -> None:
     api.add_router("/audit/", router)
+    document_error_codes(
+        503, {"checkpoint_unavailable": "the server could not keep its own checkpoint copy"}
+    )

@@ -15,13 +15,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Query, Router
+from ninja import NinjaAPI, Query, Router, Status
 
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
     ApiError,
     bad_request,
+    document_error_codes,
     error_response,
     not_found,
     principal_of,
@@ -103,14 +104,16 @@ def _actor(request: HttpRequest) -> str:
 
 @router.post(
     "/remember",
-    response={200: RememberOut, **ERROR_RESPONSES},
+    response={201: RememberOut, 200: RememberOut, **ERROR_RESPONSES},
     summary="Remember a message, a forced note, or an explicit key and value",
 )
-def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
+def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]]:
     """Store a message at exactly ``scope`` (capability ``write``).
 
     Give ``text`` (a message: facts are extracted; ``<webpage>`` or tool blocks
     land quarantined) or ``key`` and ``value`` (an explicit trusted fact).
+    201 when a record was stored; 200 when nothing new was (a duplicate, or
+    a message with no fact in it).
     """
     require(request, access.WRITE, payload.scope)
     if payload.text is not None:
@@ -127,7 +130,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
                 principal=principal_of(request),
                 actor=_actor(request),
             )
-        return result.as_dict()
+        return _created_if_stored(result.as_dict())
     if payload.key is None:
         raise bad_request("this field is required (or give key and value)", field="text")
     if payload.value is None:
@@ -143,7 +146,11 @@ def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
             principal=principal_of(request),
             actor=_actor(request),
         )
-    return result.as_dict()
+    return _created_if_stored(result.as_dict())
+
+
+def _created_if_stored(result: dict[str, Any]) -> Status[dict[str, Any]]:
+    return Status(201 if result["records"] else 200, result)
 
 
 @router.post(
@@ -227,10 +234,10 @@ def _forget_field(payload: ForgetIn) -> str:
 
 @router.post(
     "/propose",
-    response={200: ProposeOut, **ERROR_RESPONSES},
+    response={201: ProposeOut, **ERROR_RESPONSES},
     summary="Propose facts for review (they land quarantined)",
 )
-def propose(request: HttpRequest, payload: ProposeIn) -> dict[str, Any]:
+def propose(request: HttpRequest, payload: ProposeIn) -> Status[dict[str, Any]]:
     """Each fact must cite episode or record IDs of this scope as evidence
     (capability ``propose``); accepted facts wait in quarantine for a person."""
     require(request, access.PROPOSE, payload.scope)
@@ -241,27 +248,30 @@ def propose(request: HttpRequest, payload: ProposeIn) -> dict[str, Any]:
             principal=principal_of(request),
             actor=_actor(request),
         )
-    return result.as_dict()
+    return Status(201, result.as_dict())
 
 
 @router.post(
     "/log-action",
-    response={200: LogActionOut, **ERROR_RESPONSES},
+    response={201: LogActionOut, **ERROR_RESPONSES},
     summary="Append an agent.* event to the scope's audit chain",
 )
-def log_action(request: HttpRequest, payload: LogActionIn) -> dict[str, Any]:
+def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, Any]]:
     """Record what the agent did (capability ``write``). The payload goes into the
     audit chain as given: it must hold digests, IDs and counts, never content."""
     require(request, access.WRITE, payload.scope)
     with refusals("payload"):
-        return services.log_action(
-            scope=payload.scope,
-            event_type=payload.event_type,
-            payload=payload.payload,
-            session_id=payload.session_id,
-            turn_id=payload.turn_id,
-            principal=principal_of(request),
-            actor=_actor(request),
+        return Status(
+            201,
+            services.log_action(
+                scope=payload.scope,
+                event_type=payload.event_type,
+                payload=payload.payload,
+                session_id=payload.session_id,
+                turn_id=payload.turn_id,
+                principal=principal_of(request),
+                actor=_actor(request),
+            ),
         )
 
 
@@ -342,13 +352,22 @@ def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
     summary="Scenes: one per session at exactly a scope, newest first",
 )
 def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
-    """Each session's episodes and records at ``scope`` (capability ``read``)."""
+    """Each session's episodes and records at ``scope`` (capability ``read``), paginated
+    by key: pass ``next_cursor`` back as ``after`` for older sessions."""
     require(request, access.READ, params.scope)
     with refusals("limit"):
         result = services.scenes(
-            scope=params.scope, limit=params.limit, principal=principal_of(request)
+            scope=params.scope,
+            limit=params.limit,
+            after=int(params.after) if params.after is not None else None,
+            principal=principal_of(request),
         )
-    return {"scope": params.scope, "scenes": [scene.as_dict() for scene in result]}
+    # A full page may be followed by an empty one; a short page is surely the last.
+    return {
+        "scope": params.scope,
+        "scenes": [scene.as_dict() for scene in result],
+        "next_cursor": result[-1].cursor if len(result) == params.limit else None,
+    }
 
 
 @router.get(
@@ -398,8 +417,36 @@ def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
     return detail.as_dict()
 
 
+MEMORY_ERROR_CODES = {
+    "record_not_found": "a record ID is not one of this scope's records",
+    "extraction_error": "the text cannot be remembered as given (see detail)",
+    "capture_error": "the turn cannot be captured (e.g. an unknown role)",
+    "proposal_error": "the proposed facts are refused as a whole",
+    "action_log_error": "the agent.* event type or payload is refused",
+    "query_error": "the recall query is refused",
+    "memory_engine_error": "another refusal of the memory engine",
+    "selector_error": "a forget request is refused (see detail)",
+    "ambiguous_request": "a forget gives more than one of selector, record_ids, utterance",
+    "nothing_matched": "a forget matches no record at exactly this scope",
+    "vague_selector": "a forget names no particular thing (e.g. 'forget everything')",
+    "preview_required": "a forget this large needs expected_record_ids from a preview",
+    "empty_selector": "a forget selector matches no words",
+    "too_broad": "a forget would purge too much without expected_record_ids",
+    "bad_record_ids": "forget record_ids are not records of this scope",
+    "embedded_content": "a forget selector holds content that looks like a memory block",
+}
+
+
 def mount(api: NinjaAPI) -> None:
     api.add_router("/memory/", router)
+    document_error_codes(400, MEMORY_ERROR_CODES)
+    document_error_codes(
+        409,
+        {
+            "record_state_error": "the records are not in the state the request assumed",
+            "forget_preview_stale": "what the forget matches changed since the preview",
+        },
+    )
 
     @api.exception_handler(MemoryEngineError)
     def _memory_error(request: HttpRequest, exc: MemoryEngineError) -> HttpResponse:

@@ -174,6 +174,9 @@ class PersonaIn(Schema):
 
 class ScenesQuery(Schema):
     scope: ScopeStr
+    after: str | None = Field(
+        None, max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page."
+    )
     limit: int = Field(20, ge=1, le=200)
 
 
@@ -189,6 +192,31 @@ class StoredRecordOut(Schema):
 
 
 class RememberOut(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scope": "acme:alice:proj",
+                    "episode_id": "ep_5f0c…",
+                    "source_type": "user_message",
+                    "trust_tier": "trusted_user",
+                    "records": [
+                        {
+                            "record_id": "mem_9a1e…",
+                            "status": "active",
+                            "fact_key": "backup email",
+                            "content": "backup email: alice@example.org",
+                            "superseded_ids": [],
+                        }
+                    ],
+                    "superseded_ids": [],
+                    "duplicate_of": [],
+                    "ignored": False,
+                }
+            ]
+        }
+    )
+
     scope: str
     episode_id: str | None
     source_type: str
@@ -228,6 +256,33 @@ class RecallCandidateOut(Schema):
 
 
 class RecallOut(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scope": "acme:alice:proj",
+                    "retrieval_id": "ret_41d2…",
+                    "audit_event_id": "evt_77b0…",
+                    "candidates": [
+                        {
+                            "record_id": "mem_9a1e…",
+                            "scope": "acme:alice:proj",
+                            "content": "backup email: alice@example.org",
+                            "fact_key": "backup email",
+                            "trust_tier": "trusted_user",
+                            "score": 0.82,
+                            "parts": {"lexical": 0.9, "trust": 1.0, "recency": 0.7},
+                            "rank": 1,
+                            "above_threshold": True,
+                            "returned": True,
+                        }
+                    ],
+                    "returned_ids": ["mem_9a1e…"],
+                }
+            ]
+        }
+    )
+
     scope: str
     retrieval_id: str
     audit_event_id: str
@@ -325,6 +380,7 @@ class PersonaOut(Schema):
 
 class SceneOut(Schema):
     session_id: str
+    cursor: str = Field(description="Pass as after to list the sessions older than this one.")
     episodes: list[dict[str, Any]]
     records: list[dict[str, Any]]
 
@@ -332,6 +388,9 @@ class SceneOut(Schema):
 class ScenesOut(Schema):
     scope: str
     scenes: list[SceneOut]
+    next_cursor: str | None = Field(
+        description="Pass as after for the next page; null on the last page."
+    )
 
 
 class RecordsQuery(Schema):
@@ -374,7 +433,9 @@ class RecordOut(Schema):
 class RecordListOut(Schema):
     scope: str
     items: list[RecordOut]
-    next_cursor: str | None
+    next_cursor: str | None = Field(
+        description="Pass as after for the next page; null on the last page."
+    )
 
 
 class EpisodeOut(Schema):

@@ -296,6 +296,8 @@ class CaptureResult(_AsDict):
 @dataclass(frozen=True)
 class Scene(_AsDict):
     session_id: str
+    # Where this scene sits in the newest-first order: pass it as ``after`` for older ones.
+    cursor: str = ""
     episodes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     records: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
@@ -2023,23 +2025,27 @@ def persona(
 @storable_text_arguments
 @transaction.atomic
 def scenes(
-    *, scope: Scope | str, limit: int = SCENES_LIMIT, principal: Principal = SYSTEM
+    *,
+    scope: Scope | str,
+    limit: int = SCENES_LIMIT,
+    after: int | None = None,
+    principal: Principal = SYSTEM,
 ) -> list[Scene]:
     """One scene per session at exactly ``scope``, newest first, with its episodes and records.
 
-    Derived on the fly; nothing is stored or audited.
+    ``after`` is a scene's ``cursor``: only sessions older than it. Derived on the
+    fly; nothing is stored or audited.
     """
     parsed = access.require(principal, access.READ, scope)
     limit = _check_limit("limit", limit, 200)
-    sessions = list(
-        Episode.objects.filter(scope=str(parsed))
-        .values("session_id")
-        .annotate(last=Max("id"))
-        .order_by("-last")
-        .values_list("session_id", flat=True)[:limit]
+    grouped = (
+        Episode.objects.filter(scope=str(parsed)).values("session_id").annotate(last=Max("id"))
     )
+    if after is not None:
+        grouped = grouped.filter(last__lt=after)
+    sessions = list(grouped.order_by("-last").values_list("session_id", "last")[:limit])
     result = []
-    for session in sessions:
+    for session, last in sessions:
         episodes = Episode.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
             :SCENE_ITEMS_LIMIT
         ]
@@ -2049,6 +2055,7 @@ def scenes(
         result.append(
             Scene(
                 session_id=session,
+                cursor=str(last),
                 episodes=tuple(
                     {
                         "episode_id": e.episode_id,

@@ -48,7 +48,7 @@ def test_stage_records_an_exact_plan_awaiting_a_person(alice_api, notes_dir):
     # When the agent stages a file write
     response = stage(alice_api, session_id="s1")
     # Then the plan is recorded, hashed, and waits for approval; nothing is written to disk
-    assert response.status_code == 200, response.content
+    assert response.status_code == 201, response.content
     patch = response.data
     assert patch["state"] == "awaiting_approval"
     assert patch["subject_id"] == SCOPE
@@ -129,8 +129,11 @@ def test_list_show_and_verify(alice_api, notes_dir):
     page = alice_api.get("/actions/", {"limit": 1})
     assert page.status_code == 200
     assert [t["transaction_id"] for t in page.data["items"]] == [second]
-    rest = alice_api.get("/actions/", {"limit": 1, "after": page.data["next_after"]})
+    # next_cursor is the one cursor name; next_after stays as a deprecated alias
+    assert page.data["next_after"] == page.data["next_cursor"] is not None
+    rest = alice_api.get("/actions/", {"limit": 1, "after": page.data["next_cursor"]})
     assert [t["transaction_id"] for t in rest.data["items"]] == [first]
+    assert rest.data["next_cursor"] is None
     by_state = alice_api.get("/actions/", {"scope": SCOPE, "state": ["committed"]})
     assert by_state.data["items"] == []
     # Show, with the preview the reviewer will see

@@ -1,14 +1,16 @@
-"""docs/agents.md: the Python client example runs against a live server, as written."""
+"""docs/agents.md: the quickstart runs against a live server holding the demo data, as written."""
 
 from __future__ import annotations
 
 import re
+import shlex
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from memory.models import Record
-from tests.api.conftest import issue_token
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 
@@ -36,16 +38,33 @@ def test_the_doc_has_http_and_mcp_sections():
         assert fragment in text, fragment
 
 
+def token_command() -> list[str]:
+    """The quickstart's `manage.py access token create ...` line, as arguments."""
+    command, *_ = re.findall(
+        r"manage\.py (access token create .*?--owner \w+)", DOC.read_text(), re.DOTALL
+    )
+    return shlex.split(command.replace("\\\n", " "))
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_python_client_runs_against_a_live_server(live_server, monkeypatch, capsys):
-    # Given a live server and a token for alice's subtree, in the example's environment
+def test_the_quickstart_runs_as_written_on_a_make_run_database(
+    live_server, monkeypatch, capsys, tmp_path, settings
+):
+    # Given what `make run` seeds, and a token made with the documented command
+    settings.AETNAWEB_DATA_DIR = tmp_path
+    call_command("demo")
+    out = StringIO()
+    call_command(*token_command(), stdout=out)
+    [secret] = re.findall(r"aetna_[A-Za-z0-9_-]+", out.getvalue())
     monkeypatch.setenv("AETNAWEB_URL", live_server.url)
-    monkeypatch.setenv("AETNAWEB_TOKEN", issue_token("acme:alice:*"))
-    # When the documented example runs
+    monkeypatch.setenv("AETNAWEB_TOKEN", secret)
+    capsys.readouterr()
+    # When the documented client example runs
     exec(compile(client_example(), str(DOC), "exec"), {"__name__": "client"})  # noqa: S102
     # Then it remembered, recalled, forgot with a receipt and showed a refusal
-    out = capsys.readouterr().out
-    assert "<relevant_memories>" in out
-    assert "aetnamem-deletion-receipt-v1" in out
-    assert "400 invalid_scope [scope]: invalid scope 'acme:alice'" in out
-    assert Record.objects.get(scope="acme:alice:proj").status == "tombstoned"
+    printed = capsys.readouterr().out
+    assert "User's backup email is dana@example.org." in printed
+    assert "<relevant_memories>" in printed
+    assert "aetnamem-deletion-receipt-v1" in printed
+    assert "invalid_scope scope" in printed
+    assert Record.objects.get(scope="acme:dana:quickstart").status == "tombstoned"

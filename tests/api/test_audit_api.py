@@ -73,7 +73,7 @@ def test_export_streams_only_the_tokens_chains(auditor, chains):
 @pytest.mark.django_db
 def test_checkpoint_pins_the_tokens_chains_and_verifies(auditor, chains, settings):
     response = auditor.post("/audit/checkpoint", {})
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert response["Content-Type"] == "application/jsonl"
     [line] = body_lines(response)
     document = json.loads(line)

@@ -133,7 +133,7 @@ def test_api_needs_no_session_and_no_csrf(client):
     # When it writes with a token only
     response = strict.post(REMEMBER, BODY)
     # Then it succeeds: token auth, no cookies, no login redirect
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert Record.objects.count() == 1
 
 
@@ -165,7 +165,7 @@ def test_a_body_just_under_the_limit_is_accepted(alice_api):
     overhead = len('{"scope": "acme:alice:proj", "text": ""}')
     text = "My note is " + "y" * (MAX_BODY_BYTES - overhead - len("My note is ") - 1)
     response = alice_api.post(REMEMBER, {"scope": "acme:alice:proj", "text": text})
-    assert response.status_code == 200
+    assert response.status_code == 201
 
 
 @pytest.mark.django_db

@@ -165,7 +165,7 @@ def test_agent_logged_events_are_namespaced(alice_api):
         {"scope": SCOPE, "event_type": "agent.log.deploy_started", "payload": {}},
     )
     # Then each lands under agent.log.*, a namespace the engine never writes itself
-    assert logged.status_code == 200 and again.status_code == 200
+    assert logged.status_code == 201 and again.status_code == 201
     assert logged.data["event_type"] == "agent.log.tool_call"
     assert again.data["event_type"] == "agent.log.deploy_started"
     types = set(AuditEvent.objects.filter(subject_id=SCOPE).values_list("event_type", flat=True))

@@ -15,7 +15,8 @@ SCOPE = "acme:alice:proj"
 
 def remember(api, text: str) -> dict:
     response = api.post("/memory/remember", {"scope": SCOPE, "text": text})
-    assert response.status_code == 200, response.content
+    # 201 when a record was stored, 200 when nothing new was (a duplicate, no fact)
+    assert response.status_code == (201 if response.data["records"] else 200), response.content
     return response.data
 
 

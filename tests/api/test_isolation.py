@@ -157,7 +157,7 @@ def test_foreign_ids_look_exactly_like_unknown_ids(alice_api, foreign_data, owne
             "/memory/propose",
             {"scope": OWN, "facts": [{"content": "x", "evidence": [id_set["episode_id"]]}]},
         )
-        assert proposal.status_code == 200
+        assert proposal.status_code == 201
         assert proposal.data["accepted"] == []
         assert proposal.data["rejected"][0]["reason"] == "unknown_evidence"
     assert apps.get_model("memory", "Record").objects.filter(status="tombstoned").count() == 0

@@ -16,7 +16,8 @@ SCOPE = "acme:alice:proj"
 
 def remember(api, text: str, scope: str = SCOPE, **extra):
     response = api.post("/memory/remember", {"scope": scope, "text": text, **extra})
-    assert response.status_code == 200, response.content
+    # 201 when a record was stored, 200 when nothing new was (a duplicate, no fact)
+    assert response.status_code == (201 if response.data["records"] else 200), response.content
     return response.data
 
 
@@ -54,7 +55,7 @@ def test_remember_an_explicit_key_and_value(alice_api):
         "/memory/remember",
         {"scope": SCOPE, "key": "Deploy Window", "value": "Tuesdays 9-11", "kind": "ops"},
     )
-    assert response.status_code == 200
+    assert response.status_code == 201
     [record] = response.data["records"]
     assert record["fact_key"] == "deploy window"
     assert response.data["episode_id"] is None
@@ -278,7 +279,7 @@ def test_propose_facts_cite_evidence_and_land_quarantined(alice_api):
             ],
         },
     )
-    assert response.status_code == 200
+    assert response.status_code == 201
     [accepted] = response.data["accepted"]
     assert accepted["status"] == "quarantined"
     [rejected] = response.data["rejected"]
@@ -316,7 +317,7 @@ def test_log_action_appends_an_agent_event(alice_api):
             "session_id": "s1",
         },
     )
-    assert response.status_code == 200
+    assert response.status_code == 201
     event = AuditEvent.objects.get(event_id=response.data["audit_event_id"])
     assert event.event_type == response.data["event_type"] == "agent.log.file_written"
     assert event.actor == "agent:test-agent"
@@ -360,6 +361,7 @@ def test_scenes_group_a_scope_by_session(alice_api):
     response = alice_api.get("/memory/scenes", {"scope": SCOPE})
     assert response.status_code == 200
     assert [s["session_id"] for s in response.data["scenes"]] == ["tuesday", "monday"]
+    assert response.data["next_cursor"] is None
     bad = alice_api.get("/memory/scenes", {"scope": "nope"})
     assert bad.status_code == 400
     assert bad.data["field"] == "scope"
@@ -421,3 +423,23 @@ def test_log_action_refuses_a_payload_that_cannot_be_hashed_canonically(alice_ap
     assert response.status_code == 400, response.content
     assert response.data["field"] in {"payload", "body"}
     assert not AuditEvent.objects.filter(subject_id=SCOPE).exists()
+
+
+@pytest.mark.django_db
+def test_scenes_page_by_key_with_after_and_next_cursor(alice_api):
+    # Given three sessions at one scope
+    for session in ("mon", "tue", "wed"):
+        remember(alice_api, f"My {session} lunch is at noon", session_id=session)
+    # When the agent lists them two at a time, following next_cursor
+    first = alice_api.get("/memory/scenes", {"scope": SCOPE, "limit": 2})
+    second = alice_api.get(
+        "/memory/scenes", {"scope": SCOPE, "limit": 2, "after": first.data["next_cursor"]}
+    )
+    # Then each session comes once, newest first, and the short page ends the list
+    assert [s["session_id"] for s in first.data["scenes"]] == ["wed", "tue"]
+    assert first.data["next_cursor"] == first.data["scenes"][-1]["cursor"]
+    assert [s["session_id"] for s in second.data["scenes"]] == ["mon"]
+    assert second.data["next_cursor"] is None
+    # And a cursor that is not a number is a 400 naming it
+    bad = alice_api.get("/memory/scenes", {"scope": SCOPE, "after": "x"})
+    assert (bad.status_code, bad.data["field"]) == (400, "after")

@@ -44,7 +44,7 @@ def test_admin_creates_uses_and_revokes_a_token(page, live_server):
     assert secret.startswith("aetna_")
     screenshot(page, "api-token-created", narrow=True)
     # And an agent can use it at once
-    assert api_status(live_server.url, secret) == 200
+    assert api_status(live_server.url, secret) == 201  # a record was stored
     # And the list shows the token without its secret
     page.get_by_role("link", name="Back to API tokens").click()
     assert "support-bot" in page.content()

@@ -27,3 +27,19 @@ def test_the_python_walk_through_runs_as_written(capsys):
         exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102  (our own documentation)
     assert namespace["receipt"]["format"] == "aetnamem-deletion-receipt-v1"
     assert "<relevant_memories>" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_the_python_walk_through_runs_on_a_make_run_database(capsys, tmp_path, settings):
+    # Given the demo data `make run` seeds
+    from django.core.management import call_command
+
+    settings.AETNAWEB_DATA_DIR = tmp_path
+    call_command("demo")
+    capsys.readouterr()
+    # When the walk-through runs as written
+    namespace: dict = {}
+    for block in python_blocks():
+        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102  (our own documentation)
+    # Then every assert in it held
+    assert namespace["receipt"]["format"] == "aetnamem-deletion-receipt-v1"

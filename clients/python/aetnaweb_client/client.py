@@ -1,0 +1,607 @@
+"""Sync and async clients for every ``/api/v1`` endpoint, over httpx.
+
+Each endpoint is described once (:class:`_Call`: method, path, query, body);
+:class:`Client` and :class:`AsyncClient` only differ in how they send it.
+Only GETs are retried (connection failures and 502/503/504): a write is never
+sent twice, since the API has no idempotency keys yet and a retried remember
+could store a fact twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+from urllib.parse import quote
+
+import httpx
+
+from aetnaweb_client.errors import TransportError, error_for
+from aetnaweb_client.types import (
+    JSON,
+    ForgetPreview,
+    RecallBlock,
+    RecallResult,
+    Record,
+    RememberResult,
+    TokenInfo,
+)
+
+RETRY_STATUSES = frozenset({502, 503, 504})
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: Literal["GET", "POST"]
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+    raw: bool = False  # JSON Lines (audit export and checkpoint): return the text
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method == "GET"
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _segment(value: str) -> str:
+    # An ID goes into the path: quote everything, so "../" or "?" cannot change the URL.
+    return quote(value, safe="")
+
+
+class _Calls:
+    """The endpoints, as calls; shared by both clients."""
+
+    @staticmethod
+    def whoami() -> _Call:
+        return _Call("GET", "token")
+
+    @staticmethod
+    def remember(scope: str, **fields: Any) -> _Call:
+        return _Call("POST", "memory/remember", body=_drop_none({"scope": scope, **fields}))
+
+    @staticmethod
+    def capture(scope: str, role: str, content: str, **fields: Any) -> _Call:
+        body = {"scope": scope, "role": role, "content": content, **fields}
+        return _Call("POST", "memory/capture", body=_drop_none(body))
+
+    @staticmethod
+    def forget(preview: bool, scope: str, **fields: Any) -> _Call:
+        path = "memory/forget/preview" if preview else "memory/forget"
+        return _Call("POST", path, body=_drop_none({"scope": scope, **fields}))
+
+    @staticmethod
+    def propose(scope: str, facts: list[dict[str, Any]]) -> _Call:
+        return _Call("POST", "memory/propose", body={"scope": scope, "facts": facts})
+
+    @staticmethod
+    def log_action(scope: str, event_type: str, payload: dict[str, Any], **fields: Any) -> _Call:
+        body = {"scope": scope, "event_type": event_type, "payload": payload, **fields}
+        return _Call("POST", "memory/log-action", body=_drop_none(body))
+
+    @staticmethod
+    def recall(scope: str, query: str, **fields: Any) -> _Call:
+        body = {"scope": scope, "query": query, **fields}
+        return _Call("POST", "memory/recall", body=_drop_none(body))
+
+    @staticmethod
+    def recall_block(scope: str, query: str, **fields: Any) -> _Call:
+        body = {"scope": scope, "query": query, **fields}
+        return _Call("POST", "memory/recall-block", body=_drop_none(body))
+
+    @staticmethod
+    def persona(scope: str, max_chars: int | None) -> _Call:
+        body = _drop_none({"scope": scope, "max_chars": max_chars})
+        return _Call("POST", "memory/persona", body=body)
+
+    @staticmethod
+    def scenes(scope: str, limit: int | None, after: str | None) -> _Call:
+        params = _drop_none({"scope": scope, "limit": limit, "after": after})
+        return _Call("GET", "memory/scenes", params=params)
+
+    @staticmethod
+    def list_records(scope: str, **filters: Any) -> _Call:
+        return _Call("GET", "memory/records", params=_drop_none({"scope": scope, **filters}))
+
+    @staticmethod
+    def get_record(record_id: str) -> _Call:
+        return _Call("GET", f"memory/records/{_segment(record_id)}")
+
+    @staticmethod
+    def stage(scope: str, operations: list[dict[str, Any]], **fields: Any) -> _Call:
+        body = {"scope": scope, "operations": operations, **fields}
+        return _Call("POST", "actions/stage", body=_drop_none(body))
+
+    @staticmethod
+    def list_transactions(**filters: Any) -> _Call:
+        return _Call("GET", "actions/", params=_drop_none(filters))
+
+    @staticmethod
+    def get_transaction(transaction_id: str) -> _Call:
+        return _Call("GET", f"actions/{_segment(transaction_id)}")
+
+    @staticmethod
+    def verify_transaction(transaction_id: str) -> _Call:
+        return _Call("GET", f"actions/{_segment(transaction_id)}/verify")
+
+    @staticmethod
+    def verify_audit(scope: str | None) -> _Call:
+        return _Call("GET", "audit/verify", params=_drop_none({"scope": scope}))
+
+    @staticmethod
+    def export_audit(subject: str | None) -> _Call:
+        return _Call("GET", "audit/export", params=_drop_none({"subject": subject}), raw=True)
+
+    @staticmethod
+    def create_checkpoint() -> _Call:
+        return _Call("POST", "audit/checkpoint", body={}, raw=True)
+
+
+def _decode(response: httpx.Response, call: _Call) -> Any:
+    if response.is_success:
+        if call.raw:
+            return response.text
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TransportError(f"the server answered non-JSON for {call.path}") from exc
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    raise error_for(response.status_code, body)
+
+
+def _base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/api/v1") else f"{url}/api/v1"
+
+
+def _headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+
+def _backoff(attempt: int, base: float) -> float:
+    return float(base * (2**attempt))
+
+
+class Client:
+    """A blocking client. ``Client("http://127.0.0.1:8000", token="aetna_...")``.
+
+    Refusals raise :class:`~aetnaweb_client.errors.ApiError` subclasses carrying
+    the JSON ``code`` and ``field``. GETs are retried ``retries`` times on
+    connection errors and 502/503/504; writes are never retried.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 2,
+        backoff: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=_base_url(url) + "/",
+            headers=_headers(token),
+            timeout=timeout,
+            transport=transport,
+        )
+        self.retries = retries
+        self.backoff = backoff
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _run(self, call: _Call) -> Any:
+        attempts = 1 + (self.retries if call.idempotent else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = self._http.request(
+                    call.method, call.path, params=call.params or None, json=call.body
+                )
+            except httpx.TransportError as exc:
+                if last:
+                    raise TransportError(f"{call.method} {call.path}: {exc}") from exc
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return _decode(response, call)
+            time.sleep(_backoff(attempt, self.backoff))
+        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+
+    # -- the token -----------------------------------------------------------------
+
+    def whoami(self) -> TokenInfo:
+        """The calling token's scope subtree, capabilities and expiry."""
+        return cast(TokenInfo, self._run(_Calls.whoami()))
+
+    # -- memory writes ---------------------------------------------------------------
+
+    def remember(
+        self,
+        scope: str,
+        text: str | None = None,
+        *,
+        key: str | None = None,
+        value: str | None = None,
+        kind: str | None = None,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        source_type: str | None = None,
+        force: bool | None = None,
+    ) -> RememberResult:
+        """Store a message (``text``) or an explicit ``key``/``value`` at exactly ``scope``."""
+        call = _Calls.remember(
+            scope,
+            text=text,
+            key=key,
+            value=value,
+            kind=kind,
+            session_id=session_id,
+            turn_id=turn_id,
+            source_type=source_type,
+            force=force,
+        )
+        return cast(RememberResult, self._run(call))
+
+    def capture(
+        self,
+        scope: str,
+        role: str,
+        content: str,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> JSON:
+        """A host's turn hook: a ``user`` turn is remembered, others leave a digest."""
+        call = _Calls.capture(scope, role, content, session_id=session_id, turn_id=turn_id)
+        return cast(JSON, self._run(call))
+
+    def forget_preview(
+        self,
+        scope: str,
+        *,
+        selector: str | None = None,
+        record_ids: list[str] | None = None,
+        utterance: str | None = None,
+    ) -> ForgetPreview:
+        """What a forget would purge (writes nothing)."""
+        call = _Calls.forget(
+            True, scope, selector=selector, record_ids=record_ids, utterance=utterance
+        )
+        return cast(ForgetPreview, self._run(call))
+
+    def forget(
+        self,
+        scope: str,
+        *,
+        selector: str | None = None,
+        record_ids: list[str] | None = None,
+        utterance: str | None = None,
+        expected_record_ids: list[str] | None = None,
+    ) -> JSON:
+        """Purge matching records at exactly ``scope``; returns the deletion receipt."""
+        call = _Calls.forget(
+            False,
+            scope,
+            selector=selector,
+            record_ids=record_ids,
+            utterance=utterance,
+            expected_record_ids=expected_record_ids,
+        )
+        return cast(JSON, self._run(call))
+
+    def propose(self, scope: str, facts: list[dict[str, Any]]) -> JSON:
+        """Propose facts citing evidence IDs; accepted ones wait in quarantine for a person."""
+        return cast(JSON, self._run(_Calls.propose(scope, facts)))
+
+    def log_action(
+        self,
+        scope: str,
+        event_type: str,
+        payload: dict[str, Any],
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> JSON:
+        """Append an ``agent.*`` event (digests, IDs, counts: never content) to the chain."""
+        call = _Calls.log_action(scope, event_type, payload, session_id=session_id, turn_id=turn_id)
+        return cast(JSON, self._run(call))
+
+    # -- memory reads ------------------------------------------------------------------
+
+    def recall(
+        self,
+        scope: str,
+        query: str,
+        *,
+        limit: int | None = None,
+        min_score: float | None = None,
+        session_id: str | None = None,
+    ) -> RecallResult:
+        """The most relevant active memories visible from ``scope`` (audited)."""
+        call = _Calls.recall(scope, query, limit=limit, min_score=min_score, session_id=session_id)
+        return cast(RecallResult, self._run(call))
+
+    def recall_block(
+        self,
+        scope: str,
+        query: str,
+        *,
+        max_items: int | None = None,
+        max_chars: int | None = None,
+        min_score: float | None = None,
+        session_id: str | None = None,
+    ) -> RecallBlock:
+        """A ``<relevant_memories>`` block for a prompt (empty text when nothing qualifies)."""
+        call = _Calls.recall_block(
+            scope,
+            query,
+            max_items=max_items,
+            max_chars=max_chars,
+            min_score=min_score,
+            session_id=session_id,
+        )
+        return cast(RecallBlock, self._run(call))
+
+    def persona(self, scope: str, *, max_chars: int | None = None) -> JSON:
+        """The bounded persona text of the active facts visible from ``scope``."""
+        return cast(JSON, self._run(_Calls.persona(scope, max_chars)))
+
+    def scenes(self, scope: str, *, limit: int | None = None, after: str | None = None) -> JSON:
+        """One page of scenes (``next_cursor`` leads on); see :meth:`iter_scenes`."""
+        return cast(JSON, self._run(_Calls.scenes(scope, limit, after)))
+
+    def iter_scenes(self, scope: str, *, page_size: int = 50) -> Iterator[JSON]:
+        """Every scene at ``scope``, newest first, following the cursor."""
+        after: str | None = None
+        while True:
+            page = self.scenes(scope, limit=page_size, after=after)
+            yield from page["scenes"]
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    def list_records(self, scope: str, **filters: Any) -> JSON:
+        """One page of records (filters: status, source_type, trust_tier, session_id, text,
+        include_descendants, after, limit); see :meth:`iter_records`."""
+        return cast(JSON, self._run(_Calls.list_records(scope, **filters)))
+
+    def iter_records(self, scope: str, *, page_size: int = 100, **filters: Any) -> Iterator[Record]:
+        """Every record at ``scope`` matching ``filters``, newest first, following the cursor."""
+        after: str | None = None
+        while True:
+            page = self.list_records(scope, limit=page_size, after=after, **filters)
+            yield from page["items"]
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    def get_record(self, record_id: str) -> JSON:
+        """One record with its supersession chain, episode, audit events and recalls."""
+        return cast(JSON, self._run(_Calls.get_record(record_id)))
+
+    # -- guarded actions ---------------------------------------------------------------------
+
+    def stage(
+        self,
+        scope: str,
+        operations: list[dict[str, Any]],
+        *,
+        mode: str | None = None,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> JSON:
+        """Stage an exact plan for a person to approve in the dashboard."""
+        call = _Calls.stage(scope, operations, mode=mode, session_id=session_id, turn_id=turn_id)
+        return cast(JSON, self._run(call))
+
+    def list_transactions(
+        self,
+        *,
+        scope: str | None = None,
+        state: list[str] | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> JSON:
+        """One page of transactions; see :meth:`iter_transactions`."""
+        call = _Calls.list_transactions(scope=scope, state=state, after=after, limit=limit)
+        return cast(JSON, self._run(call))
+
+    def iter_transactions(
+        self, *, scope: str | None = None, state: list[str] | None = None, page_size: int = 50
+    ) -> Iterator[JSON]:
+        """Every transaction the token may read, newest first, following the cursor."""
+        after: str | None = None
+        while True:
+            page = self.list_transactions(scope=scope, state=state, after=after, limit=page_size)
+            yield from page["items"]
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    def get_transaction(self, transaction_id: str) -> JSON:
+        return cast(JSON, self._run(_Calls.get_transaction(transaction_id)))
+
+    def verify_transaction(self, transaction_id: str) -> JSON:
+        return cast(JSON, self._run(_Calls.verify_transaction(transaction_id)))
+
+    # -- audit ------------------------------------------------------------------------------
+
+    def verify_audit(self, *, scope: str | None = None) -> JSON:
+        """Verify the audit chains inside the token's subtree (or ``scope``)."""
+        return cast(JSON, self._run(_Calls.verify_audit(scope)))
+
+    def export_audit(self, *, subject: str | None = None) -> str:
+        """Audit events as JSON Lines text."""
+        return cast(str, self._run(_Calls.export_audit(subject)))
+
+    def create_checkpoint(self) -> str:
+        """A new ``aetnamem-checkpoint-v1`` line: keep it outside the server."""
+        return cast(str, self._run(_Calls.create_checkpoint()))
+
+
+class AsyncClient:
+    """The same endpoints as :class:`Client`, awaitable, over ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 2,
+        backoff: float = 0.2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=_base_url(url) + "/",
+            headers=_headers(token),
+            timeout=timeout,
+            transport=transport,
+        )
+        self.retries = retries
+        self.backoff = backoff
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _run(self, call: _Call) -> Any:
+        attempts = 1 + (self.retries if call.idempotent else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params or None, json=call.body
+                )
+            except httpx.TransportError as exc:
+                if last:
+                    raise TransportError(f"{call.method} {call.path}: {exc}") from exc
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return _decode(response, call)
+            await asyncio.sleep(_backoff(attempt, self.backoff))
+        raise AssertionError("unreachable")
+
+    async def whoami(self) -> TokenInfo:
+        return cast(TokenInfo, await self._run(_Calls.whoami()))
+
+    async def remember(self, scope: str, text: str | None = None, **fields: Any) -> RememberResult:
+        """As :meth:`Client.remember` (keywords: key, value, kind, session_id, turn_id,
+        source_type, force)."""
+        return cast(RememberResult, await self._run(_Calls.remember(scope, text=text, **fields)))
+
+    async def capture(self, scope: str, role: str, content: str, **fields: Any) -> JSON:
+        return cast(JSON, await self._run(_Calls.capture(scope, role, content, **fields)))
+
+    async def forget_preview(self, scope: str, **fields: Any) -> ForgetPreview:
+        return cast(ForgetPreview, await self._run(_Calls.forget(True, scope, **fields)))
+
+    async def forget(self, scope: str, **fields: Any) -> JSON:
+        return cast(JSON, await self._run(_Calls.forget(False, scope, **fields)))
+
+    async def propose(self, scope: str, facts: list[dict[str, Any]]) -> JSON:
+        return cast(JSON, await self._run(_Calls.propose(scope, facts)))
+
+    async def log_action(
+        self, scope: str, event_type: str, payload: dict[str, Any], **fields: Any
+    ) -> JSON:
+        return cast(JSON, await self._run(_Calls.log_action(scope, event_type, payload, **fields)))
+
+    async def recall(self, scope: str, query: str, **fields: Any) -> RecallResult:
+        return cast(RecallResult, await self._run(_Calls.recall(scope, query, **fields)))
+
+    async def recall_block(self, scope: str, query: str, **fields: Any) -> RecallBlock:
+        return cast(RecallBlock, await self._run(_Calls.recall_block(scope, query, **fields)))
+
+    async def persona(self, scope: str, *, max_chars: int | None = None) -> JSON:
+        return cast(JSON, await self._run(_Calls.persona(scope, max_chars)))
+
+    async def scenes(
+        self, scope: str, *, limit: int | None = None, after: str | None = None
+    ) -> JSON:
+        return cast(JSON, await self._run(_Calls.scenes(scope, limit, after)))
+
+    async def iter_scenes(self, scope: str, *, page_size: int = 50) -> AsyncIterator[JSON]:
+        after: str | None = None
+        while True:
+            page = await self.scenes(scope, limit=page_size, after=after)
+            for scene in page["scenes"]:
+                yield scene
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    async def list_records(self, scope: str, **filters: Any) -> JSON:
+        return cast(JSON, await self._run(_Calls.list_records(scope, **filters)))
+
+    async def iter_records(
+        self, scope: str, *, page_size: int = 100, **filters: Any
+    ) -> AsyncIterator[Record]:
+        after: str | None = None
+        while True:
+            page = await self.list_records(scope, limit=page_size, after=after, **filters)
+            for record in page["items"]:
+                yield record
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    async def get_record(self, record_id: str) -> JSON:
+        return cast(JSON, await self._run(_Calls.get_record(record_id)))
+
+    async def stage(self, scope: str, operations: list[dict[str, Any]], **fields: Any) -> JSON:
+        return cast(JSON, await self._run(_Calls.stage(scope, operations, **fields)))
+
+    async def list_transactions(self, **filters: Any) -> JSON:
+        return cast(JSON, await self._run(_Calls.list_transactions(**filters)))
+
+    async def iter_transactions(
+        self, *, scope: str | None = None, state: list[str] | None = None, page_size: int = 50
+    ) -> AsyncIterator[JSON]:
+        after: str | None = None
+        while True:
+            page = await self.list_transactions(
+                scope=scope, state=state, after=after, limit=page_size
+            )
+            for item in page["items"]:
+                yield item
+            after = page.get("next_cursor")
+            if not after:
+                return
+
+    async def get_transaction(self, transaction_id: str) -> JSON:
+        return cast(JSON, await self._run(_Calls.get_transaction(transaction_id)))
+
+    async def verify_transaction(self, transaction_id: str) -> JSON:
+        return cast(JSON, await self._run(_Calls.verify_transaction(transaction_id)))
+
+    async def verify_audit(self, *, scope: str | None = None) -> JSON:
+        return cast(JSON, await self._run(_Calls.verify_audit(scope)))
+
+    async def export_audit(self, *, subject: str | None = None) -> str:
+        return cast(str, await self._run(_Calls.export_audit(subject)))
+
+    async def create_checkpoint(self) -> str:
+        return cast(str, await self._run(_Calls.create_checkpoint()))

@@ -1,0 +1,93 @@
+"""The shapes of the API's answers, as TypedDicts (see /api/v1/openapi.json for every field)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class StoredRecord(TypedDict):
+    record_id: str
+    status: str
+    fact_key: str
+    content: str
+    superseded_ids: list[str]
+
+
+class RememberResult(TypedDict):
+    scope: str
+    episode_id: str | None
+    source_type: str
+    trust_tier: str
+    records: list[StoredRecord]
+    superseded_ids: list[str]
+    duplicate_of: list[str]
+    ignored: bool
+
+
+class RecallCandidate(TypedDict):
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    score: float
+    parts: dict[str, float]
+    rank: int
+    above_threshold: bool
+    returned: bool
+
+
+class RecallResult(TypedDict):
+    scope: str
+    retrieval_id: str
+    audit_event_id: str
+    candidates: list[RecallCandidate]
+    returned_ids: list[str]
+
+
+class RecallBlock(TypedDict):
+    scope: str
+    text: str
+    record_ids: list[str]
+    retrieval_id: str
+    audit_event_id: str | None
+
+
+class Record(TypedDict):
+    record_id: str
+    scope: str
+    status: str
+    content: str
+    fact_key: str
+    kind: str
+    source_type: str
+    trust_tier: str
+    confidence: float
+    episode_id: str | None
+    session_id: str
+    turn_id: str
+    supersedes: str | None
+    superseded_by: str | None
+    evidence: Any
+    created_at: str
+    updated_at: str
+    deleted_at: str | None
+
+
+class ForgetPreview(TypedDict):
+    scope: str
+    mode: str
+    record_ids: list[str]
+    episode_ids: list[str]
+    records: list[dict[str, Any]]
+
+
+class TokenInfo(TypedDict):
+    name: str
+    token_prefix: str
+    scope: str
+    capabilities: list[str]
+    expires_at: str
+
+
+JSON = dict[str, Any]

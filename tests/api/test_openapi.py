@@ -1,0 +1,144 @@
+"""The served OpenAPI document is one a client generator accepts, and says what the API does."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from openapi_spec_validator import validate
+
+from aetnaweb.api import ERROR_CODES
+from memory.errors import MemoryEngineError
+
+ROOT = Path(__file__).resolve().parents[2]
+API_MODULES = ["aetnaweb/api.py", "memory/api.py", "actions/api.py", "audit/api.py"]
+
+
+@pytest.fixture
+def document(client) -> dict:
+    response = client.get("/api/v1/openapi.json")
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def _operations(document: dict):
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            yield path, method, operation
+
+
+def test_the_served_document_validates_as_openapi_3_1(document):
+    # Given the document the server serves / When validated / Then no error is raised
+    assert document["openapi"].startswith("3.1")
+    validate(document)
+
+
+def test_query_parameter_examples_are_maps_of_example_objects(document):
+    # Given the list endpoints whose `scope` parameter carries an example
+    params = [
+        parameter
+        for path, _, op in _operations(document)
+        if path.endswith(("/memory/records", "/memory/scenes"))
+        for parameter in op["parameters"]
+        if parameter["name"] == "scope"
+    ]
+    # Then the parameter-level examples are a map of {"value": ...} (OpenAPI 3.1)
+    assert len(params) == 2
+    for parameter in params:
+        assert parameter["examples"] == {"example1": {"value": "acme:alice:proj"}}
+
+
+def test_operation_ids_are_plain_and_unique(document):
+    ids = [op["operationId"] for _, _, op in _operations(document)]
+    assert len(ids) == len(set(ids))
+    for expected in ("remember", "recall", "list_records", "get_record", "scenes", "stage"):
+        assert expected in ids
+    assert all(re.fullmatch(r"[a-z][a-z_]*", op_id) for op_id in ids)
+    assert not any(op_id.startswith(("memory_api", "actions_api", "audit_api")) for op_id in ids)
+
+
+def test_creates_document_201(document):
+    statuses = {op["operationId"]: set(op["responses"]) for _, _, op in _operations(document)}
+    for created in ("remember", "propose", "log_action", "stage", "create_checkpoint"):
+        assert "201" in statuses[created], created
+    # reads stay 200
+    assert "201" not in statuses["recall"]
+    assert "201" not in statuses["list_records"]
+
+
+def test_every_list_endpoint_takes_after_and_answers_next_cursor(document):
+    schemas = document["components"]["schemas"]
+    for op_id, out in (
+        ("list_records", "RecordListOut"),
+        ("scenes", "ScenesOut"),
+        ("list_transactions", "TransactionsOut"),
+    ):
+        op = next(o for _, _, o in _operations(document) if o["operationId"] == op_id)
+        assert "after" in {p["name"] for p in op["parameters"]}, op_id
+        assert "next_cursor" in schemas[out]["properties"], out
+
+
+def test_error_responses_list_their_codes(document):
+    error_out = document["components"]["schemas"]["ErrorOut"]
+    assert error_out["x-error-codes"]["404"] == {"not_found": ERROR_CODES[404]["not_found"]}
+    recall = next(o for _, _, o in _operations(document) if o["operationId"] == "recall")
+    assert "`invalid_scope`" in recall["responses"]["400"]["description"]
+    assert "`query_error`" in recall["responses"]["400"]["description"]
+    forget = next(o for _, _, o in _operations(document) if o["operationId"] == "forget")
+    assert "`forget_preview_stale`" in forget["responses"]["409"]["description"]
+
+
+def test_responses_carry_examples(document):
+    schemas = document["components"]["schemas"]
+    for name in ("RememberOut", "RecallOut", "ErrorOut"):
+        assert schemas[name]["examples"], name
+
+
+def _documented() -> set[str]:
+    return {code for codes in ERROR_CODES.values() for code in codes}
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
+def test_every_error_code_the_api_can_send_is_documented(document):
+    # Given every literal code in the API modules and every engine error class
+    literal: set[str] = set()
+    for module in API_MODULES:
+        tree = ast.parse((ROOT / module).read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg == "error"
+                and isinstance(node.value, ast.Constant)
+            ):
+                literal.add(node.value.value)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in {
+                "ApiError",
+                "error_response",
+            }:
+                codes = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                literal.update(c for c in codes if isinstance(c, str) and "_" in c)
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if (
+                        isinstance(key, ast.Constant)
+                        and key.value == "error"
+                        and isinstance(value, ast.Constant)
+                    ):
+                        literal.add(value.value)
+    from memory.api import _code
+
+    engine = {_code(cls("x")) for cls in (MemoryEngineError, *_subclasses(MemoryEngineError))}
+    reasons = {
+        reason
+        for module in ("memory/services.py", "memory/extraction.py")
+        for reason in re.findall(r'reason="([a-z_]+)"', (ROOT / module).read_text())
+    }
+    # Then each is in the documented list
+    missing = (literal | engine | reasons) - _documented()
+    assert not missing
