@@ -29,6 +29,11 @@ Environment variables:
 - ``AETNAWEB_SEMANTIC_RECALL``: hybrid recall (full-text + sentence
   embeddings). On by default; ``0`` makes recall purely lexical (no model is
   loaded, no vectors are written).
+- ``AETNAWEB_API_RATE_LIMIT_PER_MINUTE``: API requests per token per minute
+  (default 600; 0 unlimited; a token's own limit wins).
+- ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
+  answer is replayed (default 86400); ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``:
+  after how long a key still in flight may run again (default 120).
 
 A number that does not parse stops start-up with a sentence naming the variable.
 """
@@ -146,6 +151,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost: a replayed API write skips the view but passes every header above.
+    "aetnaweb.idempotency.IdempotencyMiddleware",
 ]
 
 ROOT_URLCONF = "aetnaweb.urls"
@@ -348,6 +355,14 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 # The Ed25519 key that signs checkpoint notes (a PRIVATE+KEY+... file made by
 # 'manage.py audit keygen'). Without one, checkpoints carry the log head unsigned.
 AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
+# API tokens: requests per minute unless a token sets its own (0: unlimited).
+AETNAWEB_API_RATE_LIMIT_PER_MINUTE = env_int("AETNAWEB_API_RATE_LIMIT_PER_MINUTE", 600)
+# Idempotency-Key: how long a first answer is replayed, and after how long a
+# request still in flight is taken for a crashed worker's and may run again.
+AETNAWEB_IDEMPOTENCY_TTL_SECONDS = env_int("AETNAWEB_IDEMPOTENCY_TTL_SECONDS", 86400, minimum=1)
+AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int(
+    "AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS", 120, minimum=1
+)
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(
     "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
 )
