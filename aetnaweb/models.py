@@ -147,6 +147,10 @@ class IdempotencyKey(models.Model):
         ]
         indexes = [models.Index(fields=["expires_at"], name="idempotency_expires")]
 
+    def __str__(self) -> str:
+        state = "in flight" if self.response_status is None else str(self.response_status)
+        return f"idempotency key for token {self.token_id}: {state}"
+
 
 class RateLimitWindow(models.Model):
     """Requests a token made in one fixed one-minute window (:mod:`aetnaweb.ratelimits`)."""
@@ -161,3 +165,6 @@ class RateLimitWindow(models.Model):
                 fields=["token", "window_start"], name="ratelimit_unique_token_window"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"token {self.token_id}: {self.count} requests from {self.window_start}"

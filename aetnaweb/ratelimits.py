@@ -67,16 +67,16 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
     window = _window_of(now)
     if limit == 0:
         return Usage(limit=0, used=0, window_start=window)
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
+    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)  # ours, quoted
+    upsert = (
+        f"INSERT INTO {table} (token_id, window_start, count) VALUES (%s, %s, 1) "  # noqa: S608
+        f"ON CONFLICT (token_id, window_start) DO UPDATE SET count = {table}.count + 1 "
+        "RETURNING count"
+    )
     # One atomic statement on both databases (SQLite >= 3.35 and PostgreSQL):
     # no read-then-write race between workers.
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (token_id, window_start, count) VALUES (%s, %s, 1) "
-            f"ON CONFLICT (token_id, window_start) DO UPDATE SET count = {table}.count + 1 "
-            "RETURNING count",
-            [token.pk, window],
-        )
+        cursor.execute(upsert, [token.pk, window])
         row = cursor.fetchone()
     used = int(row[0]) if row else 1
     if used == 1:
@@ -87,11 +87,11 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
     return Usage(limit=limit, used=used, window_start=window)
 
 
-def current_usage(token: ApiToken, *, now: datetime | None = None) -> Usage:
-    """What the token page shows: the limit and the requests made in this window."""
+def requests_this_window(tokens: list[ApiToken], *, now: datetime | None = None) -> dict[int, int]:
+    """What the token page shows: requests each token made in the current window (one query)."""
     window = _window_of(now or timezone.now())
-    row = RateLimitWindow.objects.filter(token=token, window_start=window).first()
-    return Usage(limit=limit_for(token), used=row.count if row else 0, window_start=window)
+    rows = RateLimitWindow.objects.filter(token__in=tokens, window_start=window)
+    return dict(rows.values_list("token_id", "count"))
 
 
 def too_many_requests(exc: RateLimited) -> HttpResponse:

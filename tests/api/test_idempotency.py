@@ -21,12 +21,16 @@ from tests.api.conftest import issue_token
 S = "acme:alice:proj"
 
 
-def _post(client: Client, secret: str, key: str | None, body: dict[str, Any], path: str = "remember"):
+def _post(
+    client: Client, secret: str, key: str | None, body: dict[str, Any], path: str = "remember"
+):
     headers = {"Authorization": f"Bearer {secret}"}
     if key is not None:
         headers["Idempotency-Key"] = key
     return client.post(
-        f"/api/v1/memory/{path}", data=json.dumps(body), content_type="application/json",
+        f"/api/v1/memory/{path}",
+        data=json.dumps(body),
+        content_type="application/json",
         headers=headers,
     )
 
