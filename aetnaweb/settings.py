@@ -29,6 +29,9 @@ Environment variables:
 - ``AETNAWEB_SEMANTIC_RECALL``: hybrid recall (full-text + sentence
   embeddings). On by default; ``0`` makes recall purely lexical (no model is
   loaded, no vectors are written).
+- ``AETNAWEB_CORS_ALLOWED_ORIGINS``: comma-separated origins (``https://agent.example``)
+  whose browser code may call ``/api/v1/``; empty (the default): no CORS headers.
+  ``AETNAWEB_CORS_MAX_AGE_SECONDS``: how long a browser caches a preflight (600).
 - ``AETNAWEB_API_RATE_LIMIT_PER_MINUTE``: API requests per token per minute
   (default 600; 0 unlimited; a token's own limit wins).
 - ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
@@ -120,6 +123,17 @@ ALLOWED_HOSTS = env_list(
 )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# CORS for browser-based agents: off unless origins are listed, and only for the
+# token-authenticated API (never the cookie-authenticated dashboard). No
+# credentials: agents send a bearer token, so cookies never cross origins.
+CORS_ALLOWED_ORIGINS = env_list("AETNAWEB_CORS_ALLOWED_ORIGINS", [])
+CORS_URLS_REGEX = r"^/api/v1/.*$"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_METHODS = ("DELETE", "GET", "OPTIONS", "PATCH", "POST", "PUT")
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "idempotency-key")
+CORS_EXPOSE_HEADERS = ("Retry-After", "Idempotent-Replayed")
+CORS_PREFLIGHT_MAX_AGE = env_int("AETNAWEB_CORS_MAX_AGE_SECONDS", 600)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -129,6 +143,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_tasks_db",
+    "corsheaders",
     "aetnaweb",
     "audit",
     "memory",
@@ -137,6 +152,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outside the JSON-error middleware so a browser agent can read refusals too;
+    # answers preflights before login is required.
+    "corsheaders.middleware.CorsMiddleware",
     # Outermost after security: sees every answer, CSRF failures and 405s included.
     "aetnaweb.api.JsonErrorsMiddleware",
     # Serves /static/ from the app process (no separate web server needed);
