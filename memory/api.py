@@ -399,6 +399,9 @@ def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
 
 
 def mount(api: NinjaAPI) -> None:
+    from memory.api_batch import add_routes as add_batch_routes  # it imports this module
+
+    add_batch_routes(router)
     api.add_router("/memory/", router)
 
     @api.exception_handler(MemoryEngineError)
