@@ -399,9 +399,12 @@ def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
 
 
 def mount(api: NinjaAPI) -> None:
-    from memory.api_batch import add_routes as add_batch_routes  # it imports this module
+    # They import this module (its router), so they are added here, once.
+    from memory.api_batch import add_routes as add_batch_routes
+    from memory.api_corrections import add_routes as add_correction_routes
 
     add_batch_routes(router)
+    add_correction_routes(router)
     api.add_router("/memory/", router)
 
     @api.exception_handler(MemoryEngineError)
