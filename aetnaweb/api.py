@@ -39,7 +39,7 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer
 from pydantic import AfterValidator, ConfigDict, Field
 
-from aetnaweb import access, tokens
+from aetnaweb import access, ratelimits, tokens
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.models import ApiToken
@@ -238,6 +238,7 @@ class TokenBearer(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiToken:
         api_token = tokens.authenticate(token)
+        ratelimits.consume(api_token)  # 429 before any work (aetnaweb/ratelimits.py)
         request.principal = access.token_principal(api_token)  # type: ignore[attr-defined]
         # Checked here, after authentication, so an anonymous caller learns
         # only "401" and an agent learns its body is too large before any
@@ -404,6 +405,11 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(tokens.TokenAuthenticationError)
 def _token_error(request: HttpRequest, exc: tokens.TokenAuthenticationError) -> HttpResponse:
     return error_response(request, 401, "unauthorized", str(exc))
+
+
+@api.exception_handler(ratelimits.RateLimited)
+def _rate_limited(request: HttpRequest, exc: ratelimits.RateLimited) -> HttpResponse:
+    return ratelimits.too_many_requests(exc)
 
 
 @api.exception_handler(AccessDenied)

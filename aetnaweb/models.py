@@ -71,6 +71,14 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    rate_limit_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text=(
+            "API requests this token may make per minute; empty: the server default "
+            "(AETNAWEB_API_RATE_LIMIT_PER_MINUTE); 0: unlimited."
+        ),
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -113,3 +121,50 @@ class LoginThrottle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.label}: {self.failures} failures"
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a write sent with an ``Idempotency-Key`` header (:mod:`aetnaweb.idempotency`).
+
+    The row is inserted before the write runs (``response_status`` null: in
+    flight), so the unique constraint on (token, key) lets exactly one
+    process execute it; the answer is filled in afterwards and replayed to
+    retries until ``expires_at``.
+    """
+
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_content_type = models.CharField(max_length=100, blank=True, default="")
+    response_body = models.BinaryField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["token", "key"], name="idempotency_unique_token_key"),
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_expires")]
+
+    def __str__(self) -> str:
+        state = "in flight" if self.response_status is None else str(self.response_status)
+        return f"idempotency key for token {self.token_id}: {state}"
+
+
+class RateLimitWindow(models.Model):
+    """Requests a token made in one fixed one-minute window (:mod:`aetnaweb.ratelimits`)."""
+
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
+    window_start = models.BigIntegerField(help_text="Unix time of the window's first second")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["token", "window_start"], name="ratelimit_unique_token_window"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"token {self.token_id}: {self.count} requests from {self.window_start}"

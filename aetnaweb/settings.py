@@ -29,6 +29,14 @@ Environment variables:
 - ``AETNAWEB_SEMANTIC_RECALL``: hybrid recall (full-text + sentence
   embeddings). On by default; ``0`` makes recall purely lexical (no model is
   loaded, no vectors are written).
+- ``AETNAWEB_CORS_ALLOWED_ORIGINS``: comma-separated origins (``https://agent.example``)
+  whose browser code may call ``/api/v1/``; empty (the default): no CORS headers.
+  ``AETNAWEB_CORS_MAX_AGE_SECONDS``: how long a browser caches a preflight (600).
+- ``AETNAWEB_API_RATE_LIMIT_PER_MINUTE``: API requests per token per minute
+  (default 600; 0 unlimited; a token's own limit wins).
+- ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
+  answer is replayed (default 86400); ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``:
+  after how long a key still in flight may run again (default 120).
 
 A number that does not parse stops start-up with a sentence naming the variable.
 """
@@ -115,6 +123,17 @@ ALLOWED_HOSTS = env_list(
 )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# CORS for browser-based agents: off unless origins are listed, and only for the
+# token-authenticated API (never the cookie-authenticated dashboard). No
+# credentials: agents send a bearer token, so cookies never cross origins.
+CORS_ALLOWED_ORIGINS = env_list("AETNAWEB_CORS_ALLOWED_ORIGINS", [])
+CORS_URLS_REGEX = r"^/api/v1/.*$"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_METHODS = ("DELETE", "GET", "OPTIONS", "PATCH", "POST", "PUT")
+CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "idempotency-key")
+CORS_EXPOSE_HEADERS = ("Retry-After", "Idempotent-Replayed")
+CORS_PREFLIGHT_MAX_AGE = env_int("AETNAWEB_CORS_MAX_AGE_SECONDS", 600)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -126,6 +145,7 @@ INSTALLED_APPS = [
     "django_tasks_db",
     # For its static files only: Swagger UI for the API reference page (/api/docs/).
     "ninja",
+    "corsheaders",
     "aetnaweb",
     "audit",
     "memory",
@@ -134,6 +154,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outside the JSON-error middleware so a browser agent can read refusals too;
+    # answers preflights before login is required.
+    "corsheaders.middleware.CorsMiddleware",
     # Outermost after security: sees every answer, CSRF failures and 405s included.
     "aetnaweb.api.JsonErrorsMiddleware",
     # Serves /static/ from the app process (no separate web server needed);
@@ -148,6 +171,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Innermost: a replayed API write skips the view but passes every header above.
+    "aetnaweb.idempotency.IdempotencyMiddleware",
 ]
 
 ROOT_URLCONF = "aetnaweb.urls"
@@ -350,6 +375,14 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 # The Ed25519 key that signs checkpoint notes (a PRIVATE+KEY+... file made by
 # 'manage.py audit keygen'). Without one, checkpoints carry the log head unsigned.
 AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
+# API tokens: requests per minute unless a token sets its own (0: unlimited).
+AETNAWEB_API_RATE_LIMIT_PER_MINUTE = env_int("AETNAWEB_API_RATE_LIMIT_PER_MINUTE", 600)
+# Idempotency-Key: how long a first answer is replayed, and after how long a
+# request still in flight is taken for a crashed worker's and may run again.
+AETNAWEB_IDEMPOTENCY_TTL_SECONDS = env_int("AETNAWEB_IDEMPOTENCY_TTL_SECONDS", 86400, minimum=1)
+AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS = env_int(
+    "AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS", 120, minimum=1
+)
 AETNAWEB_CHECKPOINT_SINK = os.environ.get(
     "AETNAWEB_CHECKPOINT_SINK", str(DATA_DIR / "checkpoints.jsonl")
 )

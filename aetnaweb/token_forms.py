@@ -45,6 +45,14 @@ class TokenCreateForm(StorableTextMixin, forms.Form):
         help_text=f"1 to {MAX_DAYS} days.",
     )
 
+    rate_limit_per_minute = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=1_000_000,
+        label="Rate limit (requests per minute)",
+        help_text="Empty: the server default. 0: unlimited. Over it, the API answers 429.",
+    )
+
     def clean_scope(self) -> Scope:
         raw = self.cleaned_data["scope"]
         try:

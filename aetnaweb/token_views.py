@@ -7,6 +7,7 @@ create or revoke it; the checks live in :mod:`aetnaweb.tokens` services and
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -14,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from aetnaweb import access, tokens
+from aetnaweb import access, ratelimits, tokens
 from aetnaweb.dashboard import dashboard_view, principal_for
 from aetnaweb.scopes import Scope
 from aetnaweb.token_forms import CAPABILITY_HELP, TokenCreateForm
@@ -24,6 +25,10 @@ def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> 
     principal = principal_for(request)
     administered = access.administered_scopes(principal)
     token_list = list(tokens.tokens_administered(principal)[:200])
+    used = ratelimits.requests_this_window(token_list)  # one query for the whole list
+    for token in token_list:
+        token.rate_limit = ratelimits.limit_for(token)  # type: ignore[attr-defined]
+        token.rate_used = used.get(token.pk, 0)  # type: ignore[attr-defined]
     return render(
         request,
         "access/tokens.html",
@@ -34,6 +39,7 @@ def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> 
             "capability_help": CAPABILITY_HELP,
             "now": timezone.now(),
             "may_manage_lockouts": access.may_administer(principal, Scope.platform()),
+            "default_rate_limit": settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE,
         },
         status=status,
     )
@@ -58,6 +64,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
             capabilities=form.cleaned_data["capabilities"],
             expires_at=form.expires_at(),
             owner=request.user,
+            rate_limit_per_minute=form.cleaned_data["rate_limit_per_minute"],
         )
     except access.AccessDenied:
         form.add_error(

@@ -53,6 +53,9 @@ class IssuedToken:
     secret: str  # the full token text; shown once, never stored
 
 
+MAX_RATE_LIMIT = 1_000_000
+
+
 def hash_token(raw: str) -> str:
     return sha256_text(raw)
 
@@ -83,8 +86,12 @@ def create_token(
     expires_at: datetime,
     owner: Any = None,
     created_by: str,
+    rate_limit_per_minute: int | None = None,
 ) -> IssuedToken:
-    """Issue a token bound to ``scope``'s subtree; the secret is returned once."""
+    """Issue a token bound to ``scope``'s subtree; the secret is returned once.
+
+    ``rate_limit_per_minute``: its own API limit (0 unlimited); None keeps the server default.
+    """
     parsed = Scope.parse(scope)
     name = (name or "").strip()
     if not name or len(name) > 100:
@@ -97,6 +104,8 @@ def create_token(
         raise TokenError("the expiry must be in the future")
     if expires_at - now > MAX_LIFETIME:
         raise TokenError("a token may live at most 366 days")
+    if rate_limit_per_minute is not None and not 0 <= rate_limit_per_minute <= MAX_RATE_LIMIT:
+        raise TokenError(f"a rate limit is 0 (unlimited) to {MAX_RATE_LIMIT} requests per minute")
     prefix = secrets.token_hex(4)
     while ApiToken.objects.filter(token_prefix=prefix).exists():
         prefix = secrets.token_hex(4)
@@ -112,18 +121,22 @@ def create_token(
         token_prefix=prefix,
         token_hash=hash_token(raw),
         expires_at=expires_at,
+        rate_limit_per_minute=rate_limit_per_minute,
     )
+    payload: dict[str, Any] = {
+        "token_prefix": prefix,
+        "name_sha256": sha256_text(name),
+        "capabilities": caps,
+        "expires_at": expires_at.isoformat(),
+        "owner": owner.get_username() if owner is not None else None,
+    }
+    if rate_limit_per_minute is not None:  # absent: the server default, as before
+        payload["rate_limit_per_minute"] = rate_limit_per_minute
     append_event(
         subject=parsed,
         event_type="access.token_created",
         actor=created_by,
-        payload={
-            "token_prefix": prefix,
-            "name_sha256": sha256_text(name),
-            "capabilities": caps,
-            "expires_at": expires_at.isoformat(),
-            "owner": owner.get_username() if owner is not None else None,
-        },
+        payload=payload,
     )
     return IssuedToken(token=token, secret=raw)
 
@@ -177,6 +190,7 @@ def create_token_as(
     capabilities: list[str] | tuple[str, ...] | set[str],
     expires_at: datetime,
     owner: Any = None,
+    rate_limit_per_minute: int | None = None,
 ) -> IssuedToken:
     """Issue a token as ``principal``, who must hold the admin role on ``scope``.
 
@@ -193,6 +207,7 @@ def create_token_as(
         expires_at=expires_at,
         owner=owner,
         created_by=principal.label,
+        rate_limit_per_minute=rate_limit_per_minute,
     )
 
 

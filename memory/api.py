@@ -438,6 +438,12 @@ MEMORY_ERROR_CODES = {
 
 
 def mount(api: NinjaAPI) -> None:
+    # They import this module (its router), so they are added here, once.
+    from memory.api_batch import add_routes as add_batch_routes
+    from memory.api_corrections import add_routes as add_correction_routes
+
+    add_batch_routes(router)
+    add_correction_routes(router)
     api.add_router("/memory/", router)
     document_error_codes(400, MEMORY_ERROR_CODES)
     document_error_codes(

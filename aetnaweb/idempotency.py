@@ -1,0 +1,187 @@
+"""``Idempotency-Key`` for every write under ``/api/v1/`` (one middleware, no per-endpoint code).
+
+A client that sends ``Idempotency-Key: <key>`` with a POST, PUT, PATCH or
+DELETE gets, on a retry with the same key, the first answer (status and
+body, plus ``Idempotent-Replayed: true``) and the write runs once:
+
+- the key is bound to the token and to a digest of the method, the path
+  (query included) and the body; the same key with another request is 422;
+- a row is inserted *before* the write runs; the unique constraint on
+  (token, key) is the lock, so of two racing requests (threads, workers,
+  machines sharing the database) exactly one executes and the other gets
+  409 ``idempotency_key_in_flight`` with ``Retry-After``;
+- answers that say "try again" are not kept (401, 429, 5xx): the row is
+  removed and a retry executes;
+- keys expire ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS`` after first use (24 h by
+  default); a key still in flight after ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``
+  (120 s) is taken to belong to a crashed worker and may be run again.
+
+Requests without the header behave exactly as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from aetnaweb import ratelimits, tokens
+from aetnaweb.models import ApiToken, IdempotencyKey
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Visible ASCII only: a key is an opaque client token (a UUID, typically), and
+# anything else (spaces, NUL, non-ASCII look-alikes) is far likelier a bug.
+_KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,255}")
+# Answers that mean "this did not happen, try again": never replayed.
+_RETRYABLE_STATUSES = frozenset({401, 408, 429})
+
+
+def _json_error(status: int, error: str, detail: str) -> HttpResponse:
+    return HttpResponse(
+        json.dumps({"error": error, "field": HEADER, "detail": detail}),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def request_digest(request: HttpRequest) -> str:
+    """SHA-256 over method, full path and body: what "the same request" means."""
+    digest = hashlib.sha256()
+    digest.update(request.method.encode("ascii") if request.method else b"")
+    digest.update(b"\n")
+    digest.update(request.get_full_path().encode("utf-8", "surrogatepass"))
+    digest.update(b"\n")
+    digest.update(request.body)
+    return digest.hexdigest()
+
+
+def _token_for(request: HttpRequest) -> ApiToken | None:
+    """The live token the request carries, or None (the API itself then answers 401)."""
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    try:
+        return tokens.authenticate(raw.strip())
+    except tokens.TokenAuthenticationError:
+        return None
+
+
+def _claim(token: ApiToken, key: str, digest: str) -> IdempotencyKey | None:
+    """Insert the in-flight row and return None, or return the row already holding the key."""
+    now = timezone.now()
+    for _ in range(2):  # a second pass after clearing an expired or abandoned row
+        try:
+            with transaction.atomic():
+                IdempotencyKey.objects.create(
+                    token=token,
+                    key=key,
+                    request_digest=digest,
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=settings.AETNAWEB_IDEMPOTENCY_TTL_SECONDS),
+                )
+            return None
+        except IntegrityError:
+            existing = IdempotencyKey.objects.filter(token=token, key=key).first()
+            if existing is None:  # removed between our insert and our read: claim again
+                continue
+            abandoned = existing.response_status is None and (
+                now - existing.created_at
+                > timedelta(seconds=settings.AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS)
+            )
+            if existing.expires_at > now and not abandoned:
+                return existing
+            # Conditional on the row we saw, so two retries cannot both take it over.
+            if abandoned:
+                IdempotencyKey.objects.filter(
+                    pk=existing.pk, created_at=existing.created_at, response_status=None
+                ).delete()
+            else:
+                IdempotencyKey.objects.filter(pk=existing.pk, expires_at__lte=now).delete()
+    return IdempotencyKey.objects.filter(token=token, key=key).first()
+
+
+def _replay(token: ApiToken, existing: IdempotencyKey, digest: str) -> HttpResponse:
+    if existing.request_digest != digest:
+        return _json_error(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was already used with a different request (method, path or "
+            "body); send a new key for a new request",
+        )
+    if existing.response_status is None:
+        response = _json_error(
+            409,
+            "idempotency_key_in_flight",
+            "a request with this Idempotency-Key is still being processed; retry shortly",
+        )
+        response["Retry-After"] = "1"
+        return response
+    # A replay is a request too: it counts against the token's rate limit.
+    try:
+        ratelimits.consume(token)
+    except ratelimits.RateLimited as exc:
+        return ratelimits.too_many_requests(exc)
+    response = HttpResponse(
+        bytes(existing.response_body or b""),
+        status=existing.response_status,
+        content_type=existing.response_content_type or "application/json",
+    )
+    response[REPLAYED_HEADER] = "true"
+    return response
+
+
+class IdempotencyMiddleware:
+    """Replays the first answer to an API write retried with the same ``Idempotency-Key``."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        key = request.headers.get(HEADER)
+        if (
+            key is None
+            or request.method not in WRITE_METHODS
+            or not request.path.startswith("/api/v1/")
+        ):
+            return self.get_response(request)
+        if not _KEY_PATTERN.fullmatch(key):
+            return _json_error(
+                400,
+                "invalid_idempotency_key",
+                "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID is a good key)",
+            )
+        token = _token_for(request)
+        if token is None:
+            return self.get_response(request)  # the API answers 401; nothing is kept
+        digest = request_digest(request)
+        existing = _claim(token, key, digest)
+        if existing is not None:
+            return _replay(token, existing, digest)
+        try:
+            response = self.get_response(request)
+        except BaseException:
+            IdempotencyKey.objects.filter(token=token, key=key, response_status=None).delete()
+            raise
+        claimed = IdempotencyKey.objects.filter(token=token, key=key, response_status=None)
+        if (
+            response.streaming
+            or response.status_code >= 500
+            or response.status_code in _RETRYABLE_STATUSES
+        ):
+            claimed.delete()
+        else:
+            claimed.update(
+                response_status=response.status_code,
+                response_content_type=response.get("Content-Type", "")[:100],
+                response_body=response.content,
+            )
+        return response

@@ -1,0 +1,78 @@
+"""``POST /api/v1/memory/remember/batch``: many messages in one call (see :mod:`memory.batch`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Router, Schema
+from pydantic import Field, model_validator
+
+from aetnaweb import access
+from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, bad_request, principal_of, require
+from memory import batch
+from memory.api_schemas import RememberOut
+from memory.extraction import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
+
+
+class BatchItemIn(Schema):
+    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
+    key: str | None = Field(None, min_length=1, max_length=MAX_KEY_CHARS)
+    value: str | None = Field(None, min_length=1, max_length=MAX_VALUE_CHARS)
+    kind: str | None = Field(None, max_length=64)
+    session_id: ContextStr | None = None
+    turn_id: ContextStr | None = None
+    source_type: Literal["user_message", "webpage", "tool_output"] | None = None
+    force: bool = False
+
+    @model_validator(mode="after")
+    def _text_or_key_value(self) -> BatchItemIn:
+        if (self.text is None) == (self.key is None):
+            raise ValueError("give either text, or key and value")
+        if self.key is not None and self.value is None:
+            raise ValueError("value is required with key")
+        return self
+
+
+class RememberBatchIn(Schema):
+    scope: ScopeStr
+    items: list[BatchItemIn] = Field(
+        ...,
+        min_length=1,
+        max_length=batch.MAX_BATCH_ITEMS,
+        description=f"1 to {batch.MAX_BATCH_ITEMS} messages or key/value facts, stored in order.",
+    )
+
+
+class RememberBatchOut(Schema):
+    scope: str
+    results: list[RememberOut]
+
+
+def add_routes(router: Router) -> None:
+    """Mounted by :func:`memory.api.mount` on the memory router."""
+
+    @router.post(
+        "/remember/batch",
+        response={200: RememberBatchOut, **ERROR_RESPONSES},
+        summary="Remember many messages at one scope in one transaction (all or nothing)",
+    )
+    def remember_batch(request: HttpRequest, payload: RememberBatchIn) -> dict[str, Any]:
+        """Each item is a message (``text``) or a fact (``key`` and ``value``), stored in order
+        at exactly ``scope`` (capability ``write``). One result per item, in order. If any
+        item is refused the answer is 400 naming ``items.<index>.<field>`` and nothing is stored."""
+        require(request, access.WRITE, payload.scope)
+        items = [batch.BatchItem(**item.model_dump()) for item in payload.items]
+        try:
+            results = batch.remember_batch(
+                scope=payload.scope,
+                items=items,
+                principal=principal_of(request),
+                actor=principal_of(request).label,
+            )
+        except batch.BatchItemError as exc:
+            code = "".join(
+                f"_{c.lower()}" if c.isupper() else c for c in type(exc.cause).__name__
+            ).lstrip("_")
+            raise bad_request(str(exc), field=exc.field, error=code) from exc
+        return {"scope": payload.scope, "results": [result.as_dict() for result in results]}

@@ -1,0 +1,99 @@
+"""Correct a record by ID and read its lineage (see :mod:`memory.corrections`).
+
+``PATCH /api/v1/memory/records/{record_id}`` and
+``GET /api/v1/memory/records/{record_id}/history``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Router, Schema
+from pydantic import Field
+
+from aetnaweb import access
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    ApiError,
+    not_found,
+    principal_of,
+    require_capability,
+)
+from memory import corrections, selectors
+from memory.api_schemas import RecordOut, StoredRecordOut
+from memory.errors import RecordNotFound, RecordStateError
+from memory.extraction import MAX_TEXT_CHARS
+
+
+class CorrectIn(Schema):
+    content: str = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The corrected fact, stored as given (no extraction). Third-party "
+        "content (<webpage>, tool blocks, or source_type) lands quarantined.",
+    )
+    source_type: Literal["user_message", "webpage", "tool_output"] | None = None
+
+
+class CorrectOut(Schema):
+    corrected_id: str
+    record: StoredRecordOut
+    trust_tier: str
+    superseded_ids: list[str]
+
+
+class HistoryOut(Schema):
+    record_id: str
+    lineage: list[RecordOut]
+
+
+def add_routes(router: Router) -> None:
+    """Mounted by :func:`memory.api.mount` on the memory router."""
+
+    @router.patch(
+        "/records/{record_id}",
+        response={200: CorrectOut, 409: ERROR_RESPONSES[400], **ERROR_RESPONSES},
+        summary="Correct a record: a new record supersedes it (history kept)",
+    )
+    def correct_record(request: HttpRequest, record_id: str, payload: CorrectIn) -> dict[str, Any]:
+        """Capability ``write`` at the record's scope; any other record is 404. Trusted
+        content supersedes the record at once; third-party content lands quarantined
+        beside it. A superseded or forgotten record is 409 (the detail names its successor)."""
+        require_capability(request, access.WRITE)
+        if len(record_id) > 64:
+            raise not_found()
+        try:
+            result = corrections.correct_record(
+                record_id=record_id,
+                content=payload.content,
+                source_type=payload.source_type,
+                principal=principal_of(request),
+                actor=principal_of(request).label,
+            )
+        except (RecordNotFound, access.AccessDenied):
+            raise not_found() from None
+        except RecordStateError as exc:
+            raise ApiError(409, "record_state_error", str(exc), "record_id") from exc
+        return result.as_dict()
+
+    @router.get(
+        "/records/{record_id}/history",
+        response={200: HistoryOut, **ERROR_RESPONSES},
+        summary="A record's lineage, oldest first",
+    )
+    def record_history(request: HttpRequest, record_id: str) -> dict[str, Any]:
+        """What the record replaced, the record, and what replaced it (capability ``read``);
+        records the token may not read are left out, forgotten ones have no content."""
+        require_capability(request, access.READ)
+        if len(record_id) > 64:
+            raise not_found()
+        try:
+            lineage = corrections.record_history(principal_of(request), record_id)
+        except (RecordNotFound, access.AccessDenied):
+            raise not_found() from None
+        return {
+            "record_id": record_id,
+            "lineage": [selectors.record_as_dict(record) for record in lineage],
+        }
