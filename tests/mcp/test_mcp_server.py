@@ -39,6 +39,7 @@ EXPECTED_TOOLS = {
     "persona",
     "scenes",
     "log_action",
+    "stage_plan",
 }
 
 
