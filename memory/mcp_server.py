@@ -122,7 +122,7 @@ def _call[T](fn: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
     except AccessDenied as exc:
         raise ToolError(
-            "not allowed: this MCP session is bound to one scope and may not do that"
+            "not allowed: outside this session's scope subtree or capabilities"
         ) from exc
     except (MemoryEngineError, ScopeError, UnstorableText) as exc:
         raise ToolError(str(exc)) from exc
