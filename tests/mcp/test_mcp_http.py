@@ -24,6 +24,7 @@ import pytest
 from django.utils import timezone
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from actions.models import ActionTransaction
 from aetnaweb import tokens
@@ -185,8 +186,9 @@ def test_requests_without_a_live_token_are_refused_with_401_and_write_nothing(mc
     # And the live token is answered (the same request, authenticated)
     assert post(mcp_url, {"Authorization": f"Bearer {live}"}).status_code == 200
     # And the SDK's client fails loudly without a token rather than hanging
-    with pytest.raises(BaseException):  # noqa: B017 (an ExceptionGroup from the client's task group)
+    with pytest.raises(ExceptionGroup) as failed:
         run_session(mcp_url, "aetna_00000000_nope", lambda session: session.list_tools())
+    assert failed.group_contains(MCPError, depth=2)
     # And nothing was written by any refusal
     assert AuditEvent.objects.count() == events_before
     assert not Record.objects.exists()
