@@ -8,31 +8,40 @@ so the tests create API tokens here and check the rows the server wrote.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import anyio
 import httpx2
 import pytest
 from django.utils import timezone
 from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from actions.models import ActionTransaction
 from aetnaweb import tokens
+from aetnaweb.agent_mcp import is_mcp_path
 from aetnaweb.models import ApiToken
+from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Record
 from tests.mcp.conftest import REPO, subprocess_env
+from tests.mcp.test_console_script import console_script
 
 SCOPE = "acme:alice:proj"
 SIBLING = "acme:bob:proj"
@@ -65,7 +74,7 @@ def mcp_url(django_db_setup, actions_root) -> Iterator[str]:
     port = free_port()
     env = {**subprocess_env(), "AETNAWEB_ACTIONS_ROOT": str(actions_root)}
     server = subprocess.Popen(
-        [os.sys.executable, str(REPO / "manage.py"), "mcp", "--http", "--port", str(port)],
+        [sys.executable, str(REPO / "manage.py"), "mcp", "--http", "--port", str(port)],
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,
@@ -420,3 +429,88 @@ def test_a_full_token_session_uses_every_tool_and_resource_as_its_principal(mcp_
     assert set(Record.objects.filter(scope=SIBLING).values_list("record_id", flat=True)) == {
         ids["sibling"]
     }
+
+
+# -- host configuration examples (docs/mcp/) ------------------------------------------------
+
+DOCS = REPO / "docs" / "mcp"
+
+
+def mcp_command_options(args: list[str]) -> Any:
+    from aetnaweb.management.commands.mcp import Command
+
+    assert args[0] == "mcp"
+    return Command().create_parser("aetnaweb", "mcp").parse_args(args[1:])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_the_stdio_host_example_launches_our_console_script():
+    # Given the Claude Desktop example
+    config = json.loads((DOCS / "claude_desktop_config.json").read_text())
+    server = config["mcpServers"]["aetnaweb"]
+    # Then it names the console script pyproject.toml installs, with options `mcp` accepts
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["aetnaweb"] == "aetnaweb.cli:main"
+    assert server["command"].endswith("/.venv/bin/aetnaweb")
+    options = mcp_command_options(server["args"])
+    assert str(Scope.parse(options.scope)) == options.scope == SCOPE
+    assert server["env"]["DATABASE_URL"].startswith("sqlite:///")
+
+    # When a host launches it as written (this checkout's script and test database)
+    async def main() -> dict[str, Any]:
+        parameters = StdioServerParameters(
+            command=console_script(),
+            args=server["args"],
+            env={
+                **subprocess_env(),
+                **{k: v for k, v in server["env"].items() if k != "DATABASE_URL"},
+            },
+            cwd=tempfile.gettempdir(),
+        )
+        async with (
+            stdio_client(parameters) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            return {
+                "tools": tools,
+                "fact": await ok(session, "remember_fact", key="pet", value="cat"),
+            }
+
+    seen = anyio.run(main)
+    # Then the session serves every tool and acts as the named agent at the configured scope
+    assert seen["tools"] == ALL_TOOLS
+    assert seen["fact"]["scope"] == SCOPE
+    assert AuditEvent.objects.filter(actor="agent:claude-desktop", subject_id=SCOPE).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("example", "servers_key"), [("vscode-mcp.json", "servers"), ("cursor-mcp.json", "mcpServers")]
+)
+def test_the_http_host_examples_reach_our_mcp_route_with_a_token(mcp_url, example, servers_key):
+    # Given an HTTP host example and the port `manage.py mcp --http` serves on by default
+    server = json.loads((DOCS / example).read_text())[servers_key]["aetnaweb"]
+    url = urlsplit(server["url"])
+    default_port = mcp_command_options(["mcp", "--http"]).port
+    # Then it points at /mcp/ on that port, with a bearer token the host fills in
+    assert (url.hostname, url.port, url.path) == ("127.0.0.1", default_port, "/mcp/")
+    assert is_mcp_path(url.path)
+    assert server.get("type", "http") == "http"
+    assert re.fullmatch(r"Bearer \$\{(input|env):[A-Za-z_-]+\}", server["headers"]["Authorization"])
+
+    # When the host connects as written, to this test's server, with a real token
+    secret = issue("acme:alice:*", ["read", "write"], name="editor")
+    live = urlsplit(mcp_url)
+    target = urlunsplit(url._replace(netloc=live.netloc))
+
+    async def body(session: ClientSession) -> dict[str, Any]:
+        return await ok(session, "remember", text="My laptop is a ThinkPad.")
+
+    written = run_session(target, secret, body)
+    # Then the token's session works, at the scope the URL names (or the token's own)
+    expected = parse_qs(url.query).get("scope", ["acme:alice:*"])[0]
+    assert written["scope"] == expected
