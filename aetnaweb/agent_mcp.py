@@ -22,11 +22,13 @@ a revoked or expired token stops working on its very next request.
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from threading import Lock
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
 import anyio.to_thread
 from django.conf import settings
 from django.db import close_old_connections
@@ -38,7 +40,7 @@ from actions.mcp_tools import add_action_tools
 from aetnaweb import access, tokens
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
-from memory.mcp_server import add_memory_resources, add_memory_tools, new_server
+from memory.mcp_server import add_memory_resources, add_memory_tools, new_server, refusal_for
 
 MCP_PATH = "/mcp"
 # A request body larger than this is refused before it is parsed (the largest
@@ -135,6 +137,10 @@ class McpHttpApp:
 
     def __init__(self) -> None:
         self._servers = _ServerCache(SERVER_CACHE_SIZE)
+        # The SDK logs each failed tool call's message at INFO; a refusal may
+        # quote the user's words (what a forget did not match), which stay out
+        # of the server's logs.
+        logging.getLogger("mcp").setLevel(logging.WARNING)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -148,6 +154,18 @@ class McpHttpApp:
         except McpRefusal as refusal:
             await _refuse(send, refusal)
             return
+        if scope.get("method") == "POST":
+            body = await _read_body(receive)
+            if body is None:
+                await _refuse(send, McpRefusal(413, "too_large", "request body over 1 MB"))
+                return
+            answer = refusal_for(body.decode("utf-8", errors="replace"))
+            if answer is not None:
+                # A lone surrogate: the SDK would answer only "parse error"; this
+                # names the argument, exactly like the stdio transport.
+                await _send_json(send, 200, answer.model_dump(by_alias=True, exclude_none=True))
+                return
+            receive = _replay(body, receive)
         server = await anyio.to_thread.run_sync(self._servers.get, principal, session_scope)
         # Stateless: a fresh manager per request (one run() each, as the SDK requires).
         manager = StreamableHTTPSessionManager(
@@ -171,15 +189,57 @@ class McpHttpApp:
             raise McpRefusal(400, "bad_host", "invalid Host header")
 
 
-async def _refuse(send: Any, refusal: McpRefusal) -> None:
-    body = json.dumps(
-        {"error": refusal.error, "field": refusal.field, "detail": refusal.detail}
-    ).encode()
+async def _read_body(receive: Any) -> bytes | None:
+    """The whole request body, or ``None`` past :data:`MAX_BODY_BYTES`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands the SDK the body already read, then the real messages."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # type: ignore[no-any-return]
+
+    return replayed
+
+
+async def _send_json(
+    send: Any, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if refusal.status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="aetnaweb"'))
-    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(send: Any, refusal: McpRefusal) -> None:
+    challenge = [(b"www-authenticate", b'Bearer realm="aetnaweb"')] if refusal.status == 401 else []
+    await _send_json(
+        send,
+        refusal.status,
+        {"error": refusal.error, "field": refusal.field, "detail": refusal.detail},
+        challenge,
+    )
 
 
 def is_mcp_path(path: str) -> bool:

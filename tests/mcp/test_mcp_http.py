@@ -513,3 +513,44 @@ def test_the_http_host_examples_reach_our_mcp_route_with_a_token(mcp_url, exampl
     # Then the token's session works, at the scope the URL names (or the token's own)
     expected = parse_qs(url.query).get("scope", ["acme:alice:*"])[0]
     assert written["scope"] == expected
+
+
+# -- text no store can keep, and oversized bodies ------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_unstorable_text_and_huge_bodies_are_answered_and_write_nothing(mcp_url):
+    # Given a writing token
+    secret = issue(SCOPE, ["read", "write"])
+    headers = {
+        "Authorization": f"Bearer {secret}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    events_before = AuditEvent.objects.count()
+
+    def call_raw(request_id: int, text_json: str) -> httpx2.Response:
+        body = (
+            f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":'
+            f'{{"name":"remember","arguments":{{"text":"{text_json}"}}}}}}'
+        )
+        return httpx2.post(mcp_url, content=body.encode(), headers=headers, timeout=10)
+
+    # When a tool call carries a lone surrogate, a NUL character, or a body over 1 MB
+    surrogate = call_raw(7, "My pet is \\ud800")
+    nul = call_raw(8, "My pet is a\\u0000b")
+    huge = call_raw(9, "x" * 1_100_000)
+
+    # Then the first two are tool errors naming the argument, the last a 413
+    assert surrogate.status_code == 200
+    assert surrogate.json()["id"] == 7
+    assert surrogate.json()["result"]["isError"] is True
+    assert surrogate.json()["result"]["content"][0]["text"].startswith("text: ")
+    assert nul.json()["result"]["isError"] is True
+    assert "NUL" in nul.json()["result"]["content"][0]["text"]
+    assert huge.status_code == 413
+    # And nothing was stored
+    assert not Record.objects.exists()
+    assert AuditEvent.objects.count() == events_before
