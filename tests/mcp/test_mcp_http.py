@@ -212,12 +212,15 @@ def test_a_session_scope_outside_the_token_subtree_is_404_and_a_bad_one_400(mcp_
     sibling = post(f"{mcp_url}?scope={quote(SIBLING)}", auth)
     ancestor = post(f"{mcp_url}?scope={quote('acme:*:*')}", auth)
     malformed = post(f"{mcp_url}?scope=acme:alice", auth)
+    # (and a Host header outside ALLOWED_HOSTS, as Django refuses it everywhere else)
+    rebound = post(mcp_url, {**auth, "Host": "evil.example"})
     # Then the sibling and the ancestor are 404 (like the HTTP API), the bad scope a 400
     assert (sibling.status_code, sibling.json()["error"]) == (404, "not_found")
     assert ancestor.status_code == 404
     assert malformed.status_code == 400
     assert malformed.json()["field"] == "scope"
     assert "three segments" in malformed.json()["detail"]
+    assert (rebound.status_code, rebound.json()["error"]) == (400, "bad_host")
     # And a narrower scope in its subtree is accepted: writes land exactly there
     written = run_session(
         f"{mcp_url}?scope={quote(SCOPE)}",
