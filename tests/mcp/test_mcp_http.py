@@ -7,7 +7,6 @@ so the tests create API tokens here and check the rows the server wrote.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import socket
@@ -39,6 +38,7 @@ from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Record
+from tests.factories import authorizing_evidence, ensure_authorizing_episode
 from tests.mcp.conftest import REPO, subprocess_env
 from tests.mcp.test_console_script import console_script
 
@@ -105,10 +105,6 @@ def issue(scope: str, capabilities: list[str], name: str = "agent-1") -> str:
         expires_at=timezone.now() + timedelta(days=1),
         created_by="test",
     ).secret
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 async def session_run(url: str, secret: str, body) -> Any:
@@ -315,16 +311,7 @@ async def full_session(session: ClientSession, ids: dict[str, str]) -> dict[str,
         "adapter": "filesystem",
         "operation": "write_text",
         "arguments": {"path": "notes/todo.txt", "content": "buy milk\n"},
-        "evidence": [
-            {
-                "kind": "message",
-                "ref_id": "msg-1",
-                "digest": sha("msg-1"),
-                "relation": "authorized_by",
-                "trust_tier": "trusted_user",
-                "attested": True,
-            }
-        ],
+        "evidence": [authorizing_evidence()],
     }
     seen["staged"] = await ok(session, "stage_plan", operations=[operation])
     seen["bad_stage"] = await refused(
@@ -363,6 +350,7 @@ def test_a_full_token_session_uses_every_tool_and_resource_as_its_principal(mcp_
         "sibling": sibling.records[0].record_id,
     }
     secret = issue(SCOPE, ["read", "write", "forget", "propose", "stage"], name="helper")
+    ensure_authorizing_episode()  # the stored user message the plan's evidence cites
     sibling_events = AuditEvent.objects.filter(subject_id=SIBLING).count()
 
     # When one MCP session calls every tool and reads the resources
