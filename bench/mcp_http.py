@@ -12,6 +12,7 @@ database, answered as JSON. Prints p50/p95 in milliseconds.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -90,6 +91,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         configure_django(directory)
+        # Django's logging config prints every client request at INFO; keep the figures readable.
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
         from django.utils import timezone
 
         from aetnaweb import tokens
