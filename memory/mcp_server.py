@@ -1,13 +1,15 @@
-"""The memory verbs as MCP tools, bound to one scope chosen by whoever starts the server.
+"""The memory verbs as MCP tools and resources, for one principal at one session scope.
 
-``manage.py mcp --scope SCOPE`` (or ``aetnaweb mcp --scope SCOPE``) builds this
-server and serves it over stdio with the official ``mcp`` SDK. The scope is
-fixed at start-up from the command line: no tool takes a scope argument, so
-the model can never choose another one. Every tool calls the same service or
-selector the HTTP API, the dashboard and the commands call, as a principal
-bound to that scope's subtree (like an API token: it can never reach a
-sibling, and it holds no review or approve capability). Writes land at
-exactly the bound scope; recall sees it and its ancestors, as scopes.md says.
+:func:`add_memory_tools` and :func:`add_memory_resources` register what a
+principal may use; ``aetnaweb.mcp`` composes them with the guarded-actions
+tool and serves the result over stdio (``manage.py mcp --scope SCOPE``, a
+principal bound to that scope's subtree) or streamable HTTP (``/mcp/``, the
+principal of an API token). The session scope is fixed when the session
+starts: no tool takes a scope argument, so the model can never choose another
+one. Every tool calls the same service or selector the HTTP API, the
+dashboard and the commands call, with the session's principal, so the
+service layer checks every call. Writes land at exactly the session scope;
+recall sees it and its ancestors, as scopes.md says.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 import anyio
 from django.db import close_old_connections
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -33,6 +36,7 @@ from mcp_types import (
     JSONRPCMessage,
     JSONRPCResponse,
     TextContent,
+    ToolAnnotations,
 )
 from pydantic import BaseModel, Field
 
@@ -45,18 +49,22 @@ from memory.errors import MemoryEngineError, RecordNotFound
 from memory.extraction import MAX_TEXT_CHARS
 from memory.services import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, PERSONA_MAX_CHARS
 
-# The memory verbs' capabilities; staging actions and audit exports have their
-# own interfaces (the HTTP API), so an MCP session never holds them.
-MCP_CAPABILITIES = frozenset({access.READ, access.WRITE, access.FORGET, access.PROPOSE})
+# What an agent may do over MCP: the memory verbs and staging a plan. Audit
+# exports have their own interface (the HTTP API), and review and approval
+# stay with people.
+MCP_CAPABILITIES = frozenset(
+    {access.READ, access.WRITE, access.FORGET, access.PROPOSE, access.STAGE}
+)
 DEFAULT_CAPABILITIES = MCP_CAPABILITIES
 
 INSTRUCTIONS = (
-    "Long-term memory for this conversation, kept by aetnaweb at one scope fixed by the "
-    "host ({scope}). Call recall (or recall_block) before answering questions about the "
+    "Long-term memory for this conversation, kept by aetnaweb at one scope fixed when the "
+    "session started ({scope}). Call recall (or recall_block) before answering questions about the "
     "user; call remember when the user states a durable fact or preference; use capture to "
     "record each turn if the host does not. Content from webpages and tools is quarantined "
     "until a person reviews it, and is never recalled before that. forget returns a deletion "
-    "receipt: preview first, then forget exactly the previewed record IDs."
+    "receipt: preview first, then forget exactly the previewed record IDs. stage_plan (when "
+    "listed) records an exact plan that waits for a person's approval; it executes nothing."
 )
 
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
@@ -114,7 +122,7 @@ def _call[T](fn: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
     except AccessDenied as exc:
         raise ToolError(
-            "not allowed: this MCP session is bound to one scope and may not do that"
+            "not allowed: outside this session's scope subtree or capabilities"
         ) from exc
     except (MemoryEngineError, ScopeError, UnstorableText) as exc:
         raise ToolError(str(exc)) from exc
@@ -122,39 +130,104 @@ def _call[T](fn: Callable[[], T]) -> T:
         close_old_connections()
 
 
-def build_server(
-    scope: Scope | str,
-    *,
-    capabilities: Iterable[str] = DEFAULT_CAPABILITIES,
-    name: str = "mcp",
-) -> MCPServer:
-    """An MCP server whose every tool acts at exactly ``scope`` as a bound principal."""
-    bound = Scope.parse(scope)
-    principal = bound_principal(bound, capabilities, name=name)
-    actor = principal.label
-    server: MCPServer = MCPServer(
-        "aetnaweb",
-        title="aetnaweb memory",
-        instructions=INSTRUCTIONS.format(scope=bound),
-        version="1",
-    )
-    at = str(bound)
+# -- tools ------------------------------------------------------------------------------------
 
-    @server.tool()
-    @_text_arguments
+RECALL_BEHAVIOUR = (
+    "Recall searches the session's scope and its ancestors (e.g. acme:alice:proj also sees "
+    "acme:alice:*, acme:*:* and platform:*:*, each level weighted half the one below), returns "
+    "active records only (never quarantined, superseded or forgotten ones) and is recorded in "
+    "the audit chain."
+)
+REMEMBER_BEHAVIOUR = (
+    "remember stores the message as an episode and keeps what the user states about themselves: "
+    "keyed facts ('my backup email is ...', 'I prefer ...'), where a later value of the same "
+    "fact supersedes the earlier one (history kept), and other first-person statements as "
+    "notes. Questions, greetings, thanks, chit-chat and requests to the assistant store nothing "
+    "(force=true also keeps other prose as a note). Content from webpages or tools (wrapped in "
+    "<webpage>...</webpage> or with source_type) is quarantined: a person reviews it and it is "
+    "never recalled before that."
+)
+
+
+def _annotations(
+    *, read_only: bool, destructive: bool = False, idempotent: bool = False
+) -> ToolAnnotations:
+    # openWorldHint is false throughout: every tool acts on this memory service only.
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+def tool_registrar(
+    server: MCPServer, principal: Principal, scope: Scope
+) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """A ``@register(capability, title, ...)`` decorator that lists a tool only when held.
+
+    A session never sees a tool it could not call: a read-only token lists no
+    write tool. The services check the capability again on every call.
+    """
+
+    def register(
+        capability: str,
+        title: str,
+        *,
+        read_only: bool,
+        destructive: bool = False,
+        idempotent: bool = False,
+        description: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if access.may(principal, capability, scope):
+                server.tool(
+                    title=title,
+                    description=description,
+                    annotations=_annotations(
+                        read_only=read_only, destructive=destructive, idempotent=idempotent
+                    ),
+                )(_text_arguments(fn))
+            return fn
+
+        return decorate
+
+    return register
+
+
+def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> None:
+    """Register the memory verbs ``principal`` may use at ``scope`` (the session's scope)."""
+    actor = principal.label
+    at = str(scope)
+    tool = tool_registrar(server, principal, scope)
+
+    @tool(
+        access.WRITE,
+        "Remember what the user said",
+        read_only=False,
+        description="Remember a message the user said, at this session's scope. "
+        + REMEMBER_BEHAVIOUR,
+    )
     def remember(
-        text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)],
+        text: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_TEXT_CHARS,
+                description="The user's message, verbatim.",
+            ),
+        ],
         session_id: Context = None,
         turn_id: Context = None,
-        source_type: Literal["user_message", "webpage", "tool_output"] | None = None,
-        force: bool = False,
+        source_type: Annotated[
+            Literal["user_message", "webpage", "tool_output"] | None,
+            Field(description="Where the text came from; webpage and tool_output are quarantined."),
+        ] = None,
+        force: Annotated[
+            bool,
+            Field(description="Also keep prose that states nothing about the user, as a note."),
+        ] = False,
     ) -> dict[str, Any]:
-        """Remember a message the user said (facts are extracted from it).
-
-        Wrap third-party content in <webpage>...</webpage> or state source_type:
-        it is quarantined until a person promotes it. Everything the user states
-        about themselves is kept; force=true also keeps other prose as a note.
-        """
         return _call(
             lambda: services.remember(
                 scope=at,
@@ -168,17 +241,19 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.WRITE, "Remember an explicit fact", read_only=False, idempotent=True)
     def remember_fact(
-        key: Annotated[str, Field(min_length=1, max_length=200)],
+        key: Annotated[
+            str, Field(min_length=1, max_length=200, description="A slot, e.g. 'backup email'.")
+        ],
         value: Annotated[str, Field(min_length=1, max_length=10_000)],
         kind: Annotated[str | None, Field(default=None, max_length=64)] = None,
         session_id: Context = None,
     ) -> dict[str, Any]:
         """Remember an explicit fact: key (a slot such as 'backup email') and its value.
 
-        It replaces (supersedes) the earlier value of the same key at this scope.
+        It replaces (supersedes) the earlier value of the same key at this scope;
+        the old value stays in the record's history (get_record shows it).
         """
         return _call(
             lambda: services.remember_fact(
@@ -192,15 +267,21 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(
+        access.READ,
+        "Recall memories",
+        read_only=True,
+        description="Recall the most relevant active memories for a query, with scores and "
+        "record IDs (open one with get_record). " + RECALL_BEHAVIOUR,
+    )
     def recall(
-        query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
+        query: Annotated[
+            str, Field(max_length=MAX_QUERY_CHARS, description="What you want to know.")
+        ],
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0,
         session_id: Context = None,
     ) -> dict[str, Any]:
-        """Recall the most relevant active memories (this scope and its ancestors)."""
         return _call(
             lambda: services.recall(
                 scope=at,
@@ -213,8 +294,13 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(
+        access.READ,
+        "Recall a prompt block",
+        read_only=True,
+        description="A <relevant_memories> block to put in the prompt ('' when nothing "
+        "qualifies), bounded by max_items and max_chars. " + RECALL_BEHAVIOUR,
+    )
     def recall_block(
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
         max_items: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
@@ -222,7 +308,6 @@ def build_server(
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
         session_id: Context = None,
     ) -> dict[str, Any]:
-        """A <relevant_memories> block to put in the prompt ('' when nothing qualifies)."""
         return _call(
             lambda: services.recall_block(
                 scope=at,
@@ -236,16 +321,16 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.WRITE, "Capture a conversation turn", read_only=False)
     def capture(
         role: Literal["user", "assistant", "tool_call", "tool_result"],
         content: Text,
         session_id: Context = None,
         turn_id: Context = None,
     ) -> dict[str, Any]:
-        """Record one turn: a user turn is remembered; assistant and tool turns leave
-        only a digest and a size in the audit chain (an agent cannot poison its memory)."""
+        """Record one turn: a user turn is remembered (as remember does); assistant and tool
+        turns leave only a digest and a size in the audit chain (an agent cannot poison its
+        own memory)."""
         return _call(
             lambda: services.capture(
                 scope=at,
@@ -258,17 +343,28 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.FORGET, "Preview a forget", read_only=True)
     def forget_preview(
-        selector: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
+        selector: Annotated[
+            str | None,
+            Field(default=None, max_length=10_000, description="Text the records contain."),
+        ] = None,
         record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
-        utterance: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
+        utterance: Annotated[
+            str | None,
+            Field(
+                default=None,
+                max_length=10_000,
+                description="The user's words, e.g. 'forget my backup email'.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Show exactly which records a forget would purge (writes nothing).
+        """Show exactly which records a forget would purge at this scope (writes nothing).
 
-        Give one of: selector (text the records contain), record_ids, or
-        utterance (the user's words, e.g. 'forget my backup email').
+        Give one of selector, record_ids or utterance. A vague request ('forget it'),
+        one that matches nothing, or one that matches too many records is an error
+        saying so: ask the user to be specific. Then call forget with the preview's
+        record_ids as expected_record_ids.
         """
         return _call(
             lambda: services.forget_preview(
@@ -280,22 +376,24 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.FORGET, "Forget records", read_only=False, destructive=True)
     def forget(
         selector: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
         record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
         utterance: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
         expected_record_ids: Annotated[
-            list[RecordId] | None, Field(default=None, max_length=1000)
+            list[RecordId] | None,
+            Field(
+                default=None,
+                max_length=1000,
+                description="The record_ids forget_preview returned; refused if the match changed.",
+            ),
         ] = None,
     ) -> dict[str, Any]:
-        """Forget records at this scope and return the deletion receipt.
-
-        Pass the preview's record_ids as expected_record_ids so that exactly
-        those are purged (refused if the match changed). An empty request is
-        refused, never read as 'everything'.
-        """
+        """Purge records at this scope (and the superseded values of the same facts) and
+        return a verifiable deletion receipt. Irreversible: call forget_preview first and
+        pass its record_ids as expected_record_ids. An empty, vague, unmatched or too-broad
+        request is refused, never read as 'everything'; forget never reaches other scopes."""
         return _call(
             lambda: services.forget(
                 scope=at,
@@ -308,15 +406,18 @@ def build_server(
             )
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.READ, "List records", read_only=True)
     def list_records(
         status: Literal["active", "quarantined", "superseded", "tombstoned"] | None = None,
         text: Annotated[str | None, Field(default=None, max_length=1000)] = None,
-        after: Annotated[str | None, Field(default=None, max_length=20)] = None,
+        after: Annotated[
+            str | None,
+            Field(default=None, max_length=20, description="next_cursor of the previous page."),
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
     ) -> dict[str, Any]:
-        """List records stored at this scope, newest first; pass next_cursor as after."""
+        """List records stored at exactly this scope, newest first (all statuses unless one
+        is given); pass next_cursor as after for the next page."""
 
         def run() -> dict[str, Any]:
             page = selectors.list_records(
@@ -330,27 +431,27 @@ def build_server(
 
         return _call(run)
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.READ, "Show a record with its history", read_only=True)
     def get_record(record_id: RecordId) -> dict[str, Any]:
-        """One record with its supersession chain, source episode and audit events."""
+        """One record by ID with its history: what it superseded and what superseded it
+        (nearest first), its source episode, the audit events naming it and the recalls that
+        considered it. Works for any record recall returned, including an ancestor scope's."""
 
         def run() -> dict[str, Any]:
             try:
                 return selectors.record_detail(principal, record_id).as_dict()
             except AccessDenied:
-                # Outside this scope's subtree: the same answer as an unknown ID.
+                # Out of reach: the same answer as an unknown ID, so nothing leaks.
                 raise RecordNotFound(f"no record {record_id}: check the ID") from None
 
         return _call(run)
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.PROPOSE, "Propose facts for review", read_only=False)
     def propose_facts(
         facts: Annotated[list[ProposedFact], Field(min_length=1, max_length=500)],
     ) -> dict[str, Any]:
-        """Propose facts drawn from this scope's episodes or records (cite them as evidence);
-        they wait in quarantine for a person to review."""
+        """Propose facts you inferred, citing this scope's episode or record IDs as evidence;
+        they wait in quarantine until a person promotes them and are not recalled before."""
         return _call(
             lambda: services.propose_facts(
                 scope=at,
@@ -360,20 +461,19 @@ def build_server(
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.READ, "Persona summary", read_only=True)
     def persona(
         max_chars: Annotated[int, Field(ge=1, le=100_000)] = PERSONA_MAX_CHARS,
     ) -> dict[str, Any]:
-        """A bounded summary of the active facts visible here, one '- [record_id] fact' per line."""
+        """A bounded summary of the active facts visible here (this scope and its ancestors),
+        one '- [record_id] fact' per line."""
         return _call(
             lambda: services.persona(
                 scope=at, max_chars=max_chars, principal=principal, actor=actor
             ).as_dict()
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.READ, "Conversation scenes", read_only=True)
     def scenes(limit: Annotated[int, Field(ge=1, le=200)] = 20) -> dict[str, Any]:
         """One scene per session at this scope, newest first, with its episodes and records."""
         return _call(
@@ -386,10 +486,11 @@ def build_server(
             }
         )
 
-    @server.tool()
-    @_text_arguments
+    @tool(access.WRITE, "Log an agent action", read_only=False)
     def log_action(
-        event_type: Annotated[str, Field(min_length=1, max_length=100)],
+        event_type: Annotated[
+            str, Field(min_length=1, max_length=100, description="agent.<something>")
+        ],
         payload: dict[str, Any],
         session_id: Context = None,
         turn_id: Context = None,
@@ -410,7 +511,104 @@ def build_server(
             )
         )
 
+
+# -- resources --------------------------------------------------------------------------------
+
+RESOURCE_ROOT = "aetnaweb://memory"
+
+
+def add_memory_resources(server: MCPServer, principal: Principal, scope: Scope) -> None:
+    """Persona and recall blocks as resources: one per session scope, templates for any scope.
+
+    A template names its scope in the URI; the services refuse (as an error the
+    client sees) a scope outside the principal's subtree, e.g. a sibling.
+    """
+    if not access.may(principal, access.READ, scope):
+        return
+    actor = principal.label
+
+    def persona_text(at: str) -> str:
+        def run() -> str:
+            return str(
+                services.persona(scope=at, principal=principal, actor=actor).as_dict()["text"]
+            )
+
+        return _resource_call(run)
+
+    def block_text(at: str, query: str) -> str:
+        def run() -> str:
+            check_storable_text(query, "query")
+            return str(
+                services.recall_block(
+                    scope=at, query=query, principal=principal, actor=actor
+                ).as_dict()["text"]
+            )
+
+        return _resource_call(run)
+
+    @server.resource(
+        f"{RESOURCE_ROOT}/{scope}/persona",
+        name="persona",
+        title=f"Persona at {scope}",
+        description="The active facts visible at this session's scope, one per line.",
+        mime_type="text/plain",
+    )
+    def session_persona() -> str:
+        return persona_text(str(scope))
+
+    @server.resource(
+        RESOURCE_ROOT + "/{scope}/persona",
+        name="persona_at",
+        title="Persona at a scope",
+        description="The persona of any scope this session may read, e.g. "
+        f"{RESOURCE_ROOT}/{scope}/persona (a sibling scope is refused).",
+        mime_type="text/plain",
+    )
+    def persona_at(scope: str) -> str:
+        return persona_text(scope)
+
+    @server.resource(
+        RESOURCE_ROOT + "/{scope}/recall/{query}",
+        name="recall_block_at",
+        title="Recall block at a scope",
+        description="A <relevant_memories> block for a percent-encoded query, e.g. "
+        f"{RESOURCE_ROOT}/{scope}/recall/backup%20email. " + RECALL_BEHAVIOUR,
+        mime_type="text/plain",
+    )
+    def recall_block_at(scope: str, query: str) -> str:
+        return block_text(scope, unquote(query))
+
+
+def _resource_call(fn: Callable[[], str]) -> str:
+    """Run one resource read: a refusal becomes a resource error the client can read."""
+    try:
+        return _call(fn)
+    except ToolError as exc:
+        raise ResourceError(str(exc)) from exc
+
+
+def build_server(
+    scope: Scope | str,
+    *,
+    capabilities: Iterable[str] = DEFAULT_CAPABILITIES,
+    name: str = "mcp",
+) -> MCPServer:
+    """A memory-only MCP server bound to ``scope`` (aetnaweb.mcp adds the actions tool)."""
+    bound = Scope.parse(scope)
+    principal = bound_principal(bound, capabilities, name=name)
+    server = new_server(bound)
+    add_memory_tools(server, principal, bound)
+    add_memory_resources(server, principal, bound)
     return server
+
+
+def new_server(scope: Scope) -> MCPServer:
+    return MCPServer(
+        "aetnaweb",
+        title="aetnaweb memory",
+        instructions=INSTRUCTIONS.format(scope=scope),
+        version="1",
+    )
 
 
 # -- stdio, answering what the SDK would drop -----------------------------------------------

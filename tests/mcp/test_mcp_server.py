@@ -39,6 +39,7 @@ EXPECTED_TOOLS = {
     "persona",
     "scenes",
     "log_action",
+    "stage_plan",
 }
 
 
@@ -202,6 +203,9 @@ def test_mcp_session_end_to_end(python):
         (["--scope", "acme:alice:proj", "--capabilities", "read,approve"], "cannot hold approve"),
         (["--scope", "acme:alice:proj", "--capabilities", ""], "at least one capability"),
         (["--scope", "acme:alice:proj", "--name", "two words"], "without spaces"),
+        ([], "give --scope SCOPE for stdio"),
+        (["--http", "--scope", "acme:alice:proj"], "--scope is for stdio"),
+        (["--http", "--port", "0"], "--port must be"),
     ],
 )
 def test_bad_arguments_exit_2_and_serve_nothing(args, fragment):
@@ -213,3 +217,58 @@ def test_bad_arguments_exit_2_and_serve_nothing(args, fragment):
     assert fragment in str(refused.value)
     assert "\n" not in str(refused.value)
     assert not AuditEvent.objects.exists()
+
+
+async def read_only_conversation(python: str, errlog, ancestor_record: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    async with (
+        stdio_client(
+            server_parameters(python, "--scope", SCOPE, "--capabilities", "read"), errlog=errlog
+        ) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        seen["tools"] = {tool.name: tool for tool in (await session.list_tools()).tools}
+        seen["recall"] = await call(session, "recall", query="standup time")
+        seen["ancestor"] = await call(session, "get_record", record_id=ancestor_record)
+        persona = await session.read_resource(f"aetnaweb://memory/{SCOPE}/persona")
+        seen["persona"] = persona.contents[0].text
+        block = await session.read_resource(f"aetnaweb://memory/{SCOPE}/recall/login%20shell")
+        seen["block"] = block.contents[0].text
+        write_attempt = await session.call_tool("remember_fact", {"key": "k", "value": "v"})
+        seen["write_attempt"] = write_attempt.is_error
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_read_only_stdio_session_lists_read_tools_and_opens_inherited_records(python):
+    # Given a team-wide fact at an ancestor of the session scope, and one at the scope
+    team = services.remember_fact(scope="acme:*:*", key="standup time", value="9:30")
+    services.remember_fact(scope=SCOPE, key="login shell", value="fish")
+    ancestor_record = team.records[0].record_id
+
+    # When a read-only stdio session recalls it, opens it by ID and reads the resources
+    with tempfile.TemporaryFile(mode="w+") as errlog:
+        seen = anyio.run(read_only_conversation, python, errlog, ancestor_record)
+
+    # Then only read tools are listed, each titled and marked read-only
+    assert set(seen["tools"]) == {
+        "recall",
+        "recall_block",
+        "list_records",
+        "get_record",
+        "persona",
+        "scenes",
+    }
+    assert all(t.title and t.annotations.read_only_hint for t in seen["tools"].values())
+    # And the inherited record recall returned opens by ID (the HTTP API's rule)
+    assert seen["recall"]["returned_ids"] == [ancestor_record]
+    assert seen["ancestor"]["record"]["scope"] == "acme:*:*"
+    assert seen["ancestor"]["episode"] is None  # recall never shows an ancestor's episode
+    # And the persona and recall block resources include the inherited fact
+    assert ancestor_record in seen["persona"]
+    assert "fish" in seen["block"]
+    # And an unlisted write tool cannot be called; nothing was stored
+    assert seen["write_attempt"] is True
+    assert Record.objects.count() == 2
