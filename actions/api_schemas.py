@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field
 
+from actions.limits import MAX_PAGE
 from aetnaweb.api import ContextStr, ScopeStr
 
 EXAMPLE_DIGEST = hashlib.sha256(b"msg-1").hexdigest()
@@ -109,7 +110,7 @@ class TransactionsQuery(Schema):
     after: str | None = Field(
         None, max_length=64, description="next_cursor of the previous page (a transaction ID)."
     )
-    limit: int = Field(50, ge=1, le=200)
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
 class TransactionsOut(Schema):

@@ -44,7 +44,7 @@ from actions.approvals import ApprovalAuthority, configured_authority, read_key_
 from actions.errors import ActionInputError, ConcurrentTransitionError
 from actions.models import ActionTransaction
 from actions.proposals import OperationProposal
-from aetnaweb.access import Principal, operator_principal, system_principal
+from aetnaweb.access import SYSTEM, Principal, operator_principal, system_principal
 
 SESSION_PREFIX = "demo-actions-"
 DEMO_DIR = "demo"
@@ -100,7 +100,9 @@ def _said(ref: str) -> dict[str, Any]:
     turn = ref.rsplit(":", 1)[1]
     episode = Episode.objects.filter(scope=scope, session_id=ref, turn_id=turn).first()
     if episode is None:
-        result = memory_services.remember(scope=scope, text=text, session_id=ref, turn_id=turn)
+        result = memory_services.remember(
+            principal=SYSTEM, scope=scope, text=text, session_id=ref, turn_id=turn
+        )
         episode_id = result.episode_id
     else:
         episode_id = episode.episode_id

@@ -8,8 +8,8 @@ from typing import Any
 from django import forms
 
 from actions import formats
+from actions.limits import MAX_OWNER_LENGTH, MAX_REASON_LENGTH
 from actions.models import ActionResolution
-from actions.services import MAX_OWNER_LENGTH, MAX_REASON_LENGTH
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
 

@@ -22,6 +22,7 @@ from actions import formats
 from actions.adapters import describe
 from actions.approvals import approval_window, configured_authority
 from actions.errors import ActionError
+from actions.limits import MAX_PAGE
 from actions.models import (
     ActionApproval,
     ActionAttempt,
@@ -39,7 +40,6 @@ from aetnaweb.scopes import Scope
 from audit.canonical import digest, sha256_text
 from memory.models import Episode, Record, SourceType, Status, TrustTier
 
-MAX_PAGE = 200
 ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
 
 

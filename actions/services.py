@@ -53,6 +53,7 @@ from actions.errors import (
     SeparationOfDutiesError,
     TransactionNotFound,
 )
+from actions.limits import MAX_CONTEXT_LENGTH, MAX_OWNER_LENGTH, MAX_REASON_LENGTH
 from actions.models import (
     ActionApproval,
     ActionAttempt,
@@ -68,16 +69,13 @@ from actions.proposals import DEFAULT_POLICY, GuardPolicy, OperationProposal
 from actions.selectors import resolve_authority
 from actions.verification import verify_action
 from aetnaweb import access
-from aetnaweb.access import Principal, system_principal
+from aetnaweb.access import Principal
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, digest, sha256_text
 from audit.chain import utc_now_iso
 from audit.models import AuditEvent
 from audit.receipts import log_proof_for
 from audit.services import append_event
-
-MAX_REASON_LENGTH = 2000
-MAX_CONTEXT_LENGTH = 200
 
 # -- small shared steps -----------------------------------------------------------
 
@@ -300,8 +298,8 @@ def _turn_value(turn_id: Any) -> str | None:
 
 
 def _actor_label(principal: Principal, actor: str | None, default: str) -> str:
-    """People and tokens are recorded as themselves; only the trusted caller may name an actor."""
-    label = (actor or default) if principal.is_system else principal.label
+    """The audit actor by the shared rule (:func:`aetnaweb.access.audit_actor`), length-checked."""
+    label = access.audit_actor(principal, actor, default=default)
     if not isinstance(label, str) or not label or len(label) > 150:
         raise ActionInputError("actor must be a non-empty string of at most 150 characters")
     return label
@@ -378,7 +376,7 @@ def stage(
     mode: str = formats.MODE_ENFORCE,
     session_id: str | None = None,
     turn_id: str | int | None = None,
-    principal: Principal | None = None,
+    principal: Principal,
     actor: str | None = None,
     policy: GuardPolicy | None = None,
 ) -> dict[str, Any]:
@@ -390,7 +388,6 @@ def stage(
     payload (the content and before-image the reviewer's diff is built from).
     Returns the WorldPatch (P-10).
     """
-    principal = principal or system_principal()
     subject = access.require(principal, access.STAGE, scope)
     subject_id = str(subject)
     actor_id = _actor_label(principal, actor, "agent")
@@ -675,7 +672,7 @@ def approve(
 def abort(
     *,
     transaction_id: str,
-    principal: Principal | None = None,
+    principal: Principal,
     reason: str = "",
     actor: str | None = None,
     _category: str = "aborted",
@@ -685,7 +682,6 @@ def abort(
     The reason text stays on the transaction row; the audit event records
     only its digest and a category (``aborted`` or ``denied``).
     """
-    principal = principal or system_principal()
     txn = _load_for(principal, access.APPROVE, transaction_id)
     if not isinstance(reason, str) or len(reason) > MAX_REASON_LENGTH:
         raise ActionInputError(f"a reason must be text of at most {MAX_REASON_LENGTH} characters")
@@ -736,7 +732,7 @@ def _latest_approval(txn: ActionTransaction) -> ActionApproval | None:
 def commit(
     *,
     transaction_id: str,
-    principal: Principal | None = None,
+    principal: Principal,
     authority: ApprovalAuthority | None = None,
 ) -> dict[str, Any]:
     """Execute an approved plan; returns ``{transaction, receipt}`` for every terminal outcome.
@@ -746,7 +742,6 @@ def commit(
     Must be called outside any database transaction (each step commits on its
     own, so the intent record survives a crash).
     """
-    principal = principal or system_principal()
     txn = _load_for(principal, access.APPROVE, transaction_id)
     if txn.mode != formats.MODE_ENFORCE:
         raise ActionStateError("observe and preview plans cannot execute")
@@ -1189,7 +1184,7 @@ def _compensate(
 
 
 def recover(
-    *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
+    *, transaction_id: str, principal: Principal, actor: str | None = None
 ) -> dict[str, Any]:
     """Fence a run that died mid-commit, then sweep what its crashed writes left on disk.
 
@@ -1231,14 +1226,13 @@ def _sweep_leftovers(transaction_id: str) -> list[dict[str, Any]]:
 
 @db_transaction.atomic
 def _fence_interrupted_run(
-    *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
+    *, transaction_id: str, principal: Principal, actor: str | None = None
 ) -> dict[str, Any]:
     """Fence a run that died mid-commit: ``recovery_required`` with a receipt; never retries.
 
     Operations caught executing or compensating become ``uncertain``: a
     person must check the world. No adapter is called and no attempt changes.
     """
-    principal = principal or system_principal()
     txn = _load_for(principal, access.APPROVE, transaction_id)
     if txn.state not in formats.INTERRUPTED_STATES:
         raise ActionStateError(
@@ -1282,7 +1276,6 @@ def _fence_interrupted_run(
 
 RESOLUTION_OUTCOMES = tuple(value for value, _ in ActionResolution.OUTCOMES)
 ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
-MAX_OWNER_LENGTH = 150
 
 
 def _clean_text(name: str, value: Any, *, limit: int) -> str:
@@ -1383,14 +1376,13 @@ def record_resolution(
 def verify(
     *,
     transaction_id: str,
-    principal: Principal | None = None,
+    principal: Principal,
     authority: ApprovalAuthority | None = None,
 ) -> dict[str, Any]:
     """V-1 for one transaction, checking signatures too when a key is configured.
 
     Read-only. Needs AUDIT or APPROVE on the plan's scope.
     """
-    principal = principal or system_principal()
     txn = _load(transaction_id)
     if not (
         access.may(principal, access.AUDIT, txn.subject_id)
@@ -1404,7 +1396,7 @@ def verify(
 
 @db_transaction.atomic
 def purge_payloads(
-    *, transaction_id: str, principal: Principal | None = None, actor: str | None = None
+    *, transaction_id: str, principal: Principal, actor: str | None = None
 ) -> dict[str, Any]:
     """Blank every payload (content, before-images, adapter receipts) of a finished transaction.
 
@@ -1412,7 +1404,6 @@ def purge_payloads(
     receipt and the audit chain still verify. Logical only: SQLite free
     pages, the WAL, backups and replicas may still hold the old bytes (PG-5).
     """
-    principal = principal or system_principal()
     txn = _load_for(principal, access.APPROVE, transaction_id)
     if txn.state not in formats.TERMINAL_STATES:
         raise ActionStateError(
@@ -1492,7 +1483,7 @@ def import_journal(
     *,
     scope: Any,
     path: str | os.PathLike[str],
-    principal: Principal | None = None,
+    principal: Principal,
     actor: str = "journal-importer",
     source_id: str | None = None,
 ) -> dict[str, Any]:
@@ -1502,7 +1493,6 @@ def import_journal(
     by (source, transaction ID); no action rows are created. The whole import
     is one database transaction, so a failure leaves nothing half-imported.
     """
-    principal = principal or system_principal()
     subject = access.require(principal, access.WRITE, scope)
     subject_id = str(subject)
     label = _actor_label(principal, actor, "journal-importer")

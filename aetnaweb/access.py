@@ -85,6 +85,27 @@ def system_principal(label: str = "system") -> Principal:
     return Principal(label=label, kind="system")
 
 
+# The trusted in-process caller, for commands, the demo and imports to pass explicitly.
+SYSTEM = system_principal()
+
+
+def audit_actor(
+    principal: Principal, actor: str | None = None, *, default: str | None = None
+) -> str:
+    """The actor the audit chain records for an act by ``principal``: one rule for every app.
+
+    A person or a token is always recorded as itself (``principal.label``): a
+    caller-supplied ``actor`` can never stand in for their identity, so
+    ``actor`` is ignored for them. Only the system principal (a management
+    command's ``--actor``, an import, the demo) may name the actor; without
+    one it is recorded as ``default`` (a verb's spec default such as
+    ``user`` or ``agent``) or, failing that, its own label.
+    """
+    if not principal.is_system:
+        return principal.label
+    return actor or default or principal.label
+
+
 def operator_principal(user: Any) -> Principal:
     """A signed-in person, with their grants loaded once."""
     if not getattr(user, "is_authenticated", False):

@@ -85,7 +85,7 @@ class ScopeGrantAdmin(admin.ModelAdmin):
             user=obj.user,
             scope=obj.scope,
             role=obj.role,
-            granted_by=access.operator_principal(request.user),
+            principal=access.operator_principal(request.user),
         )
         obj.pk = created.pk
         obj.scope_tenant, obj.scope_user, obj.scope_project = (
@@ -100,7 +100,7 @@ class ScopeGrantAdmin(admin.ModelAdmin):
             user=obj.user,
             scope=obj.scope,
             role=obj.role,
-            revoked_by=access.operator_principal(request.user),
+            principal=access.operator_principal(request.user),
         )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ScopeGrant]) -> None:
@@ -177,7 +177,7 @@ class AuditedUserAdmin(UserAdmin):  # type: ignore[type-arg]
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         try:
-            grants.delete_user(user=obj, deleted_by=access.operator_principal(request.user))
+            grants.delete_user(user=obj, principal=access.operator_principal(request.user))
         except access.AccessDenied as exc:
             raise PermissionDenied(str(exc)) from exc
 

@@ -42,13 +42,13 @@ from pydantic import AfterValidator, ConfigDict, Field
 from aetnaweb import access, ratelimits, tokens
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
+from aetnaweb.limits import MAX_BODY_BYTES, MAX_CONTEXT_CHARS
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
 
 logger = logging.getLogger("aetnaweb.api")
 
-MAX_BODY_BYTES = 64 * 1024
 API_PREFIX = "/api/v1/"
 
 
@@ -93,7 +93,7 @@ ScopeStr = Annotated[
 ]
 """A scope in a body or query: validated by :meth:`Scope.parse`, never repaired."""
 
-ContextStr = Annotated[str, Field(min_length=1, max_length=200)]
+ContextStr = Annotated[str, Field(min_length=1, max_length=MAX_CONTEXT_CHARS)]
 """A session or turn ID."""
 
 

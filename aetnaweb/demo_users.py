@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.grants import grant_role
 from aetnaweb.models import Role, ScopeGrant
 
@@ -117,7 +118,7 @@ def seed_users(*, login_file: Path | None = None) -> DemoLogins:
 
     for user, scope, role in wanted:
         if not ScopeGrant.objects.filter(user=user, scope=scope, role=role).exists():
-            grant_role(user=user, scope=scope, role=role)
+            grant_role(principal=SYSTEM, user=user, scope=scope, role=role)
 
     if new_password:
         # Written last: if anything above fails, the transaction rolls back and

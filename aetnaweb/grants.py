@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 
 from aetnaweb import access
-from aetnaweb.access import Principal, system_principal
+from aetnaweb.access import Principal
 from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
@@ -62,7 +62,7 @@ def grant_role(
     user: Any,
     scope: Scope | str,
     role: str,
-    granted_by: Principal | None = None,
+    principal: Principal,
 ) -> ScopeGrant:
     """Give ``user`` ``role`` on ``scope`` and its descendants; audited in ``scope``'s chain.
 
@@ -70,10 +70,9 @@ def grant_role(
     identical grant (:class:`GrantError`), and a granter without the admin
     role there (``AccessDenied``); a refusal writes nothing.
     """
-    granted_by = granted_by or system_principal()
     parsed = Scope.parse(scope)
     role = _check_role(role)
-    require_grant_admin(granted_by, parsed)
+    require_grant_admin(principal, parsed)
     if ScopeGrant.objects.filter(user=user, scope=str(parsed), role=role).exists():
         raise GrantError(f"{user.get_username()} already holds {role} on {parsed}")
     grant = ScopeGrant.objects.create(
@@ -83,12 +82,12 @@ def grant_role(
         scope_user=parsed.user,
         scope_project=parsed.project,
         role=role,
-        created_by=granted_by.label,
+        created_by=principal.label,
     )
     append_event(
         subject=parsed,
         event_type="access.grant_added",
-        actor=granted_by.label,
+        actor=access.audit_actor(principal),
         payload=_audit_payload(user, role, parsed),
     )
     return grant
@@ -101,7 +100,7 @@ def revoke_role(
     user: Any,
     scope: Scope | str,
     role: str,
-    revoked_by: Principal | None = None,
+    principal: Principal,
     reason: str | None = None,
 ) -> None:
     """Remove ``user``'s ``role`` on exactly ``scope``; audited in ``scope``'s chain.
@@ -109,10 +108,9 @@ def revoke_role(
     Grants on other scopes (ancestors or descendants) are untouched: a revoke,
     like every write, lands at exactly one scope.
     """
-    revoked_by = revoked_by or system_principal()
     parsed = Scope.parse(scope)
     role = _check_role(role)
-    require_grant_admin(revoked_by, parsed)
+    require_grant_admin(principal, parsed)
     grant = (
         ScopeGrant.objects.select_for_update()
         .filter(user=user, scope=str(parsed), role=role)
@@ -124,13 +122,13 @@ def revoke_role(
     append_event(
         subject=parsed,
         event_type="access.grant_revoked",
-        actor=revoked_by.label,
+        actor=access.audit_actor(principal),
         payload=_audit_payload(user, role, parsed, reason),
     )
 
 
 @transaction.atomic
-def delete_user(*, user: Any, deleted_by: Principal | None = None) -> int:
+def delete_user(*, user: Any, principal: Principal) -> int:
     """Delete ``user``, revoking each of their grants first; returns how many were revoked.
 
     Deleting a user would otherwise cascade their grants away with no trace:
@@ -139,16 +137,15 @@ def delete_user(*, user: Any, deleted_by: Principal | None = None) -> int:
     deletion. Refused (``AccessDenied``, nothing written) unless the deleter
     may manage grants on every scope the user holds one on.
     """
-    deleted_by = deleted_by or system_principal()
     held = list(ScopeGrant.objects.select_for_update().filter(user=user).order_by("scope", "role"))
     for grant in held:
-        require_grant_admin(deleted_by, Scope.parse(grant.scope))
+        require_grant_admin(principal, Scope.parse(grant.scope))
     for grant in held:
         revoke_role(
             user=user,
             scope=grant.scope,
             role=grant.role,
-            revoked_by=deleted_by,
+            principal=principal,
             reason="user_deleted",
         )
     user.delete()

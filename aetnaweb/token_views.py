@@ -57,7 +57,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         return _page(request, form, status=400)
     principal = principal_for(request)
     try:
-        issued = tokens.create_token_as(
+        issued = tokens.create_token(
             principal=principal,
             name=form.cleaned_data["name"],
             scope=form.cleaned_data["scope"],
@@ -96,7 +96,7 @@ def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "access/token_revoke.html", {"token": token})
     try:
-        tokens.revoke_token_as(principal=principal, token_prefix=prefix)
+        tokens.revoke_token(principal=principal, token_prefix=prefix)
     except tokens.TokenError as exc:
         messages.error(request, str(exc))
     else:

@@ -26,6 +26,7 @@ from aetnaweb.access import (
     AccessDenied,
     Principal,
     administered_scopes,
+    audit_actor,
     may_administer,
 )
 from aetnaweb.models import ApiToken
@@ -80,19 +81,25 @@ def _check_capabilities(capabilities: list[str] | tuple[str, ...] | set[str]) ->
 @transaction.atomic
 def create_token(
     *,
+    principal: Principal,
     name: str,
     scope: Scope | str,
     capabilities: list[str] | tuple[str, ...] | set[str],
     expires_at: datetime,
     owner: Any = None,
-    created_by: str,
     rate_limit_per_minute: int | None = None,
 ) -> IssuedToken:
-    """Issue a token bound to ``scope``'s subtree; the secret is returned once.
+    """Issue a token bound to ``scope``'s subtree as ``principal``; the secret is returned once.
 
-    ``rate_limit_per_minute``: its own API limit (0 unlimited); None keeps the server default.
+    ``principal`` must hold the admin role on ``scope`` (the system principal
+    always may); out-of-reach scopes raise
+    :class:`~aetnaweb.access.AccessDenied` (shown as 404) and write nothing.
+    The audit actor is ``principal``'s label. ``rate_limit_per_minute``: its own
+    API limit (0 unlimited); None keeps the server default.
     """
     parsed = Scope.parse(scope)
+    if not may_administer(principal, parsed):
+        raise AccessDenied(f"{principal.label} may not manage tokens at {parsed}")
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise TokenError("a token needs a name of 1 to 100 characters")
@@ -135,17 +142,21 @@ def create_token(
     append_event(
         subject=parsed,
         event_type="access.token_created",
-        actor=created_by,
+        actor=audit_actor(principal),
         payload=payload,
     )
     return IssuedToken(token=token, secret=raw)
 
 
 @transaction.atomic
-def revoke_token(*, token_prefix: str, revoked_by: str) -> ApiToken:
-    """Revoke a token by its prefix; revoking twice is an error a person can read."""
+def revoke_token(*, principal: Principal, token_prefix: str) -> ApiToken:
+    """Revoke a token by its prefix as ``principal``, who must hold the admin role on its scope.
+
+    A token outside the principal's reach is reported exactly like an unknown
+    one; revoking twice is an error a person can read.
+    """
     token = ApiToken.objects.select_for_update().filter(token_prefix=token_prefix).first()
-    if token is None:
+    if token is None or not may_administer(principal, token.scope):
         raise TokenError(f"no token with prefix {token_prefix!r}")
     if token.revoked_at is not None:
         raise TokenError(
@@ -156,7 +167,7 @@ def revoke_token(*, token_prefix: str, revoked_by: str) -> ApiToken:
     append_event(
         subject=token.scope,
         event_type="access.token_revoked",
-        actor=revoked_by,
+        actor=audit_actor(principal),
         payload={"token_prefix": token.token_prefix},
     )
     return token
@@ -177,49 +188,6 @@ def authenticate(raw: str | None) -> ApiToken:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
-
-
-# -- on behalf of an operator (the dashboard's token page) ---------------------
-
-
-def create_token_as(
-    *,
-    principal: Principal,
-    name: str,
-    scope: Scope | str,
-    capabilities: list[str] | tuple[str, ...] | set[str],
-    expires_at: datetime,
-    owner: Any = None,
-    rate_limit_per_minute: int | None = None,
-) -> IssuedToken:
-    """Issue a token as ``principal``, who must hold the admin role on ``scope``.
-
-    The audit actor is the operator's username; out-of-reach scopes raise
-    :class:`~aetnaweb.access.AccessDenied` (shown as 404) and write nothing.
-    """
-    parsed = Scope.parse(scope)
-    if not may_administer(principal, parsed):
-        raise AccessDenied(f"{principal.label} may not manage tokens at {parsed}")
-    return create_token(
-        name=name,
-        scope=parsed,
-        capabilities=capabilities,
-        expires_at=expires_at,
-        owner=owner,
-        created_by=principal.label,
-        rate_limit_per_minute=rate_limit_per_minute,
-    )
-
-
-def revoke_token_as(*, principal: Principal, token_prefix: str) -> ApiToken:
-    """Revoke a token as ``principal``, who must hold the admin role on its scope.
-
-    A token outside the operator's reach is reported exactly like an unknown one.
-    """
-    token = ApiToken.objects.filter(token_prefix=token_prefix).first()
-    if token is None or not may_administer(principal, token.scope):
-        raise TokenError(f"no token with prefix {token_prefix!r}")
-    return revoke_token(token_prefix=token_prefix, revoked_by=principal.label)
 
 
 def tokens_administered(principal: Principal) -> QuerySet[ApiToken]:

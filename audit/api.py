@@ -145,7 +145,7 @@ def checkpoint(request: HttpRequest) -> HttpResponse:
     require_capability(request, access.AUDIT)
     principal = principal_of(request)
     try:
-        document = create_checkpoint(actor=principal.label, principal=principal)
+        document = create_checkpoint(principal=principal)
     except CheckpointError as exc:
         # The server could not write its own copy (its sink); nothing was stored.
         return HttpResponse(

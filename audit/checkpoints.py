@@ -216,15 +216,12 @@ def containment_failures(subjects: dict[str, Any]) -> list[str]:
     return failures
 
 
-def verify_checkpoints(
-    lines: Iterable[str], *, principal: Principal | None = None
-) -> list[CheckpointResult]:
+def verify_checkpoints(lines: Iterable[str], *, principal: Principal) -> list[CheckpointResult]:
     """Check each checkpoint line: its digest, then containment for each pinned subject.
 
     Malformed input raises :class:`CheckpointError` before anything is checked;
     an altered checkpoint (digest mismatch) is refused and its pins ignored.
     """
-    principal = principal or access.system_principal()
     documents = read_checkpoint_lines(lines)
     if not principal.is_system:
         for _, document in documents:

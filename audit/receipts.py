@@ -119,7 +119,7 @@ def receipt_shape_failures(receipt: Any) -> list[str]:
     return failures
 
 
-def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None) -> list[str]:
+def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
     """The receipt rule; returns the failures (an empty list means the receipt holds).
 
     ``receipt_sha256`` recomputes; the event ``audit_event_id`` exists in the
@@ -130,7 +130,6 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal | None = None)
     receipt digest skips the remaining checks: the rest of an altered receipt
     proves nothing.
     """
-    principal = principal or access.system_principal()
     failures = receipt_shape_failures(receipt)
     if failures:
         return failures

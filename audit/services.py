@@ -35,7 +35,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from aetnaweb import access
-from aetnaweb.access import Principal
+from aetnaweb.access import SYSTEM, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
@@ -306,11 +306,11 @@ def log_agent_event(
     subject: Scope | str,
     event_type: str,
     payload: dict[str, Any],
-    actor: str = "agent",
+    principal: Principal,
+    actor: str | None = None,
     session_id: str | None = None,
     turn_id: str | None = None,
     record_id: str | None = None,
-    principal: Principal | None = None,
 ) -> AuditEvent:
     """Append a caller-described event as ``agent.log.*``; every other event type is refused.
 
@@ -320,7 +320,6 @@ def log_agent_event(
     ``agent.log.x``), and never with the keys of deletion evidence. The
     payload is the caller's and must hold digests, not content.
     """
-    principal = principal or access.system_principal()
     stored_type = agent_log_event_type(event_type)
     mimic = _receipt_mimic(payload)
     if mimic:
@@ -338,7 +337,7 @@ def log_agent_event(
     return append_event(
         subject=scope,
         event_type=stored_type,
-        actor=actor,
+        actor=access.audit_actor(principal, actor, default="agent"),
         payload=payload,
         session_id=session_id,
         turn_id=turn_id,
@@ -380,9 +379,9 @@ def _append_line(sink: Path, line: str) -> None:
 
 def create_checkpoint(
     *,
-    actor: str,
+    principal: Principal,
+    actor: str | None = None,
     sink: str | Path | None = None,
-    principal: Principal | None = None,
 ) -> dict[str, Any]:
     """Pin every chain ``principal`` may audit; store the document and append it to the sink.
 
@@ -390,8 +389,9 @@ def create_checkpoint(
     a true statement about the chains, while a row whose line never reached the
     sink would silently lose the copy kept outside the database.
     """
-    principal = principal or access.system_principal()
-    actor = _check_actor(actor)
+    if actor is not None:
+        _check_actor(actor)  # a label the caller names is refused if malformed, never dropped
+    actor = _check_actor(access.audit_actor(principal, actor))
     sink_path = Path(sink if sink is not None else settings.AETNAWEB_CHECKPOINT_SINK)
     with transaction.atomic():
         # No append between reading the heads and the log: one moment, one document.
@@ -425,8 +425,8 @@ MAX_RECORDED_FAILURES = 100
 def start_verification_run(
     *,
     subject: Scope | str | None = None,
-    started_by: str,
-    principal: Principal | None = None,
+    principal: Principal,
+    started_by: str | None = None,
 ) -> VerificationRun:
     """Record a run over ``subject``'s subtree (``None``: every chain) and start it after commit.
 
@@ -434,8 +434,9 @@ def start_verification_run(
     (:func:`audit.tasks.verify_run`, executed by ``manage.py db_worker``); poll
     the returned row (``status``, ``events_checked`` of ``total_events``).
     """
-    principal = principal or access.system_principal()
-    started_by = _check_actor(started_by)
+    if started_by is not None:
+        _check_actor(started_by)  # a label the caller names is refused if malformed, never dropped
+    started_by = _check_actor(access.audit_actor(principal, started_by))
     try:
         scope = Scope.parse(subject) if subject is not None else Scope.platform()
     except ScopeError as exc:
@@ -494,10 +495,12 @@ class _ProgressWriter:
 
 def _verify_run_scope(run: VerificationRun, progress: _ProgressWriter) -> VerificationReport:
     if run.scope is None:
-        return verify_all(progress=progress)
+        return verify_all(principal=SYSTEM, progress=progress)
     scope = Scope.parse(run.scope)
     subjects = AuditSubject.objects.filter(**scope.subtree_filter()).order_by("subject_id")
-    return verify_subjects(subjects.values_list("subject_id", flat=True), progress=progress)
+    return verify_subjects(
+        subjects.values_list("subject_id", flat=True), principal=SYSTEM, progress=progress
+    )
 
 
 def run_verification(run_id: int) -> VerificationRun:

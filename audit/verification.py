@@ -463,11 +463,10 @@ def _require_audit(principal: Principal, subject_id: str) -> None:
 def verify_subject(
     subject: Scope | str,
     *,
-    principal: Principal | None = None,
+    principal: Principal,
     progress: ProgressCallback | None = None,
 ) -> SubjectReport:
     """Check one subject's chain; an unknown subject is an empty chain, which holds."""
-    principal = principal or access.system_principal()
     subject_id = str(subject)
     _require_audit(principal, subject_id)
     walker = _ChainWalker()
@@ -480,11 +479,10 @@ def verify_subject(
 def verify_subjects(
     subjects: Iterable[str],
     *,
-    principal: Principal | None = None,
+    principal: Principal,
     progress: ProgressCallback | None = None,
 ) -> VerificationReport:
     """Check the named chains one after another, each through the subject index."""
-    principal = principal or access.system_principal()
     subjects = list(subjects)
     for subject_id in subjects:
         _require_audit(principal, subject_id)
@@ -503,7 +501,7 @@ def verify_subjects(
 
 def verify_all(
     *,
-    principal: Principal | None = None,
+    principal: Principal,
     progress: ProgressCallback | None = None,
 ) -> VerificationReport:
     """Check every chain in one pass over ``audit_log`` in sequence order.
@@ -512,7 +510,6 @@ def verify_all(
     caller) verifies everything; others verify the subjects they may audit
     through :func:`verify_subjects`.
     """
-    principal = principal or access.system_principal()
     access.require(principal, access.AUDIT, Scope.platform())
     walker = _ChainWalker()
     _walk(walker, subject_id=None, horizon=_horizon(), progress=progress)

@@ -346,7 +346,6 @@ def verify_start(request: HttpRequest) -> HttpResponse:
     try:
         run = start_verification_run(
             subject=None if scope.is_platform else scope,
-            started_by=principal.label,
             principal=principal,
         )
     except AuditError as exc:
@@ -500,7 +499,7 @@ def checkpoint_create(request: HttpRequest) -> HttpResponse:
     principal = principal_for(request)
     _require_anywhere(principal, access.AUDIT)
     try:
-        document = create_checkpoint(actor=principal.label, principal=principal)
+        document = create_checkpoint(principal=principal)
     except CheckpointError as exc:
         messages.error(request, f"The checkpoint was not created: {exc}")
         return redirect("audit:checkpoints")

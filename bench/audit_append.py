@@ -57,6 +57,8 @@ def worker_main(directory: Path, worker: int, count: int) -> None:
 
 
 def main() -> None:
+    from aetnaweb.access import SYSTEM
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--appends", type=int, default=5000, help="appends per writer")
     parser.add_argument("--writers", type=int, default=4)
@@ -120,7 +122,7 @@ def main() -> None:
             f"  {args.writers} writer processes: {total:,} appends in {wall:.2f} s = "
             f"{total / wall:,.0f}/s in total  (writers' cpu incl. start-up {children_cpu:.2f} s)"
         )
-        report = verify_all()
+        report = verify_all(principal=SYSTEM)
         expected = total + args.appends
         status = "ok" if report.ok and report.events_checked == expected else "FAILED"
         print(f"  chains verified after the run: {status} ({report.events_checked:,} events)")

@@ -151,6 +151,7 @@ def people() -> dict[str, object]:
     """The three signed-in people pages are timed as (created once, through the grant service)."""
     from django.contrib.auth import get_user_model
 
+    from aetnaweb.access import SYSTEM
     from aetnaweb.grants import grant_role
 
     wanted = {
@@ -163,7 +164,7 @@ def people() -> dict[str, object]:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             user = get_user_model().objects.create_user(username=username, password=None)
-            grant_role(user=user, scope=scope, role=role)
+            grant_role(principal=SYSTEM, user=user, scope=scope, role=role)
         users[username] = user
     return users
 
@@ -172,14 +173,15 @@ def evidence() -> None:
     """A checkpoint of every chain and a finished verification run, through the services."""
     from django.db import transaction
 
+    from aetnaweb.access import SYSTEM
     from audit.models import Checkpoint, VerificationRun
     from audit.services import create_checkpoint, start_verification_run
 
     if not Checkpoint.objects.exists():
-        create_checkpoint(actor="bench")
+        create_checkpoint(principal=SYSTEM, actor="bench")
     if not VerificationRun.objects.exists():
         with transaction.atomic():
-            run = start_verification_run(subject="t005:u3:*", started_by="bench")
+            run = start_verification_run(principal=SYSTEM, subject="t005:u3:*", started_by="bench")
         # It runs in a background thread after commit, as from the dashboard.
         deadline = time.monotonic() + 120
         while VerificationRun.objects.get(pk=run.pk).is_running and time.monotonic() < deadline:

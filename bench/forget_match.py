@@ -89,13 +89,18 @@ def seed(start: int, count: int) -> None:
 
 
 def plant(tag: str) -> None:
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     for n in range(3):
-        services.remember(scope=SCOPE, text=f"Remember that the {tag} code {n} is kept.")
+        services.remember(
+            principal=SYSTEM, scope=SCOPE, text=f"Remember that the {tag} code {n} is kept."
+        )
 
 
 def main() -> None:
+    from aetnaweb.access import SYSTEM
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--samples", type=int, default=5)
@@ -119,12 +124,15 @@ def main() -> None:
                 tag = f"zircon{size}x{sample}"
                 plant(tag)
                 wall, proc = time.perf_counter(), time.process_time()
-                preview = services.forget_preview(scope=SCOPE, selector=f"{tag} code")
+                preview = services.forget_preview(
+                    principal=SYSTEM, scope=SCOPE, selector=f"{tag} code"
+                )
                 previews.append(time.perf_counter() - wall)
                 cpu.append(time.process_time() - proc)
                 assert len(preview.record_ids) == 3
                 wall = time.perf_counter()
                 services.forget(
+                    principal=SYSTEM,
                     scope=SCOPE,
                     selector=f"{tag} code",
                     expected_record_ids=list(preview.record_ids),

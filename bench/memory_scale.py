@@ -214,6 +214,7 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 def measure(samples: int, corpus: Corpus) -> dict[str, float]:
     """Wall-clock and CPU milliseconds per call (CPU time is what load on a shared box cannot inflate)."""
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     scope = "bench:hot:p0"
@@ -234,9 +235,17 @@ def measure(samples: int, corpus: Corpus) -> dict[str, float]:
         text = f"My {key} is {content.split(' is ', 1)[1]}"
         query = f"what is my {corpus.word()} {corpus.word()}?"
         keep = n >= 20
-        timed("remember", lambda text=text: services.remember(scope=scope, text=text), keep)
+        timed(
+            "remember",
+            lambda text=text: services.remember(principal=SYSTEM, scope=scope, text=text),
+            keep,
+        )
         result = timed(
-            "recall", lambda query=query: services.recall(scope=scope, query=query, limit=5), keep
+            "recall",
+            lambda query=query: services.recall(
+                principal=SYSTEM, scope=scope, query=query, limit=5
+            ),
+            keep,
         )
         if keep:
             candidates.append(len(result.candidates))

@@ -46,6 +46,7 @@ def setup_django(directory: Path) -> None:
 
 
 def run(data: dict[str, list[dict[str, object]]], show: bool) -> bool:
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     ok = True
@@ -56,7 +57,9 @@ def run(data: dict[str, list[dict[str, object]]], show: bool) -> bool:
         for number, item in enumerate(items):
             text = str(item["text"])
             needed = int(str(item.get("min_records", 1)))
-            result = services.remember(scope=f"cov{cls[0]}:u{number}:*", text=text)
+            result = services.remember(
+                principal=SYSTEM, scope=f"cov{cls[0]}:u{number}:*", text=text
+            )
             stored = len(result.records) >= needed if want_stored else bool(result.records)
             stored_total += stored
             tally = by_category[str(item["category"])]

@@ -4,7 +4,8 @@ Each endpoint validates the body (:mod:`memory.api_schemas`), checks the
 token's reach (:func:`aetnaweb.api.require`: 404 outside its subtree, 403
 without the capability) and calls the same service or selector the
 dashboard, the commands and the MCP server call. The audit actor is the
-token's label (``agent:<token name>``), so the chain says which credential
+token's label (``agent:<token name>``), set by the services from the principal
+(:func:`aetnaweb.access.audit_actor`), so the chain says which credential
 acted.
 """
 
@@ -95,10 +96,6 @@ def _code(exc: Exception) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
-def _actor(request: HttpRequest) -> str:
-    return principal_of(request).label
-
-
 # -- writes ---------------------------------------------------------------------------
 
 
@@ -128,7 +125,6 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
                 source_type=payload.source_type,
                 force=payload.force,
                 principal=principal_of(request),
-                actor=_actor(request),
             )
         return _created_if_stored(result.as_dict())
     if payload.key is None:
@@ -144,7 +140,6 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
             session_id=payload.session_id,
             turn_id=payload.turn_id,
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return _created_if_stored(result.as_dict())
 
@@ -170,7 +165,6 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
             session_id=payload.session_id,
             turn_id=payload.turn_id,
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return result.as_dict()
 
@@ -221,7 +215,6 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
             utterance=payload.utterance,
             expected_record_ids=payload.expected_record_ids,
             principal=principal_of(request),
-            actor=_actor(request),
         )
 
 
@@ -246,7 +239,6 @@ def propose(request: HttpRequest, payload: ProposeIn) -> Status[dict[str, Any]]:
             scope=payload.scope,
             facts=[fact.model_dump(exclude_none=True) for fact in payload.facts],
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return Status(201, result.as_dict())
 
@@ -270,7 +262,6 @@ def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, A
                 session_id=payload.session_id,
                 turn_id=payload.turn_id,
                 principal=principal_of(request),
-                actor=_actor(request),
             ),
         )
 
@@ -295,7 +286,6 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
             min_score=payload.min_score,
             session_id=payload.session_id,
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return result.as_dict()
 
@@ -319,7 +309,6 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
             min_score=payload.min_score,
             session_id=payload.session_id,
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return block.as_dict()
 
@@ -338,7 +327,6 @@ def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
             scope=payload.scope,
             max_chars=payload.max_chars,
             principal=principal_of(request),
-            actor=_actor(request),
         )
     return result.as_dict()
 

@@ -13,11 +13,15 @@ from ninja import Schema
 from pydantic import ConfigDict, Field
 
 from aetnaweb.api import ContextStr, ScopeStr
-from memory.extraction import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
-from memory.services import (
+from memory.limits import (
     MAX_FORGET_RECORDS,
+    MAX_KEY_CHARS,
     MAX_QUERY_CHARS,
     MAX_RECALL_LIMIT,
+    MAX_TEXT_CHARS,
+    MAX_VALUE_CHARS,
+)
+from memory.services import (
     MAX_UNPREVIEWED_FORGET,
     PERSONA_MAX_CHARS,
     RECALL_BLOCK_MIN_SCORE,

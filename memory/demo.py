@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
+from aetnaweb.access import SYSTEM
 from memory import services
 from memory.models import Episode
 
@@ -101,21 +102,32 @@ def seed_demo() -> DemoSummary:
         return DemoSummary(created=False)
     summary = DemoSummary(created=True)
     for scope, key, value in INHERITED_FACTS:
-        result = services.remember_fact(scope=scope, key=key, value=value, actor="system")
+        result = services.remember_fact(
+            principal=SYSTEM, scope=scope, key=key, value=value, actor="system"
+        )
         summary.records += len(result.records)
     for scope, session, text in CONVERSATIONS:
-        result = services.remember(scope=scope, text=text, session_id=session)
+        result = services.remember(principal=SYSTEM, scope=scope, text=text, session_id=session)
         summary.records += len(result.records)
     page = services.remember(
-        scope="acme:alice:apollo", text=POISONED_WEBPAGE, session_id="demo-alice-4"
+        principal=SYSTEM,
+        scope="acme:alice:apollo",
+        text=POISONED_WEBPAGE,
+        session_id="demo-alice-4",
     )
-    tool = services.remember(scope="acme:bob:zephyr", text=TOOL_RESULT, session_id="demo-bob-3")
+    tool = services.remember(
+        principal=SYSTEM, scope="acme:bob:zephyr", text=TOOL_RESULT, session_id="demo-bob-3"
+    )
     summary.quarantined = [*page.record_ids, *tool.record_ids]
     summary.records += len(summary.quarantined)
     summary.receipts.append(
-        services.forget(scope="acme:bob:*", utterance="Please forget my home address.")
+        services.forget(
+            principal=SYSTEM, scope="acme:bob:*", utterance="Please forget my home address."
+        )
     )
     for scope, query in RECALLS:
-        services.recall(scope=scope, query=query)
-    services.recall_block(scope="acme:alice:apollo", query="backup email and editor")
+        services.recall(principal=SYSTEM, scope=scope, query=query)
+    services.recall_block(
+        principal=SYSTEM, scope="acme:alice:apollo", query="backup email and editor"
+    )
     return summary

@@ -19,11 +19,9 @@ import unicodedata
 from dataclasses import dataclass
 
 from memory.errors import ExtractionError, SelectorError
+from memory.limits import MAX_KEY_CHARS, MAX_VALUE_CHARS
 from memory.models import SourceType
 
-MAX_TEXT_CHARS = 100_000
-MAX_KEY_CHARS = 200
-MAX_VALUE_CHARS = 10_000
 UNTRUSTED_CONFIDENCE_CAP = 0.3
 
 # -- where third-party content is ------------------------------------------

@@ -16,11 +16,15 @@ from django import forms
 
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
+from memory.limits import (
+    MAX_CONTEXT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_REASON_CHARS,
+    MAX_RECALL_LIMIT,
+    MAX_SELECTOR_CHARS,
+)
 from memory.models import SourceType, Status, TrustTier
 
-MAX_REASON_CHARS = 2000
-MAX_QUERY_CHARS = 10_000
-MAX_SELECTOR_CHARS = 1000
 MAX_RECEIPT_BYTES = 64 * 1024
 RECORD_ID_RE = re.compile(r"mem_[0-9a-f]{32}")
 EPISODE_ID_RE = re.compile(r"ep_[0-9a-f]{32}")
@@ -86,7 +90,7 @@ class RecordFilterForm(StorableTextMixin, forms.Form):
     status = _optional_choice(Status.choices, "status")
     source_type = _optional_choice(SourceType.choices, "source type")
     trust_tier = _optional_choice(TrustTier.choices, "trust tier")
-    session = forms.CharField(max_length=200, required=False, label="Session")
+    session = forms.CharField(max_length=MAX_CONTEXT_CHARS, required=False, label="Session")
     q = forms.CharField(max_length=200, required=False, label="Text contains")
     below = forms.BooleanField(required=False, label="Include the scopes below")
 
@@ -112,7 +116,7 @@ class RecallTestForm(StorableTextMixin, forms.Form):
         label="Query",
         help_text="What an agent would ask, e.g. 'which editor do I use?'",
     )
-    limit = forms.IntegerField(min_value=1, max_value=50, initial=5, label="Limit")
+    limit = forms.IntegerField(min_value=1, max_value=MAX_RECALL_LIMIT, initial=5, label="Limit")
     min_score = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.0, label="Minimum score")
 
 

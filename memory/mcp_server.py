@@ -46,8 +46,8 @@ from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from memory import selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
-from memory.extraction import MAX_TEXT_CHARS
-from memory.services import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, PERSONA_MAX_CHARS
+from memory.limits import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TEXT_CHARS
+from memory.services import PERSONA_MAX_CHARS
 
 # What an agent may do over MCP: the memory verbs and staging a plan. Audit
 # exports have their own interface (the HTTP API), and review and approval
@@ -197,7 +197,6 @@ def tool_registrar(
 
 def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> None:
     """Register the memory verbs ``principal`` may use at ``scope`` (the session's scope)."""
-    actor = principal.label
     at = str(scope)
     tool = tool_registrar(server, principal, scope)
 
@@ -237,7 +236,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 source_type=source_type,
                 force=force,
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -263,7 +261,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 kind=kind,
                 session_id=session_id,
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -290,7 +287,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 min_score=min_score,
                 session_id=session_id,
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -317,7 +313,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 min_score=min_score,
                 session_id=session_id,
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -339,7 +334,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 session_id=session_id,
                 turn_id=turn_id,
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -402,7 +396,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 utterance=utterance,
                 expected_record_ids=expected_record_ids,
                 principal=principal,
-                actor=actor,
             )
         )
 
@@ -457,7 +450,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 scope=at,
                 facts=[fact.model_dump(exclude_none=True) for fact in facts],
                 principal=principal,
-                actor=actor,
             ).as_dict()
         )
 
@@ -468,9 +460,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         """A bounded summary of the active facts visible here (this scope and its ancestors),
         one '- [record_id] fact' per line."""
         return _call(
-            lambda: services.persona(
-                scope=at, max_chars=max_chars, principal=principal, actor=actor
-            ).as_dict()
+            lambda: services.persona(scope=at, max_chars=max_chars, principal=principal).as_dict()
         )
 
     @tool(access.READ, "Conversation scenes", read_only=True)
@@ -507,7 +497,6 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 session_id=session_id,
                 turn_id=turn_id,
                 principal=principal,
-                actor=actor,
             )
         )
 
@@ -525,13 +514,10 @@ def add_memory_resources(server: MCPServer, principal: Principal, scope: Scope) 
     """
     if not access.may(principal, access.READ, scope):
         return
-    actor = principal.label
 
     def persona_text(at: str) -> str:
         def run() -> str:
-            return str(
-                services.persona(scope=at, principal=principal, actor=actor).as_dict()["text"]
-            )
+            return str(services.persona(scope=at, principal=principal).as_dict()["text"])
 
         return _resource_call(run)
 
@@ -539,9 +525,7 @@ def add_memory_resources(server: MCPServer, principal: Principal, scope: Scope) 
         def run() -> str:
             check_storable_text(query, "query")
             return str(
-                services.recall_block(
-                    scope=at, query=query, principal=principal, actor=actor
-                ).as_dict()["text"]
+                services.recall_block(scope=at, query=query, principal=principal).as_dict()["text"]
             )
 
         return _resource_call(run)

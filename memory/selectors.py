@@ -20,11 +20,12 @@ from django.db import connection
 from django.db.models import Sum
 
 from aetnaweb import access
-from aetnaweb.access import Principal
+from aetnaweb.access import SYSTEM, Principal
 from aetnaweb.scopes import WILDCARD, Scope
 from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
 from memory.errors import QueryError, RecordNotFound
+from memory.limits import MAX_PAGE
 from memory.models import (
     DeletionReceipt,
     Episode,
@@ -39,7 +40,6 @@ from memory.models import (
     TrustTier,
 )
 
-MAX_PAGE = 200
 CHAIN_STEPS = 50
 DETAIL_EVENTS = 200
 DETAIL_RECALLS = 50
@@ -593,7 +593,7 @@ def inspect(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
     episodes = Episode.objects.filter(scope=name).order_by("-id")[:INSPECT_ROWS]
     retrievals = RetrievalEvent.objects.filter(scope=name).order_by("-id")[:INSPECT_ROWS]
     events = AuditEvent.objects.filter(subject_id=name).order_by("-sequence")[:INSPECT_ROWS]
-    chain = verify_subject(name)
+    chain = verify_subject(name, principal=SYSTEM)
     return {
         "scope": name,
         "counts": _counts(ScopeStats.objects.filter(scope=name).first()),
@@ -615,7 +615,7 @@ def chain_status(principal: Principal, *, scope: Scope | str) -> dict[str, Any]:
     """Whether ``scope``'s audit chain verifies (as :func:`inspect` reports it): ok, events
     checked, first bad sequence and the reasons. Reveals no content, so readers may ask."""
     parsed = access.require(principal, access.READ, scope)
-    return verify_subject(str(parsed)).as_dict()
+    return verify_subject(str(parsed), principal=SYSTEM).as_dict()
 
 
 def chain_length(principal: Principal, *, scope: Scope | str) -> int:

@@ -13,10 +13,12 @@ same functions. Each one:
 - writes digests, IDs and fact slot names to the audit chain, never message
   text, fact values, queries or selectors.
 
-``principal`` defaults to the trusted in-process caller (management commands,
-scripts); ``actor`` is the audit label and defaults per verb (``user`` for
-remember and capture, ``agent`` for recall, the operator's username for an
-operator, ``system`` otherwise).
+``principal`` is required: commands, scripts and the demo pass the system
+principal explicitly (:data:`aetnaweb.access.SYSTEM`). The audit actor comes
+from :func:`aetnaweb.access.audit_actor`: a person or a token is recorded as
+itself whatever ``actor`` says; only the system principal may name one, and
+otherwise gets the verb's default (``user`` for remember and capture,
+``agent`` for recall, ``system`` otherwise).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from aetnaweb import access
-from aetnaweb.access import Principal, system_principal
+from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
@@ -54,7 +56,6 @@ from memory.errors import (
     SelectorError,
 )
 from memory.extraction import (
-    MAX_TEXT_CHARS,
     SAY_WHAT_TO_FORGET,
     UNTRUSTED_CONFIDENCE_CAP,
     Candidate,
@@ -68,6 +69,20 @@ from memory.extraction import (
     selector_needle,
     utterance_needle,
     word_tokens,
+)
+from memory.limits import (
+    MAX_BLOCK_CHARS,
+    MAX_CONTEXT_CHARS,
+    MAX_FACT_CONTENT_CHARS,
+    MAX_FACT_EVIDENCE,
+    MAX_FORGET_RECORDS,
+    MAX_KEY_CHARS,
+    MAX_KIND_CHARS,
+    MAX_PROPOSED_FACTS,
+    MAX_QUERY_CHARS,
+    MAX_REASON_CHARS,
+    MAX_RECALL_LIMIT,
+    MAX_TEXT_CHARS,
 )
 from memory.models import (
     DeletionReceipt,
@@ -108,12 +123,8 @@ __all__ = [
     "scenes",
 ]
 
-SYSTEM = system_principal()
-
 # Recall (memory-engine.md "Recall").
 CANDIDATE_LIMIT = 50  # candidates asked of the index, and logged, per recall
-MAX_RECALL_LIMIT = 50
-MAX_QUERY_CHARS = 10_000
 RELEVANCE_WEIGHT = 0.75
 TRUST_WEIGHT = 0.15
 RECENCY_WEIGHT = 0.10
@@ -125,7 +136,6 @@ TRUST_SCORES: dict[str, float] = {
 RECALL_BLOCK_MIN_SCORE = 0.3
 PERSONA_MAX_CHARS = 1500
 PERSONA_MAX_LINES = 200
-MAX_FORGET_RECORDS = 1000
 # A forget that would purge more records than this (lineage included) must
 # carry the previewed IDs (expected_record_ids): a broad needle is never
 # applied blind.
@@ -136,7 +146,6 @@ MATCH_CHUNK = 2000
 MATCHABLE = (Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED)
 SCENES_LIMIT = 20
 SCENE_ITEMS_LIMIT = 50
-MAX_CONTEXT_CHARS = 200
 CAPTURE_EVENT_TYPES = {
     "assistant": "agent.assistant_message",
     "tool_call": "agent.tool_call",
@@ -307,14 +316,6 @@ class Scene(_AsDict):
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def _actor(actor: str | None, principal: Principal, fallback: str) -> str:
-    if actor:
-        return actor
-    if principal.is_operator:
-        return principal.label
-    return fallback
 
 
 def _context(name: str, value: str | None) -> str:
@@ -612,7 +613,7 @@ def remember(
     turn_id: str | None = None,
     source_type: str | None = None,
     force: bool = False,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
     """Store a message as an episode and the facts it states at exactly ``scope``.
@@ -638,7 +639,7 @@ def remember(
             # A forced note from third-party content is still third-party content.
             note = forced_note("\n".join(reading.texts))
             candidates = [note] if note else []
-    actor_label = _actor(actor, principal, "user")
+    actor_label = access.audit_actor(principal, actor, default="user")
     trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
 
     lock_subject(str(parsed))
@@ -718,7 +719,7 @@ def remember_fact(
     kind: str | None = None,
     session_id: str | None = None,
     turn_id: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
     """Store an explicit key/value fact as a trusted active record with ``fact_key`` = key.
@@ -728,8 +729,8 @@ def remember_fact(
     parsed = access.require(principal, access.WRITE, scope)
     candidate = explicit_fact(key, value)
     kind_label = kind or ""
-    if not isinstance(kind_label, str) or len(kind_label) > 64:
-        raise ExtractionError("a fact kind must be text of at most 64 characters")
+    if not isinstance(kind_label, str) or len(kind_label) > MAX_KIND_CHARS:
+        raise ExtractionError(f"a fact kind must be text of at most {MAX_KIND_CHARS} characters")
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     lock_subject(str(parsed))
@@ -742,7 +743,7 @@ def remember_fact(
         episode=None,
         session_id=session,
         turn_id=turn,
-        actor=_actor(actor, principal, "user"),
+        actor=access.audit_actor(principal, actor, default="user"),
         now=timezone.now(),
         tally=tally,
         kind=kind_label,
@@ -973,7 +974,7 @@ def recall(
     limit: int = 5,
     min_score: float = 0.0,
     session_id: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> RecallResult:
     """Top ``limit`` active records visible from ``scope`` (itself and its ancestors), scored.
@@ -987,7 +988,7 @@ def recall(
     limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
-    actor_label = _actor(actor, principal, "agent")
+    actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(parsed, query, limit, threshold)
     event, audit_event = _log_retrieval(
         scope=parsed,
@@ -1019,7 +1020,7 @@ def recall_block(
     max_chars: int = 2000,
     min_score: float = RECALL_BLOCK_MIN_SCORE,
     session_id: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> RecallBlock:
     """A ``<relevant_memories>`` block of at most ``max_items`` lines and ``max_chars`` characters.
@@ -1030,10 +1031,10 @@ def recall_block(
     parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
-    max_chars = _check_limit("max_chars", max_chars, 100_000)
+    max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
-    actor_label = _actor(actor, principal, "agent")
+    actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(parsed, query, max_items, threshold)
     header, footer = "<relevant_memories>\n", "</relevant_memories>"
     lines: list[str] = []
@@ -1416,7 +1417,7 @@ def forget_preview(
     selector: str | None = None,
     record_ids: Sequence[str] | None = None,
     utterance: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
 ) -> ForgetPreview:
     """Exactly the records (and source episodes) a forget with these arguments would purge.
 
@@ -1456,7 +1457,7 @@ def forget(
     record_ids: Sequence[str] | None = None,
     utterance: str | None = None,
     expected_record_ids: Sequence[str] | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
     """Purge the matching records at exactly ``scope`` with their whole lineage; return the receipt.
@@ -1475,7 +1476,7 @@ def forget(
     one event commits even though the call raises; nothing else is written).
     """
     parsed = access.require(principal, access.FORGET, scope)
-    actor_label = _actor(actor, principal, "user")
+    actor_label = access.audit_actor(principal, actor, default="user")
     try:
         return _forget_apply(
             parsed,
@@ -1590,8 +1591,8 @@ def _require_quarantined(record: Record, verb: str) -> None:
 def _reason_payload(reason: str | None) -> dict[str, Any]:
     if reason is None or reason == "":
         return {}
-    if not isinstance(reason, str) or len(reason) > 2000:
-        raise RecordStateError("a reason must be text of at most 2000 characters")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise RecordStateError(f"a reason must be text of at most {MAX_REASON_CHARS} characters")
     # The reason may quote content, so the chain keeps its digest only.
     return {"reason_sha256": sha256_text(reason)}
 
@@ -1603,7 +1604,7 @@ def promote(
     scope: Scope | str,
     record_id: str,
     reason: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> PromoteResult:
     """Make a quarantined record at ``scope`` active and ``user_confirmed``.
@@ -1630,7 +1631,7 @@ def promote(
     event = _audit(
         scope=parsed,
         event_type="memory.record_promoted",
-        actor=_actor(actor, principal, "system"),
+        actor=access.audit_actor(principal, actor, default="system"),
         payload={
             "record_id": record.record_id,
             "status": Status.ACTIVE,
@@ -1660,7 +1661,7 @@ def reject(
     scope: Scope | str,
     record_id: str,
     reason: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
     """Purge a quarantined record at ``scope`` the way forget does; return the deletion receipt."""
@@ -1675,7 +1676,7 @@ def reject(
     event = _audit(
         scope=parsed,
         event_type="memory.record_rejected",
-        actor=_actor(actor, principal, "system"),
+        actor=access.audit_actor(principal, actor, default="system"),
         payload={
             "record_id": record.record_id,
             "selector_sha256": selector_sha256,
@@ -1727,7 +1728,7 @@ def decide_source(
     episode_id: str,
     decisions: dict[str, str],
     reason: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> SourceDecision:
     """Promote or reject every quarantined fact extracted from one source message, together.
@@ -1787,8 +1788,15 @@ def _check_evidence(scope: Scope, evidence: Any) -> tuple[list[str], str, str]:
     """Return (evidence IDs, rejection code, message); code is "" when acceptable."""
     if not isinstance(evidence, list) or not evidence:
         return [], "no_evidence", "cite at least one episode or record ID of this scope as evidence"
-    if not all(isinstance(item, str) and item for item in evidence) or len(evidence) > 100:
-        return [], "bad_evidence", "evidence must be a list of at most 100 episode or record IDs"
+    if (
+        not all(isinstance(item, str) and item for item in evidence)
+        or len(evidence) > MAX_FACT_EVIDENCE
+    ):
+        return (
+            [],
+            "bad_evidence",
+            f"evidence must be a list of at most {MAX_FACT_EVIDENCE} episode or record IDs",
+        )
     ids = list(dict.fromkeys(evidence))
     episodes = dict(
         Episode.objects.filter(scope=str(scope), episode_id__in=ids).values_list(
@@ -1822,7 +1830,7 @@ def propose_facts(
     *,
     scope: Scope | str,
     facts: Sequence[dict[str, Any]],
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> ProposeResult:
     """Accept outside proposals that cite this scope's episodes or records, into quarantine.
@@ -1834,9 +1842,9 @@ def propose_facts(
     parsed = access.require(principal, access.PROPOSE, scope)
     if not isinstance(facts, list | tuple) or not facts:
         raise ProposalError("facts must be a non-empty list of objects")
-    if len(facts) > 500:
-        raise ProposalError("at most 500 facts per proposal")
-    actor_label = _actor(actor, principal, "system")
+    if len(facts) > MAX_PROPOSED_FACTS:
+        raise ProposalError(f"at most {MAX_PROPOSED_FACTS} facts per proposal")
+    actor_label = access.audit_actor(principal, actor, default="system")
     lock_subject(str(parsed))
     now = timezone.now()
     accepted: list[StoredRecord] = []
@@ -1850,14 +1858,22 @@ def propose_facts(
             )
             continue
         content = fact.get("content")
-        if not isinstance(content, str) or not content.strip() or len(content) > 10_000:
+        if (
+            not isinstance(content, str)
+            or not content.strip()
+            or len(content) > MAX_FACT_CONTENT_CHARS
+        ):
             rejected.append(
-                _proposal_rejection(index, "bad_content", "content must be 1 to 10000 characters")
+                _proposal_rejection(
+                    index,
+                    "bad_content",
+                    f"content must be 1 to {MAX_FACT_CONTENT_CHARS} characters",
+                )
             )
             continue
         content = " ".join(content.split())
         key = fact.get("fact_key") or ""
-        if not isinstance(key, str) or len(key) > 200:
+        if not isinstance(key, str) or len(key) > MAX_KEY_CHARS:
             rejected.append(
                 _proposal_rejection(index, "bad_fact_key", "fact_key must be short text")
             )
@@ -1909,7 +1925,7 @@ def propose_facts(
 @storable_text_arguments
 @transaction.atomic
 def consolidate(
-    *, scope: Scope | str, principal: Principal = SYSTEM, actor: str | None = None
+    *, scope: Scope | str, principal: Principal, actor: str | None = None
 ) -> ConsolidateResult:
     """Collapse duplicate active contents and leave one active record per ``fact_key`` at ``scope``.
 
@@ -1958,7 +1974,7 @@ def consolidate(
     event = _audit(
         scope=parsed,
         event_type="memory.consolidated",
-        actor=_actor(actor, principal, "system"),
+        actor=access.audit_actor(principal, actor, default="system"),
         payload={"duplicates": collapsed, "fact_keys": keys, "superseded_count": len(retired)},
         mentions=retired_ids,
     )
@@ -1974,7 +1990,7 @@ def persona(
     *,
     scope: Scope | str,
     max_chars: int = PERSONA_MAX_CHARS,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> Persona:
     """A bounded text of the active facts visible from ``scope``; building it is audited.
@@ -1984,7 +2000,7 @@ def persona(
     content`` line each, cut at ``max_chars``.
     """
     parsed = access.require_act(principal, access.READ, scope)
-    max_chars = _check_limit("max_chars", max_chars, 100_000)
+    max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
     visible = parsed.visible_strings()
     depth = {name: index for index, name in enumerate(visible)}  # 0 = nearest
     keyed_rows = (
@@ -2015,7 +2031,7 @@ def persona(
     event = _audit(
         scope=parsed,
         event_type="memory.persona_built",
-        actor=_actor(actor, principal, "agent"),
+        actor=access.audit_actor(principal, actor, default="agent"),
         payload={"record_ids": record_ids, "persona_sha256": persona_sha256, "chars": len(text)},
         mentions=record_ids,
     )
@@ -2029,7 +2045,7 @@ def scenes(
     scope: Scope | str,
     limit: int = SCENES_LIMIT,
     after: int | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
 ) -> list[Scene]:
     """One scene per session at exactly ``scope``, newest first, with its episodes and records.
 
@@ -2096,7 +2112,7 @@ def capture(
     content: str,
     session_id: str | None = None,
     turn_id: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> CaptureResult:
     """A host's turn hook: a ``user`` turn is remembered; agent turns leave digests only.
@@ -2126,7 +2142,7 @@ def capture(
     event = _audit(
         scope=parsed,
         event_type=CAPTURE_EVENT_TYPES[role],
-        actor=_actor(actor, principal, "agent"),
+        actor=access.audit_actor(principal, actor, default="agent"),
         payload={"role": role, "content_sha256": sha256_text(content), "chars": len(content)},
         session_id=session,
         turn_id=turn,
@@ -2143,7 +2159,7 @@ def log_action(
     payload: dict[str, Any],
     session_id: str | None = None,
     turn_id: str | None = None,
-    principal: Principal = SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
     """Append the caller's ``agent.*`` event to the scope's chain, as ``agent.log.*``.
@@ -2162,7 +2178,7 @@ def log_action(
             subject=parsed,
             event_type=event_type,
             payload=payload,
-            actor=_actor(actor, principal, "agent"),
+            actor=access.audit_actor(principal, actor, default="agent"),
             session_id=session or None,
             turn_id=turn or None,
             principal=principal,
@@ -2181,6 +2197,6 @@ def log_action(
 # -- inspection (a read, here for the API's convenience) ------------------------------------
 
 
-def inspect(*, scope: Scope | str, principal: Principal = SYSTEM) -> dict[str, Any]:
+def inspect(*, scope: Scope | str, principal: Principal) -> dict[str, Any]:
     """Records (all statuses), episodes, retrieval events, audit events and chain status at ``scope``."""
     return selectors.inspect(principal, scope=scope)

@@ -56,6 +56,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.grants import grant_role
 from aetnaweb.scopes import Scope
 
@@ -83,7 +84,7 @@ def make_operator(
             username=username, password=password, is_staff=is_staff
         )
     for scope, role in grants:
-        grant_role(user=user, scope=scope, role=role)
+        grant_role(principal=SYSTEM, user=user, scope=scope, role=role)
     return user
 
 

@@ -110,7 +110,12 @@ def scripted(actions_root: Path):
 def stage_and_approve(operations: list, principal: access.Principal, **kwargs) -> str:
     from actions import services
 
-    patch = services.stage(scope=kwargs.pop("scope", SCOPE), operations=operations, **kwargs)
+    patch = services.stage(
+        scope=kwargs.pop("scope", SCOPE),
+        operations=operations,
+        principal=kwargs.pop("principal", access.SYSTEM),
+        **kwargs,
+    )
     services.approve(transaction_id=patch["transaction_id"], principal=principal)
     return patch["transaction_id"]
 

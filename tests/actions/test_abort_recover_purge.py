@@ -17,6 +17,7 @@ from actions.models import (
 )
 from actions.verification import verify_action
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import (
@@ -35,9 +36,9 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.parametrize("state", ["staged", "awaiting_approval", "approved"])
 def test_abort_from_each_open_state_ab1_ab2(actions_root, approval_key, approver_principal, state):
     mode = "preview" if state == "staged" else "enforce"
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")], mode=mode)[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], mode=mode
+    )["transaction_id"]
     if state == "approved":
         services.approve(transaction_id=txn_id, principal=approver_principal)
     result = services.abort(transaction_id=txn_id, principal=approver_principal, reason="not today")
@@ -53,15 +54,19 @@ def test_abort_from_each_open_state_ab1_ab2(actions_root, approval_key, approver
 
 
 def test_abort_by_trusted_caller_defaults_actor_user_ab2(actions_root):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
-    services.abort(transaction_id=txn_id)
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
+    services.abort(principal=SYSTEM, transaction_id=txn_id)
     assert AuditEvent.objects.get(event_type="action.aborted").actor == "user"
 
 
 def test_abort_twice_and_after_commit_is_refused_ab1(
     actions_root, approval_key, approver_principal
 ):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     services.abort(transaction_id=txn_id, principal=approver_principal)
     before = table_counts()
     with pytest.raises(ActionStateError, match="cannot abort from aborted"):
@@ -74,7 +79,9 @@ def test_abort_twice_and_after_commit_is_refused_ab1(
 
 
 def test_deny_records_reason_text_on_row_and_only_digest_in_audit(actions_root, approver_principal):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     services.deny(
         transaction_id=txn_id, reason="touches the payroll file", principal=approver_principal
     )
@@ -86,7 +93,9 @@ def test_deny_records_reason_text_on_row_and_only_digest_in_audit(actions_root, 
 
 
 def test_deny_needs_a_reason_and_approve_capability(actions_root, django_user_model):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-viewer-1")
     grant(viewer, "acme:*:*", Role.VIEWER)
     before = table_counts()
@@ -228,7 +237,9 @@ def test_purging_an_open_transaction_is_refused_decision4(
 def test_purge_needs_approve_capability(
     actions_root, approval_key, approver_principal, django_user_model
 ):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     services.abort(transaction_id=txn_id, principal=approver_principal)
     viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-viewer-1")
     grant(viewer, SCOPE, Role.VIEWER)
@@ -240,9 +251,11 @@ def test_purge_needs_approve_capability(
 def test_rewriting_a_payload_clears_purged_at_pg4(actions_root):
     from actions.services import _store_payload
 
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
-    services.abort(transaction_id=txn_id)
-    services.purge_payloads(transaction_id=txn_id)
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
+    services.abort(principal=SYSTEM, transaction_id=txn_id)
+    services.purge_payloads(principal=SYSTEM, transaction_id=txn_id)
     row = ActionPayload.objects.get(transaction_id=txn_id)
     _store_payload(ActionTransaction.objects.get(pk=txn_id), row.operation_id, row.kind, {"a": 1})
     row.refresh_from_db()

@@ -20,6 +20,7 @@ from actions.errors import (
 )
 from actions.models import ActionApproval, ActionTransaction
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, Role
 from audit.canonical import digest
 from audit.models import AuditEvent
@@ -28,7 +29,9 @@ from tests.actions.conftest import APPROVAL_KEY, SCOPE, grant, sha, table_counts
 
 @pytest.fixture
 def staged(actions_root) -> str:
-    return services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    return services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
 
 
 def _authority() -> ApprovalAuthority:
@@ -206,7 +209,9 @@ def test_staged_preview_plans_cannot_be_approved_ap3(
     actions_root, approval_key, approver_principal
 ):
     op = write_op("a.txt", "x")
-    txn_id = services.stage(scope=SCOPE, operations=[op], mode="preview")["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="preview")[
+        "transaction_id"
+    ]
     with pytest.raises(ActionStateError, match="is staged, not awaiting_approval"):
         services.approve(transaction_id=txn_id, principal=approver_principal)
 
@@ -261,7 +266,9 @@ def test_operator_named_like_the_proposing_actor_is_refused(
 ):
     user = django_user_model.objects.create_user(username="agent", password="pw-agent-user-1")
     grant(user, "acme:*:*", Role.APPROVER)
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     with pytest.raises(SeparationOfDutiesError):
         services.approve(transaction_id=txn_id, principal=access.operator_principal(user))
 

@@ -31,6 +31,7 @@ from actions.models import (
 )
 from actions.verification import verify_action
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import (
@@ -123,16 +124,18 @@ def test_exact_plan_approval_commit_and_receipt(actions_root, approval_key, appr
 
 
 def test_commit_needs_enforce_mode_cm1(actions_root, approval_key, approver_principal):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")], mode="preview")[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], mode="preview"
+    )["transaction_id"]
     with pytest.raises(ActionStateError, match="observe and preview plans cannot execute"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
     assert not (actions_root / "a.txt").exists()
 
 
 def test_commit_needs_approved_state_cm2(actions_root, approval_key, approver_principal):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     with pytest.raises(ActionStateError, match="is awaiting_approval, not approved"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
     services.approve(transaction_id=txn_id, principal=approver_principal)
@@ -171,7 +174,9 @@ def test_payload_edited_in_database_prevents_execution(
 
 
 def test_missing_recorded_approval_cm4(actions_root, approval_key, approver_principal):
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])["transaction_id"]
+    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
+        "transaction_id"
+    ]
     ActionTransaction.objects.filter(pk=txn_id).update(state="approved")
     with pytest.raises(ActionStateError, match="transaction has no recorded approval"):
         services.commit(transaction_id=txn_id, principal=approver_principal)

@@ -20,6 +20,7 @@ from actions import services
 from actions.errors import ActionStateError
 from actions.models import ActionAttempt, ActionOperation, ActionTransaction
 from actions.verification import verify_action
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.verification import verify_subject
 from tests.actions.conftest import (
@@ -44,8 +45,9 @@ from tests.actions.fakes import register_scripted
 register_scripted(os.environ["AETNAWEB_ACTIONS_ROOT"])
 from actions import services
 from actions.errors import ActionError
+from aetnaweb.access import SYSTEM
 try:
-    result = services.commit(transaction_id=sys.argv[1])
+    result = services.commit(transaction_id=sys.argv[1], principal=SYSTEM)
     print("RESULT", result["transaction"]["state"], flush=True)
 except ActionError as exc:
     print("REFUSED", type(exc).__name__, exc, flush=True)
@@ -151,5 +153,5 @@ def test_two_processes_committing_at_once_cannot_both_win(
     # And the effect ran once, the chain did not fork, the transaction verifies
     assert (scripted / "executions.log").read_text().count("\n") == 1
     assert AuditEvent.objects.filter(record_id=txn_id, event_type="action.committing").count() == 1
-    assert verify_subject(SCOPE).ok
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
     assert verify_action(txn_id)["valid"]

@@ -11,6 +11,7 @@ import pytest
 from actions import services
 from actions.errors import JournalError
 from actions.models import ActionTransaction
+from aetnaweb.access import SYSTEM
 from audit.canonical import digest
 from audit.models import AuditEvent
 from audit.verification import verify_subject
@@ -94,8 +95,8 @@ def test_source_import_is_digest_only_and_idempotent(tmp_path):
     # T-15: Given a journal with one transaction holding private details
     journal = make_journal(tmp_path / "journal.sqlite3")
     # When it is imported twice
-    first = services.import_journal(scope=SCOPE, path=journal)
-    second = services.import_journal(scope=SCOPE, path=journal)
+    first = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
+    second = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
     # Then the first imports one transaction and the second skips it
     assert len(first["imported"]) == 1 and first["skipped_transaction_ids"] == []
     assert second["imported"] == [] and second["skipped_transaction_ids"] == ["txn-1"]
@@ -117,13 +118,15 @@ def test_source_import_is_digest_only_and_idempotent(tmp_path):
     ):
         assert secret not in dump
     # And the chain is valid, and no action rows were created (IJ-5)
-    assert verify_subject(SCOPE).ok
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
     assert ActionTransaction.objects.count() == 0
 
 
 def test_import_payload_shape_ij4_ij5(tmp_path):
     journal = make_journal(tmp_path / "journal.sqlite3")
-    result = services.import_journal(scope=SCOPE, path=journal, source_id="ops-journal")
+    result = services.import_journal(
+        principal=SYSTEM, scope=SCOPE, path=journal, source_id="ops-journal"
+    )
     event = AuditEvent.objects.get()
     payload = json.loads(event.payload)
     assert result == {
@@ -170,16 +173,18 @@ def test_transactions_are_read_in_created_order_ij3(tmp_path):
         ],
         effects=[],
     )
-    result = services.import_journal(scope=SCOPE, path=journal)
+    result = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
     assert [item["source_transaction_id"] for item in result["imported"]] == ["z", "a", "b"]
     # Another source with the same transaction IDs is not a duplicate
-    other = services.import_journal(scope=SCOPE, path=journal, source_id="another journal")
+    other = services.import_journal(
+        principal=SYSTEM, scope=SCOPE, path=journal, source_id="another journal"
+    )
     assert len(other["imported"]) == 3
 
 
 def test_missing_file_ij1(tmp_path):
     with pytest.raises(FileNotFoundError):
-        services.import_journal(scope=SCOPE, path=tmp_path / "nope.sqlite3")
+        services.import_journal(principal=SYSTEM, scope=SCOPE, path=tmp_path / "nope.sqlite3")
     assert issubclass(JournalError, ValueError)
 
 
@@ -188,21 +193,21 @@ def test_incompatible_schema_writes_nothing_ij2(tmp_path):
     bare = tmp_path / "bare.sqlite3"
     sqlite3.connect(bare).execute("CREATE TABLE transactions (txn_id)").connection.close()
     with pytest.raises(ValueError, match="not a compatible transaction journal; missing tables"):
-        services.import_journal(scope=SCOPE, path=bare)
+        services.import_journal(principal=SYSTEM, scope=SCOPE, path=bare)
     partial = make_journal(tmp_path / "partial.sqlite3", drop_column="client_id")
     with pytest.raises(ValueError, match=r"missing columns.*client_id"):
-        services.import_journal(scope=SCOPE, path=partial)
+        services.import_journal(principal=SYSTEM, scope=SCOPE, path=partial)
     text = tmp_path / "text.sqlite3"
     text.write_text("this is not a database at all")
     with pytest.raises(ValueError, match="not a compatible transaction journal"):
-        services.import_journal(scope=SCOPE, path=text)
+        services.import_journal(principal=SYSTEM, scope=SCOPE, path=text)
     assert table_counts() == before
 
 
 def test_journal_is_opened_read_only(tmp_path):
     journal = make_journal(tmp_path / "journal.sqlite3")
     before = journal.read_bytes()
-    services.import_journal(scope=SCOPE, path=journal)
+    services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
     assert journal.read_bytes() == before
 
 

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actions import services
+from aetnaweb.access import SYSTEM
 from tests.actions.conftest import SCOPE, audit_dump, stage_and_approve, write_op
 
 # A marker no structural text contains, then anything: a leak would show the marker
@@ -33,7 +34,9 @@ def test_no_content_before_image_or_reason_in_the_audit_table(
     txn_id = stage_and_approve([write_op("file.txt", after)], approver_principal)
     # When it is committed, and another such plan is denied with a reason
     services.commit(transaction_id=txn_id, principal=approver_principal)
-    other = services.stage(scope=SCOPE, operations=[write_op("file.txt", before)])["transaction_id"]
+    other = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("file.txt", before)]
+    )["transaction_id"]
     services.deny(transaction_id=other, reason=reason, principal=approver_principal)
     # Then neither content, nor the before-image (plain or base64), nor the reason is audited
     dump = audit_dump()

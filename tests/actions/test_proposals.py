@@ -7,6 +7,7 @@ import pytest
 from actions import services
 from actions.errors import ActionInputError, ActionPolicyViolation
 from actions.proposals import DEFAULT_POLICY, EvidenceRef, GuardPolicy, OperationProposal
+from aetnaweb.access import SYSTEM
 from tests.actions.conftest import SCOPE, sha, table_counts, write_op
 
 
@@ -120,7 +121,7 @@ def test_untrusted_evidence_may_not_authorize(actions_root):
     before = table_counts()
     # When it is staged, Then the policy refuses it
     with pytest.raises(ActionPolicyViolation, match="may inform but cannot authorize"):
-        services.stage(scope=SCOPE, operations=[op])
+        services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
     # And nothing was persisted, not even an audit event
     assert table_counts() == before
     assert services.ActionTransaction.objects.count() == 0

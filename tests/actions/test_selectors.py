@@ -6,6 +6,7 @@ import pytest
 
 from actions import selectors, services
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role
 from tests.actions.conftest import grant, stage_and_approve, write_op
 from tests.actions.fakes import scripted_op, set_script
@@ -14,7 +15,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _stage(scope: str, path: str = "a.txt", content: str = "x") -> str:
-    return services.stage(scope=scope, operations=[write_op(path, content)])["transaction_id"]
+    return services.stage(principal=SYSTEM, scope=scope, operations=[write_op(path, content)])[
+        "transaction_id"
+    ]
 
 
 def _operator(django_user_model, name: str, *grants: tuple[str, str]) -> access.Principal:
@@ -129,7 +132,12 @@ def test_approval_queue_only_where_principal_may_approve(
 ):
     waiting = _stage("acme:alice:proj")
     _stage("globex:bob:proj")
-    services.stage(scope="acme:alice:proj", operations=[write_op("p.txt", "x")], mode="preview")
+    services.stage(
+        principal=SYSTEM,
+        scope="acme:alice:proj",
+        operations=[write_op("p.txt", "x")],
+        mode="preview",
+    )
     queue = selectors.approval_queue(approver_principal)
     assert [item["transaction_id"] for item in queue] == [waiting]
     assert queue[0]["operation_count"] == 1

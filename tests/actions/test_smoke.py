@@ -3,12 +3,15 @@ from __future__ import annotations
 import pytest
 
 from actions import selectors, services
+from aetnaweb.access import SYSTEM
 from tests.actions.conftest import SCOPE, write_op
 
 
 @pytest.mark.django_db
 def test_stage_approve_commit_smoke(actions_root, approval_key, approver_principal):
-    patch = services.stage(scope=SCOPE, operations=[write_op("notes.txt", "hello")])
+    patch = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("notes.txt", "hello")]
+    )
     assert patch["state"] == "awaiting_approval"
     services.approve(transaction_id=patch["transaction_id"], principal=approver_principal)
     result = services.commit(transaction_id=patch["transaction_id"], principal=approver_principal)

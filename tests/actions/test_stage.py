@@ -19,6 +19,7 @@ from actions.models import (
 )
 from actions.verification import recompute_plan
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, Role
 from audit.canonical import digest
 from audit.models import AuditEvent
@@ -52,7 +53,7 @@ from tests.factories import authorizing_episode_id
 def test_rejections_in_order_write_nothing_p1_p6(actions_root, operations, mode, message):
     before = table_counts()
     with pytest.raises(ValueError, match=message):
-        services.stage(scope=SCOPE, operations=operations, mode=mode)
+        services.stage(principal=SYSTEM, scope=SCOPE, operations=operations, mode=mode)
     assert table_counts() == before
 
 
@@ -60,7 +61,7 @@ def test_rejections_in_order_write_nothing_p1_p6(actions_root, operations, mode,
 def test_unknown_adapter_is_a_key_error_p4(actions_root):
     op = {**write_op("a.txt", "x"), "adapter": "teleporter"}
     with pytest.raises(KeyError, match="no guarded-action adapter registered as 'teleporter'"):
-        services.stage(scope=SCOPE, operations=[op])
+        services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
     assert issubclass(AdapterNotRegistered, KeyError)
     assert ActionTransaction.objects.count() == 0
 
@@ -70,6 +71,7 @@ def test_adapter_prepare_failure_writes_nothing_p6(actions_root):
     before = table_counts()
     with pytest.raises(ValueError, match="escapes the configured root"):
         services.stage(
+            principal=SYSTEM,
             scope=SCOPE,
             operations=[write_op("ok.txt", "x", key="a"), write_op("../x", "y", key="b")],
         )
@@ -89,7 +91,7 @@ def test_mismatched_prepared_operation_is_refused_p4(actions_root):
         registered_adapter("filesystem", lambda: Renaming(actions_root)),
         pytest.raises(ActionInputError, match="mismatched prepared operation"),
     ):
-        services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])
+        services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])
     assert ActionTransaction.objects.count() == 0
 
 
@@ -102,7 +104,7 @@ def test_stable_dependency_order_and_ordinals_p2(actions_root):
         write_op("b.txt", "b", key="b"),
         write_op("d.txt", "d", key="d"),
     ]
-    patch = services.stage(scope=SCOPE, operations=ops)
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=ops)
     assert [op["key"] for op in patch["operations"]] == ["a", "b", "c", "d"]
     assert [op["ordinal"] for op in patch["operations"]] == [0, 1, 2, 3]
     by_key = {op["key"]: op for op in patch["operations"]}
@@ -114,7 +116,7 @@ def test_stable_dependency_order_and_ordinals_p2(actions_root):
 @pytest.mark.django_db
 def test_ids_digests_and_idempotency_keys_p3_p5_c3(actions_root):
     (actions_root / "a.txt").write_text("old")
-    patch = services.stage(scope=SCOPE, operations=[write_op("./a.txt", "new")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("./a.txt", "new")])
     txn_id = patch["transaction_id"]
     assert txn_id.startswith("act_") and len(txn_id) == 4 + 32
     op = ActionOperation.objects.get(transaction_id=txn_id)
@@ -146,7 +148,11 @@ def test_ids_digests_and_idempotency_keys_p3_p5_c3(actions_root):
 @pytest.mark.django_db
 def test_plan_hash_is_over_the_world_patch_body_p7_f1(actions_root):
     patch = services.stage(
-        scope=SCOPE, operations=[write_op("a.txt", "x")], session_id="s1", turn_id=3
+        principal=SYSTEM,
+        scope=SCOPE,
+        operations=[write_op("a.txt", "x")],
+        session_id="s1",
+        turn_id=3,
     )
     txn = ActionTransaction.objects.get(pk=patch["transaction_id"])
     body = recompute_plan(txn)
@@ -196,7 +202,7 @@ def test_evidence_is_sorted_in_the_plan_f1(actions_root):
         {"kind": "doc", "ref_id": "b", "digest": sha("b")},
         op["evidence"][0],
     ]
-    patch = services.stage(scope=SCOPE, operations=[op])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
     relations = [(e["relation"], e["kind"]) for e in patch["operations"][0]["evidence"]]
     assert relations == [
         ("authorized_by", "episode"),
@@ -208,6 +214,7 @@ def test_evidence_is_sorted_in_the_plan_f1(actions_root):
 @pytest.mark.django_db
 def test_one_transaction_writes_rows_and_proposed_event_p8_ae1(actions_root):
     patch = services.stage(
+        principal=SYSTEM,
         scope=SCOPE,
         operations=[write_op("a.txt", "top secret words")],
         session_id="sess",
@@ -244,13 +251,15 @@ def test_one_transaction_writes_rows_and_proposed_event_p8_ae1(actions_root):
 
 @pytest.mark.django_db
 def test_turn_id_string_is_kept_p9(actions_root):
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")], turn_id="turn-9")
+    patch = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], turn_id="turn-9"
+    )
     assert ActionTransaction.objects.get(pk=patch["transaction_id"]).turn_id == "turn-9"
 
 
 @pytest.mark.django_db
 def test_world_patch_return_value_p10(actions_root):
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])
     assert set(patch) == {
         "transaction_id",
         "subject_id",
@@ -268,8 +277,8 @@ def test_observe_records_patch_and_evidence_only_preview_keeps_payload_e1_decisi
     # Given informed_by evidence only (enough outside enforce mode)
     op = write_op("a.txt", "x")
     op["evidence"] = [{"kind": "doc", "ref_id": "d", "digest": sha("d")}]
-    observed = services.stage(scope=SCOPE, operations=[op], mode="observe")
-    previewed = services.stage(scope=SCOPE, operations=[op], mode="preview")
+    observed = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="observe")
+    previewed = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="preview")
     # Then both are staged, neither awaits approval
     assert observed["state"] == previewed["state"] == "staged"
     # And observe keeps no prepared payload, preview does (the reviewer's diff)
@@ -289,7 +298,7 @@ def test_read_only_in_enforce_needs_no_authority_but_awaits_approval_po2(scripte
 
     op = scripted_op("k", "v", effect_class="read_only")
     op["evidence"] = []
-    patch = services.stage(scope=SCOPE, operations=[op])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
     assert patch["state"] == "awaiting_approval"
 
 
@@ -300,7 +309,9 @@ def test_unknown_effect_class_from_adapter_fails_closed_po2(scripted):
 
     with pytest.raises(ActionPolicyViolation, match="unknown effects fail closed"):
         services.stage(
-            scope=SCOPE, operations=[scripted_op("k", "v", effect_class="unknown_blocked")]
+            principal=SYSTEM,
+            scope=SCOPE,
+            operations=[scripted_op("k", "v", effect_class="unknown_blocked")],
         )
     assert ActionTransaction.objects.count() == 0
 
@@ -378,12 +389,14 @@ def test_operator_with_admin_role_may_stage(actions_root, django_user_model):
 @pytest.mark.parametrize("scope", ["acme:alice", "acme:*:secret", "platform:bob:*", 42])
 def test_invalid_scope_is_refused(actions_root, scope):
     with pytest.raises(ValueError):
-        services.stage(scope=scope, operations=[write_op("a.txt", "x")])
+        services.stage(principal=SYSTEM, scope=scope, operations=[write_op("a.txt", "x")])
     assert ActionTransaction.objects.count() == 0
 
 
 @pytest.mark.django_db
 def test_mode_must_be_known(actions_root):
     with pytest.raises(ActionInputError, match="unknown mode"):
-        services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")], mode="yolo")
+        services.stage(
+            principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], mode="yolo"
+        )
     assert formats.MODES == ("off", "observe", "preview", "enforce")

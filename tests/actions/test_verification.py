@@ -19,6 +19,7 @@ from actions.models import (
 from actions.services import _issue_receipt
 from actions.verification import verify_action
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role
 from audit.canonical import digest
 from audit.models import AuditEvent
@@ -179,7 +180,9 @@ def test_receipt_issue_is_idempotent_and_checks_state_r1(committed, actions_root
     with transaction.atomic():
         assert _issue_receipt(committed, "committed", "agent") == first
     assert ActionReceipt.objects.count() == 1
-    open_txn = services.stage(scope=SCOPE, operations=[write_op("c.txt", "z")])["transaction_id"]
+    open_txn = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("c.txt", "z")])[
+        "transaction_id"
+    ]
     with (
         pytest.raises(
             ActionStateError, match="cannot issue aborted receipt for transaction in state"

@@ -13,6 +13,7 @@ from django.urls import reverse
 from actions import services
 from actions.models import ActionOperation, ActionPayload, ActionTransaction
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from tests.actions.conftest import SCOPE, write_op
 from tests.factories import access_matrix, make_operator
 
@@ -21,7 +22,9 @@ AGENT = "agent:deploy-bot"
 
 def stage_write(path: str = "notes.txt", content: str = "hello\n", scope: str = SCOPE) -> str:
     """An agent (not any dashboard user) stages a file write; returns the transaction ID."""
-    patch = services.stage(scope=scope, operations=[write_op(path, content)], actor=AGENT)
+    patch = services.stage(
+        principal=SYSTEM, scope=scope, operations=[write_op(path, content)], actor=AGENT
+    )
     return patch["transaction_id"]
 
 
@@ -41,7 +44,7 @@ def approved_write(path: str = "notes.txt", content: str = "hello\n") -> str:
 
 def aborted_write() -> str:
     txn_id = stage_write()
-    services.abort(transaction_id=txn_id, reason="not needed")
+    services.abort(principal=SYSTEM, transaction_id=txn_id, reason="not needed")
     return txn_id
 
 
@@ -223,7 +226,7 @@ def test_attention_and_history_list_only_visible_transactions(
         "actions.adapters.filesystem.FilesystemAdapter.execute",
         lambda self, prepared, key: (_ for _ in ()).throw(RuntimeError("disk went away")),
     )
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     assert state_of(txn_id) == "uncertain"
     case.sign_in(client)
     response = client.get(reverse(page))
@@ -244,7 +247,7 @@ def test_page_query_counts_are_bounded(
     # Given an approver and several transactions in several states
     ids = [stage_write(f"file{n}.txt", f"content {n}\n") for n in range(4)]
     committed = approved_write("done.txt", "done\n")
-    services.commit(transaction_id=committed)
+    services.commit(principal=SYSTEM, transaction_id=committed)
     ids.append(interrupted_write())
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
     # Then each page costs a bounded number of queries whatever the number of rows
@@ -270,7 +273,7 @@ def test_verify_query_count_is_bounded(
 ):
     # Given a committed plan, verifying it through htmx costs a bounded number of queries
     committed = approved_write("done.txt", "done\n")
-    services.commit(transaction_id=committed)
+    services.commit(principal=SYSTEM, transaction_id=committed)
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
     # (+2: the receipt's log proof is checked against the stored log's root)
     with django_assert_max_num_queries(19):

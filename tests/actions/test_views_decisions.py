@@ -24,6 +24,7 @@ from actions.models import (
     ActionTransaction,
 )
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from tests.actions.conftest import SCOPE, table_counts, write_op
 from tests.actions.test_views import (
@@ -140,7 +141,7 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
             "relation": "informed_by",
         }
     )
-    patch = services.stage(scope=SCOPE, operations=[operation], actor=AGENT)
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[operation], actor=AGENT)
     # When the approver opens it
     response = client.get(reverse("actions:detail", args=[patch["transaction_id"]]))
     body = response.content.decode()
@@ -442,7 +443,7 @@ def test_recovering_a_plan_that_is_not_running_is_refused(client, actions_root, 
 @pytest.mark.django_db
 def test_receipt_downloads_as_the_stored_json(client, actions_root, approval_key, ada):
     txn_id = approved_write()
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     response = client.get(reverse("actions:receipt", args=[txn_id]))
     stored = ActionReceipt.objects.get(transaction_id=txn_id)
     assert response.status_code == 200
@@ -462,7 +463,7 @@ def test_verify_returns_the_panel_to_htmx_and_the_page_without_it(
     client, actions_root, approval_key, ada
 ):
     txn_id = approved_write()
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     url = reverse("actions:verify", args=[txn_id])
     fragment = client.get(url, headers=htmx_headers("verification"))
     assert fragment.status_code == 200
@@ -477,7 +478,7 @@ def test_verify_returns_the_panel_to_htmx_and_the_page_without_it(
 def test_verify_shows_each_failure(client, actions_root, approval_key, ada):
     # Given a committed plan whose operation was tampered with in the database (T-9)
     txn_id = approved_write()
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     ActionOperation.objects.filter(transaction_id=txn_id).update(operation="delete_file")
     # When it is verified, then the failures are listed one by one
     fragment = client.get(
@@ -510,7 +511,7 @@ def test_purge_erases_payloads_and_keeps_the_receipt_verifiable(
 ):
     # Given a committed write
     txn_id = approved_write("notes.txt", "secret content\n")
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     # When the approver confirms the purge
     response = client.post(reverse("actions:purge", args=[txn_id]), {"confirm": "on"}, follow=True)
     body = response.content.decode()
@@ -522,7 +523,7 @@ def test_purge_erases_payloads_and_keeps_the_receipt_verifiable(
     assert "secret content" not in body
     assert "The payload was purged" in body
     # And the receipt still verifies
-    assert services.verify(transaction_id=txn_id)["valid"]
+    assert services.verify(principal=SYSTEM, transaction_id=txn_id)["valid"]
 
 
 @pytest.mark.django_db
@@ -549,7 +550,7 @@ def test_history_filters_by_state_and_scope(client, actions_root, approval_key, 
     waiting = stage_write()
     done = aborted_write()
     elsewhere = services.stage(
-        scope="acme:bob:proj", operations=[write_op("b.txt", "b")], actor=AGENT
+        principal=SYSTEM, scope="acme:bob:proj", operations=[write_op("b.txt", "b")], actor=AGENT
     )["transaction_id"]
     url = reverse("actions:history")
     by_state = client.get(url, {"state": "aborted"}).content.decode()
@@ -614,7 +615,7 @@ def test_pages_carry_the_csp_and_no_inline_styles_or_handlers(
     client, actions_root, approval_key, ada
 ):
     txn_id = approved_write()
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     pages = [
         reverse("actions:index"),
         reverse("actions:attention"),

@@ -10,6 +10,7 @@ import pytest
 from actions import selectors, services
 from actions.models import ActionPayload
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit.canonical import canonical_json
 from tests.actions.conftest import SCOPE, write_op
 from tests.factories import make_operator
@@ -18,7 +19,7 @@ from tests.factories import make_operator
 @pytest.mark.django_db
 def test_visible_transaction_returns_the_summary_for_the_right_capability(actions_root):
     # Given a staged plan and an approver on the tenant
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "one")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "one")])
     ada = access.operator_principal(make_operator("ada", [("acme:*:*", "approver")]))
     # When the approver asks for it with the approve capability
     summary = selectors.visible_transaction(ada, patch["transaction_id"], access.APPROVE)
@@ -41,7 +42,7 @@ def test_visible_transaction_returns_the_summary_for_the_right_capability(action
 )
 def test_visible_transaction_refuses_everyone_else(actions_root, grants, capability):
     # Given a staged plan at acme:alice:proj
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "one")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "one")])
     someone = access.operator_principal(make_operator("someone", grants))
     # When someone without the grant (or the capability) asks, then it is AccessDenied
     with pytest.raises(access.AccessDenied):
@@ -54,7 +55,7 @@ def test_visible_transaction_refuses_everyone_else(actions_root, grants, capabil
 @pytest.mark.django_db
 def test_detail_shows_the_exact_plan_and_binds_the_preview(actions_root):
     # Given a staged write
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "one\n")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "one\n")])
     # When the detail is read
     detail = selectors.transaction_detail(access.system_principal(), patch["transaction_id"])
     # Then the plan shown is the exact hashed body, and it hashes to the plan hash
@@ -68,7 +69,7 @@ def test_detail_shows_the_exact_plan_and_binds_the_preview(actions_root):
 @pytest.mark.django_db
 def test_detail_flags_a_payload_that_no_longer_matches_its_digest(actions_root):
     # Given a staged write whose stored payload was altered behind the engine's back
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "one\n")])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "one\n")])
     row = ActionPayload.objects.get(transaction_id=patch["transaction_id"], kind="prepared")
     payload = json.loads(row.payload)
     payload["arguments"]["content"] = "something else\n"
@@ -83,9 +84,9 @@ def test_detail_flags_a_payload_that_no_longer_matches_its_digest(actions_root):
 @pytest.mark.django_db
 def test_detail_of_a_purged_plan_has_no_binding_to_show(actions_root, approval_key):
     # Given an aborted plan whose payloads were purged
-    patch = services.stage(scope=SCOPE, operations=[write_op("a.txt", "one\n")])
-    services.abort(transaction_id=patch["transaction_id"])
-    services.purge_payloads(transaction_id=patch["transaction_id"])
+    patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "one\n")])
+    services.abort(principal=SYSTEM, transaction_id=patch["transaction_id"])
+    services.purge_payloads(principal=SYSTEM, transaction_id=patch["transaction_id"])
     # When the detail is read, then there is no content and no binding claim
     op = selectors.transaction_detail(access.system_principal(), patch["transaction_id"])[
         "operations"

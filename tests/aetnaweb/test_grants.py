@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from aetnaweb import access, demo_users, grants, tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
@@ -32,7 +33,7 @@ def test_grant_role_stores_columns_and_audits_in_the_granted_scope():
     # Given a user
     user = make_operator("alice")
     # When the system grants a reviewer role on acme:alice:*
-    grant = grants.grant_role(user=user, scope="acme:alice:*", role="reviewer")
+    grant = grants.grant_role(principal=SYSTEM, user=user, scope="acme:alice:*", role="reviewer")
     # Then the row carries the split columns and the chain of acme:alice:* records it
     assert (grant.scope_tenant, grant.scope_user, grant.scope_project) == ("acme", "alice", "*")
     event = AuditEvent.objects.get(event_type="access.grant_added")
@@ -54,7 +55,7 @@ def test_revoke_role_removes_exactly_one_grant_and_audits():
     # Given two grants on a scope and its parent
     user = make_operator("alice", [("acme:*:*", "viewer"), ("acme:alice:*", "viewer")])
     # When the narrower one is revoked
-    grants.revoke_role(user=user, scope="acme:alice:*", role="viewer")
+    grants.revoke_role(principal=SYSTEM, user=user, scope="acme:alice:*", role="viewer")
     # Then the tenant grant stays (a revoke never cascades) and the revoke is audited
     assert list(ScopeGrant.objects.values_list("scope", flat=True)) == ["acme:*:*"]
     event = AuditEvent.objects.get(event_type="access.grant_revoked")
@@ -77,7 +78,7 @@ def test_grant_refusals_write_nothing(scope, role, error):
     before = audit_rows()
     # When an invalid grant is asked for, it is refused
     with pytest.raises(error):
-        grants.grant_role(user=user, scope=scope, role=role)
+        grants.grant_role(principal=SYSTEM, user=user, scope=scope, role=role)
     # Then nothing was written
     assert ScopeGrant.objects.count() == 0
     assert audit_rows() == before
@@ -88,7 +89,7 @@ def test_duplicate_grant_is_refused_and_writes_nothing():
     user = make_operator("alice", [("acme:*:*", "viewer")])
     before = audit_rows()
     with pytest.raises(grants.GrantError, match="already holds viewer on acme:\\*:\\*"):
-        grants.grant_role(user=user, scope="acme:*:*", role="viewer")
+        grants.grant_role(principal=SYSTEM, user=user, scope="acme:*:*", role="viewer")
     assert ScopeGrant.objects.count() == 1
     assert audit_rows() == before
 
@@ -98,7 +99,7 @@ def test_revoking_a_missing_grant_is_refused_and_writes_nothing():
     user = make_operator("alice", [("acme:*:*", "viewer")])
     before = audit_rows()
     with pytest.raises(grants.GrantError, match="holds no reviewer grant"):
-        grants.revoke_role(user=user, scope="acme:*:*", role="reviewer")
+        grants.revoke_role(principal=SYSTEM, user=user, scope="acme:*:*", role="reviewer")
     assert ScopeGrant.objects.count() == 1
     assert audit_rows() == before
 
@@ -121,12 +122,12 @@ def test_only_an_admin_covering_the_scope_may_grant(granter_grants, scope, allow
     before = audit_rows()
     # When the operator grants a role
     if allowed:
-        grants.grant_role(user=target, scope=scope, role="viewer", granted_by=granter)
+        grants.grant_role(user=target, scope=scope, role="viewer", principal=granter)
         # Then it is recorded with the operator as actor
         assert AuditEvent.objects.filter(event_type="access.grant_added", actor="boss").exists()
     else:
         with pytest.raises(access.AccessDenied):
-            grants.grant_role(user=target, scope=scope, role="viewer", granted_by=granter)
+            grants.grant_role(user=target, scope=scope, role="viewer", principal=granter)
         assert not ScopeGrant.objects.filter(user=target).exists()
         assert audit_rows() == before
 

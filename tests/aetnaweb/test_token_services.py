@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from aetnaweb import access, tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
@@ -35,7 +36,7 @@ def test_admin_below_platform_issues_inside_its_subtree(django_user_model):
     # Given an admin of acme:*:*
     user, principal = principal_with(django_user_model, [("acme:*:*", "admin")])
     # When they issue a token for acme:alice:proj
-    issued = tokens.create_token_as(
+    issued = tokens.create_token(
         principal=principal,
         name="bot",
         scope="acme:alice:proj",
@@ -61,7 +62,7 @@ def test_admin_below_platform_issues_inside_its_subtree(django_user_model):
 def test_non_admins_are_refused_and_nothing_is_written(django_user_model, grants):
     _, principal = principal_with(django_user_model, grants)
     with pytest.raises(access.AccessDenied):
-        tokens.create_token_as(
+        tokens.create_token(
             principal=principal,
             name="bot",
             scope="acme:*:*",
@@ -75,7 +76,11 @@ def test_non_admins_are_refused_and_nothing_is_written(django_user_model, grants
 @pytest.mark.django_db
 def test_tokens_are_never_administered_by_tokens():
     issued = tokens.create_token(
-        name="bot", scope="acme:*:*", capabilities=["read"], expires_at=soon(), created_by="a"
+        principal=SYSTEM,
+        name="bot",
+        scope="acme:*:*",
+        capabilities=["read"],
+        expires_at=soon(),
     )
     principal = access.token_principal(issued.token)
     assert access.administered_scopes(principal) == []
@@ -87,16 +92,20 @@ def test_tokens_are_never_administered_by_tokens():
 def test_revoke_out_of_reach_looks_like_unknown(django_user_model):
     # Given a token of acme:bob:* and an admin of acme:alice:*
     issued = tokens.create_token(
-        name="bob-bot", scope="acme:bob:*", capabilities=["read"], expires_at=soon(), created_by="a"
+        principal=SYSTEM,
+        name="bob-bot",
+        scope="acme:bob:*",
+        capabilities=["read"],
+        expires_at=soon(),
     )
     _, principal = principal_with(django_user_model, [("acme:alice:*", "admin")])
     before = AuditEvent.objects.count()
     # When they try to revoke it
     with pytest.raises(tokens.TokenError, match="no token with prefix"):
-        tokens.revoke_token_as(principal=principal, token_prefix=issued.token.token_prefix)
+        tokens.revoke_token(principal=principal, token_prefix=issued.token.token_prefix)
     # Then the message is the unknown-token one and nothing changed
     with pytest.raises(tokens.TokenError, match="no token with prefix"):
-        tokens.revoke_token_as(principal=principal, token_prefix="deadbeef")
+        tokens.revoke_token(principal=principal, token_prefix="deadbeef")
     assert ApiToken.objects.get().revoked_at is None
     assert AuditEvent.objects.count() == before
 
@@ -105,7 +114,11 @@ def test_revoke_out_of_reach_looks_like_unknown(django_user_model):
 def test_tokens_administered_is_segment_wise(django_user_model):
     for scope in ["acme:alice:*", "acme:alicex:*", "acmecorp:*:*", "acme:*:*"]:
         tokens.create_token(
-            name=scope, scope=scope, capabilities=["read"], expires_at=soon(), created_by="a"
+            principal=SYSTEM,
+            name=scope,
+            scope=scope,
+            capabilities=["read"],
+            expires_at=soon(),
         )
     _, principal = principal_with(django_user_model, [("acme:alice:*", "admin")])
     assert [t.scope for t in tokens.tokens_administered(principal)] == ["acme:alice:*"]

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from aetnaweb import tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
@@ -33,11 +34,11 @@ def operator_with(django_user_model, username: str, grants: list[tuple[str, str]
 
 def issue(scope: str, name: str = "bot", caps=("read",)) -> tokens.IssuedToken:
     return tokens.create_token(
+        principal=SYSTEM,
         name=name,
         scope=scope,
         capabilities=list(caps),
         expires_at=timezone.now() + timedelta(days=10),
-        created_by="setup",
     )
 
 

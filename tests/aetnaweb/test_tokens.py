@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from aetnaweb import access, tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
@@ -19,11 +20,11 @@ def soon(days: int = 30):
 def test_token_is_shown_once_and_stored_hashed():
     # Given a new token / When issued
     issued = tokens.create_token(
+        principal=SYSTEM,
         name="ci-agent",
         scope="acme:alice:*",
         capabilities=["read", "write"],
         expires_at=soon(),
-        created_by="admin",
     )
     # Then only its hash is stored and it authenticates
     stored = ApiToken.objects.get()
@@ -42,11 +43,11 @@ def test_token_is_shown_once_and_stored_hashed():
 def test_tokens_can_never_review_or_approve(cap):
     with pytest.raises(tokens.TokenError, match="stay with people"):
         tokens.create_token(
+            principal=SYSTEM,
             name="x",
             scope="acme:*:*",
             capabilities=["read", cap],
             expires_at=soon(),
-            created_by="a",
         )
     assert not ApiToken.objects.exists()
     assert not AuditEvent.objects.exists()
@@ -56,15 +57,27 @@ def test_tokens_can_never_review_or_approve(cap):
 def test_refusals_write_nothing():
     with pytest.raises(tokens.TokenError, match="future"):
         tokens.create_token(
-            name="x", scope="acme:*:*", capabilities=["read"], expires_at=soon(-1), created_by="a"
+            principal=SYSTEM,
+            name="x",
+            scope="acme:*:*",
+            capabilities=["read"],
+            expires_at=soon(-1),
         )
     with pytest.raises(ScopeError):
         tokens.create_token(
-            name="x", scope="acme:*:bad", capabilities=["read"], expires_at=soon(), created_by="a"
+            principal=SYSTEM,
+            name="x",
+            scope="acme:*:bad",
+            capabilities=["read"],
+            expires_at=soon(),
         )
     with pytest.raises(tokens.TokenError, match="unknown"):
         tokens.create_token(
-            name="x", scope="acme:*:*", capabilities=["fly"], expires_at=soon(), created_by="a"
+            principal=SYSTEM,
+            name="x",
+            scope="acme:*:*",
+            capabilities=["fly"],
+            expires_at=soon(),
         )
     assert not ApiToken.objects.exists()
     assert not AuditEvent.objects.exists()
@@ -73,15 +86,29 @@ def test_refusals_write_nothing():
 @pytest.mark.django_db
 def test_revoked_expired_and_unknown_tokens_do_not_authenticate():
     issued = tokens.create_token(
-        name="x", scope="acme:*:*", capabilities=["read"], expires_at=soon(), created_by="a"
+        principal=SYSTEM,
+        name="x",
+        scope="acme:*:*",
+        capabilities=["read"],
+        expires_at=soon(),
     )
-    tokens.revoke_token(token_prefix=issued.token.token_prefix, revoked_by="a")
+    tokens.revoke_token(
+        principal=SYSTEM,
+        token_prefix=issued.token.token_prefix,
+    )
     with pytest.raises(tokens.TokenAuthenticationError, match="revoked"):
         tokens.authenticate(issued.secret)
     with pytest.raises(tokens.TokenError, match="already revoked"):
-        tokens.revoke_token(token_prefix=issued.token.token_prefix, revoked_by="a")
+        tokens.revoke_token(
+            principal=SYSTEM,
+            token_prefix=issued.token.token_prefix,
+        )
     other = tokens.create_token(
-        name="y", scope="acme:*:*", capabilities=["read"], expires_at=soon(), created_by="a"
+        principal=SYSTEM,
+        name="y",
+        scope="acme:*:*",
+        capabilities=["read"],
+        expires_at=soon(),
     )
     ApiToken.objects.filter(pk=other.token.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)
@@ -96,11 +123,11 @@ def test_revoked_expired_and_unknown_tokens_do_not_authenticate():
 @pytest.mark.django_db
 def test_token_principal_stays_in_its_subtree():
     issued = tokens.create_token(
+        principal=SYSTEM,
         name="x",
         scope="acme:alice:*",
         capabilities=["read", "write"],
         expires_at=soon(),
-        created_by="a",
     )
     principal = access.token_principal(issued.token)
     assert principal.label == "agent:x"

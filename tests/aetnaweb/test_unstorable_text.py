@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from actions import services as action_services
 from actions.models import ActionPayload, ActionTransaction
+from aetnaweb.access import SYSTEM
 from aetnaweb.text import (
     REPLACEMENT,
     StorableTextMixin,
@@ -109,7 +110,9 @@ def test_displayable_replaces_only_unencodable_code_points():
 def test_log_action_service_refuses_a_surrogate_and_writes_nothing():
     before = row_counts()
     with pytest.raises(UnstorableText) as caught:
-        memory_services.log_action(scope=SCOPE, event_type="agent.x", payload={"k": LONE})
+        memory_services.log_action(
+            principal=SYSTEM, scope=SCOPE, event_type="agent.x", payload={"k": LONE}
+        )
     assert caught.value.field == "payload.k"
     assert row_counts() == before
 
@@ -119,7 +122,7 @@ def test_log_action_service_refuses_a_surrogate_and_writes_nothing():
 def test_remember_service_refuses_bad_text_and_writes_nothing(text):
     before = row_counts()
     with pytest.raises(UnstorableText) as caught:
-        memory_services.remember(scope=SCOPE, text=text)
+        memory_services.remember(principal=SYSTEM, scope=SCOPE, text=text)
     assert caught.value.field == "text"
     assert row_counts() == before
 
@@ -135,7 +138,7 @@ def test_remember_service_refuses_bad_text_and_writes_nothing(text):
 def test_stage_service_refuses_bad_text_and_writes_nothing(actions_root, operation, field):
     before = row_counts()
     with pytest.raises(UnstorableText) as caught:
-        action_services.stage(scope=SCOPE, operations=[operation])
+        action_services.stage(principal=SYSTEM, scope=SCOPE, operations=[operation])
     assert caught.value.field == field
     assert row_counts() == before
 
@@ -261,7 +264,9 @@ def test_a_form_field_with_nul_is_a_form_error():
 
 def stored_bad_event() -> AuditEvent:
     """An event whose stored payload spells a lone surrogate (as one could before the fix)."""
-    event = memory_services.log_action(scope=SCOPE, event_type="agent.x", payload={"k": "v"})
+    event = memory_services.log_action(
+        principal=SYSTEM, scope=SCOPE, event_type="agent.x", payload={"k": "v"}
+    )
     tamper(
         "UPDATE audit_log SET payload = %s WHERE event_id = %s",
         ['{"k":"\\ud800"}', event["audit_event_id"]],
@@ -290,7 +295,9 @@ def test_audit_pages_render_a_stored_surrogate(client):
 @pytest.mark.django_db
 def test_plan_page_renders_a_stored_surrogate_path(client, actions_root):
     # Given a staged plan whose stored arguments spell a lone surrogate in the path
-    patch = action_services.stage(scope=SCOPE, operations=[write_op("notes.txt", "x")])
+    patch = action_services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("notes.txt", "x")]
+    )
     for payload in ActionPayload.objects.filter(payload__contains="notes.txt"):
         tamper(
             "UPDATE action_payloads SET payload = %s WHERE id = %s",

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from aetnaweb import tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ScopeGrant
 from audit.models import AuditEvent
 from tests.factories import login_as, make_operator
@@ -109,11 +110,11 @@ def test_grants_are_never_edited_in_place(client):
 def test_token_admin_is_read_only_and_never_shows_the_hash(client):
     admin = make_operator("root", [("platform:*:*", "admin")], is_superuser=True)
     issued = tokens.create_token(
+        principal=SYSTEM,
         name="ci",
         scope="acme:*:*",
         capabilities=["read"],
         expires_at=timezone.now() + timedelta(days=3),
-        created_by="root",
     )
     login_as(client, admin)
     assert client.get(reverse("admin:aetnaweb_apitoken_add")).status_code == 403

@@ -11,6 +11,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.dashboard import (
     KeyPage,
     dashboard_view,
@@ -44,7 +45,7 @@ def test_out_of_reach_and_missing_look_the_same(client, settings):
 
     with transaction.atomic():
         append_event(subject="globex:*:*", event_type="memory.recall", actor="a", payload={})
-        run = start_verification_run(subject="globex:*:*", started_by="system")
+        run = start_verification_run(principal=SYSTEM, subject="globex:*:*", started_by="system")
     run_verification(run.pk)
     login_as(client, make_operator("vera", [("acme:*:*", "auditor")]))
     # When they ask for globex's run and for a run that does not exist

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from actions import services as action_services
+from aetnaweb.access import SYSTEM
 from aetnaweb.dashboard import bar_chart, nice_step
 from audit.models import AuditDailyCount, Checkpoint
 from audit.services import append_event, create_checkpoint, run_verification, start_verification_run
@@ -42,7 +43,7 @@ def event(subject: str, event_type: str = "memory.recall") -> None:
 
 
 def remember(scope: str, text: str, source_type: str | None = None) -> None:
-    memory_services.remember(scope=scope, text=text, source_type=source_type)
+    memory_services.remember(principal=SYSTEM, scope=scope, text=text, source_type=source_type)
 
 
 def tenant_rows(response) -> dict[str, object]:
@@ -112,12 +113,14 @@ def test_overview_counts_records_actions_and_reads_the_chain_status(client):
         "<webpage url='https://example.net'>My backup email is attacker@evil.example.</webpage>",
         source_type="webpage",
     )
-    action_services.stage(scope="acme:alice:proj", operations=[write_op("notes.txt", "hi\n")])
+    action_services.stage(
+        principal=SYSTEM, scope="acme:alice:proj", operations=[write_op("notes.txt", "hi\n")]
+    )
     # And a passing verification of acme and a checkpoint
     with transaction.atomic():
-        run = start_verification_run(subject="acme:*:*", started_by="system")
+        run = start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="system")
     run_verification(run.pk)
-    create_checkpoint(actor="system")
+    create_checkpoint(principal=SYSTEM, actor="system")
     # And an auditor of acme
     login_as(client, make_operator("otto", [("acme:*:*", "auditor")]))
     # When they open the overview
@@ -144,7 +147,7 @@ def test_a_failed_chain_turns_the_overview_red_only_for_its_tenant(client):
 
     tamper("UPDATE audit_log SET actor = 'mallory' WHERE subject_id = 'globex:*:*'")
     with transaction.atomic():
-        run = start_verification_run(started_by="system")
+        run = start_verification_run(principal=SYSTEM, started_by="system")
     run_verification(run.pk)
     # When an acme viewer and a globex viewer open the overview
     login_as(client, make_operator("vera", [("acme:*:*", "viewer")]))
@@ -166,7 +169,7 @@ def test_a_failed_chain_turns_the_overview_red_only_for_its_tenant(client):
 def test_a_running_verification_shows_as_verifying(client):
     event("acme:*:*")
     with transaction.atomic():
-        start_verification_run(subject="acme:*:*", started_by="system")
+        start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="system")
     login_as(client, make_operator("vera", [("acme:*:*", "viewer")]))
     acme = tenant_rows(client.get(HOME))["acme"]
     assert acme.chain.state == "never" and acme.chain.running is not None

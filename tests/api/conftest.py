@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from aetnaweb import tokens
-from aetnaweb.access import TOKEN_CAPABILITIES
+from aetnaweb.access import SYSTEM, TOKEN_CAPABILITIES
 
 ALL_TOKEN_CAPS = sorted(TOKEN_CAPABILITIES)
 
@@ -22,11 +22,11 @@ def issue_token(
 ) -> str:
     """A live token's secret, bound to ``scope`` with ``capabilities`` (default: all a token may hold)."""
     issued = tokens.create_token(
+        principal=SYSTEM,
         name=name,
         scope=scope,
         capabilities=capabilities or ALL_TOKEN_CAPS,
         expires_at=timezone.now() + timedelta(days=days),
-        created_by="test-setup",
     )
     return issued.secret
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from audit.checkpoints import verify_checkpoints
 from audit.models import AuditEvent, Checkpoint
 from memory import services
@@ -18,7 +19,7 @@ FOREIGN = ["acme:bob:proj", "acmecorp:*:*", "acme:*:*"]
 def chains(settings, tmp_path):
     settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "sink" / "checkpoints.jsonl")
     for scope in OWN + FOREIGN:
-        services.remember(scope=scope, text="My lucky number is 7")
+        services.remember(principal=SYSTEM, scope=scope, text="My lucky number is 7")
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_checkpoint_pins_the_tokens_chains_and_verifies(auditor, chains, setting
     document = json.loads(line)
     assert document["format"] == "aetnamem-checkpoint-v1"
     assert sorted(document["subjects"]) == sorted(OWN)
-    assert all(result.ok for result in verify_checkpoints([line]))
+    assert all(result.ok for result in verify_checkpoints([line], principal=SYSTEM))
     stored = Checkpoint.objects.get()
     assert stored.created_by == "agent:test-agent"
     with open(settings.AETNAWEB_CHECKPOINT_SINK) as sink:

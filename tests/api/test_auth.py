@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from aetnaweb import tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.api import MAX_BODY_BYTES
 from aetnaweb.models import ApiToken
 from audit.models import AuditEvent
@@ -97,7 +98,10 @@ def test_revoked_token_is_401(client):
     secret = issue_token("acme:alice:*")
     api = ApiClient(client, secret)
     assert api.get("/token").status_code == 200
-    tokens.revoke_token(token_prefix=ApiToken.objects.get().token_prefix, revoked_by="admin")
+    tokens.revoke_token(
+        principal=SYSTEM,
+        token_prefix=ApiToken.objects.get().token_prefix,
+    )
     # When it is used again
     response = api.post(REMEMBER, BODY)
     # Then it is refused and nothing is stored

@@ -6,6 +6,7 @@ import pytest
 from django.apps import apps
 
 from actions.models import ActionTransaction
+from aetnaweb.access import SYSTEM
 from aetnaweb.api import MAX_BODY_BYTES
 from memory import services
 
@@ -95,8 +96,8 @@ def row_counts() -> dict[str, int]:
 
 @pytest.fixture
 def existing_data(actions_root):
-    services.remember(scope=SCOPE, text="My pin is 2468")
-    services.remember(scope="acme:bob:proj", text="My pin is 1357")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My pin is 2468")
+    services.remember(principal=SYSTEM, scope="acme:bob:proj", text="My pin is 1357")
 
 
 @pytest.mark.django_db

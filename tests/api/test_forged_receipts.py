@@ -23,6 +23,7 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
@@ -40,7 +41,9 @@ committed = pytest.mark.django_db(transaction=django_settings.DATABASE_VENDOR ==
 
 
 def remember_fact() -> str:
-    stored = services.remember(scope=SCOPE, text="My backup email is bob@example.org.")
+    stored = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="My backup email is bob@example.org."
+    )
     return stored.records[0].record_id
 
 
@@ -226,4 +229,4 @@ def test_a_genuine_receipt_holds_until_its_record_is_revived(client, alice_api, 
     assert still_active in verdicts["command"][0]
     if connection.vendor == "sqlite":
         assert still_active in verdicts["tool"]
-    assert verify_deletion_receipt(receipt) == [still_active]
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == [still_active]

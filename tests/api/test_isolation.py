@@ -10,7 +10,7 @@ import pytest
 from django.apps import apps
 
 from actions import services as action_services
-from aetnaweb.access import system_principal
+from aetnaweb.access import SYSTEM, system_principal
 from memory import services
 from tests.factories import authorizing_evidence
 
@@ -62,9 +62,9 @@ def foreign_data(actions_root, settings, tmp_path):
     """Records, episodes and transactions belonging to bob and to acmecorp."""
     data = {}
     for scope in ["acme:bob:proj", "acmecorp:*:*"]:
-        remembered = services.remember(scope=scope, text="My vault code is 9931")
+        remembered = services.remember(principal=SYSTEM, scope=scope, text="My vault code is 9931")
         quarantined = services.remember(
-            scope=scope, text="<webpage>My vault owner is Mallory</webpage>"
+            principal=SYSTEM, scope=scope, text="<webpage>My vault owner is Mallory</webpage>"
         )
         patch = action_services.stage(
             scope=scope,
@@ -173,7 +173,7 @@ def test_foreign_ids_look_exactly_like_unknown_ids(alice_api, foreign_data, owne
 
 @pytest.mark.django_db
 def test_lists_and_recall_inside_the_subtree_never_show_foreign_rows(alice_api, foreign_data):
-    services.remember(scope=OWN, text="My vault code is 1234")
+    services.remember(principal=SYSTEM, scope=OWN, text="My vault code is 1234")
     listing = alice_api.get("/actions/")
     assert listing.status_code == 200
     foreign_txns = {data["transaction_id"] for data in foreign_data.values()}

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
 from memory import services
@@ -109,10 +110,12 @@ def test_invalid_scope_has_its_own_error_code(alice_api):
 @pytest.mark.django_db
 def test_recall_sees_ancestors_weighted_and_never_siblings(alice_api):
     # Given facts at the project, at alice's user scope, and at bob's
-    services.remember(scope="acme:*:*", text="My office city is Lisbon")
+    services.remember(principal=SYSTEM, scope="acme:*:*", text="My office city is Lisbon")
     remember(alice_api, "My office floor is seven", scope="acme:alice:*")
     remember(alice_api, "My office desk is by the window")
-    services.remember(scope="acme:bob:*", text="My office desk is in the basement")
+    services.remember(
+        principal=SYSTEM, scope="acme:bob:*", text="My office desk is in the basement"
+    )
     # When the agent recalls at the project
     response = alice_api.post("/memory/recall", {"scope": SCOPE, "query": "office", "limit": 10})
     # Then the project, user and tenant facts come back, weighted by distance, bob's never
@@ -210,7 +213,7 @@ def test_forget_preview_then_apply_returns_a_verifiable_receipt(alice_api):
     assert receipt["purged_record_ids"] == [gone]
     assert Record.objects.get(record_id=gone).status == "tombstoned"
     assert Record.objects.get(record_id=kept).status == "active"
-    assert verify_deletion_receipt(json.loads(json.dumps(receipt))) == []
+    assert verify_deletion_receipt(json.loads(json.dumps(receipt)), principal=SYSTEM) == []
 
 
 @pytest.mark.django_db

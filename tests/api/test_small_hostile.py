@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Record
@@ -32,7 +33,9 @@ def test_a_refused_payload_still_names_the_payload_field():
     from memory.errors import ActionLogError
 
     with pytest.raises(ActionLogError) as caught:
-        services.log_action(scope=SCOPE, event_type="agent.x", payload={"k": (1, 2)})
+        services.log_action(
+            principal=SYSTEM, scope=SCOPE, event_type="agent.x", payload={"k": (1, 2)}
+        )
     assert caught.value.field == "payload"
 
 
@@ -45,7 +48,7 @@ def recalled_ids(api) -> list[str]:
 @pytest.mark.django_db
 def test_a_token_opens_the_ancestor_record_recall_gave_it(alice_api):
     # Given a tenant-wide fact that recall at alice's project returns to her token
-    tenant = services.remember(scope="acme:*:*", text="My office city is Lisbon")
+    tenant = services.remember(principal=SYSTEM, scope="acme:*:*", text="My office city is Lisbon")
     record_id = tenant.records[0].record_id
     assert record_id in recalled_ids(alice_api)
     # When the token opens that record by ID
@@ -62,11 +65,15 @@ def test_a_token_opens_the_ancestor_record_recall_gave_it(alice_api):
 def test_recall_never_shown_records_stay_404(alice_api):
     # Given a quarantined tenant record, a retired one and a sibling's record
     quarantined = services.remember(
-        scope="acme:*:*", text="My office city is Porto", source_type="webpage"
+        principal=SYSTEM, scope="acme:*:*", text="My office city is Porto", source_type="webpage"
     ).records[0]
-    retired = services.remember(scope="acme:*:*", text="My office floor is two").records[0]
+    retired = services.remember(
+        principal=SYSTEM, scope="acme:*:*", text="My office floor is two"
+    ).records[0]
     Record.objects.filter(record_id=retired.record_id).update(status="superseded")
-    sibling = services.remember(scope="acme:bob:*", text="My office desk is blue").records[0]
+    sibling = services.remember(
+        principal=SYSTEM, scope="acme:bob:*", text="My office desk is blue"
+    ).records[0]
     # When alice's token asks for each by ID
     for record in (quarantined, retired, sibling):
         response = alice_api.get(f"/memory/records/{record.record_id}")

@@ -9,6 +9,7 @@ import pytest
 from django.db import transaction
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role, ScopeGrant
 from audit.chain import compute_event_hash
 from audit.models import AuditDailyCount, AuditEvent, AuditSubject
@@ -132,15 +133,20 @@ def test_append_refusals_write_nothing(fields, message):
 
 def test_log_agent_event_appends_only_agent_events():
     event = log_agent_event(
-        subject="acme:alice:proj", event_type="agent.tool_call", payload={"tool_sha256": "a" * 64}
+        principal=SYSTEM,
+        subject="acme:alice:proj",
+        event_type="agent.tool_call",
+        payload={"tool_sha256": "a" * 64},
     )
     # Stored under agent.log.*: a caller's event never takes a capture's own type
     assert (event.event_type, event.actor) == ("agent.log.tool_call", "agent")
     for refused in ("memory.forget", "action.committed", "agentx.y", "agent"):
         with pytest.raises(AuditError, match="only agent"):
-            log_agent_event(subject="acme:alice:proj", event_type=refused, payload={})
+            log_agent_event(
+                principal=SYSTEM, subject="acme:alice:proj", event_type=refused, payload={}
+            )
     with pytest.raises(AuditError, match="audit subject refused"):
-        log_agent_event(subject="acme", event_type="agent.x", payload={})
+        log_agent_event(principal=SYSTEM, subject="acme", event_type="agent.x", payload={})
     assert AuditEvent.objects.count() == 1
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.db import transaction
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role, ScopeGrant
 from audit.canonical import digest, sha256_text
 from audit.receipts import build_deletion_receipt, verify_deletion_receipt
@@ -51,16 +52,16 @@ def test_a_valid_receipt_holds():
     append("acme:alice:proj")
     assert receipt["audit_event_id"] == event.event_id
     assert receipt["audit_event_hash"] == event.event_hash
-    assert verify_deletion_receipt(receipt) == []
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == []
     # ID order is not part of the claim
     reordered = resign(receipt | {"purged_record_ids": ["rec_2", "rec_1"]})
-    assert verify_deletion_receipt(reordered) == []
+    assert verify_deletion_receipt(reordered, principal=SYSTEM) == []
 
 
 def test_an_altered_receipt_is_refused():
     _, receipt = forget()
     altered = receipt | {"purged_record_ids": ["rec_1"]}
-    assert verify_deletion_receipt(altered) == [
+    assert verify_deletion_receipt(altered, principal=SYSTEM) == [
         "receipt_sha256 does not match the receipt's content"
     ]
 
@@ -69,7 +70,7 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
     other = append("acme:alice:proj")
     event, receipt = forget()
     forged = resign(receipt | {"audit_event_id": other.event_id})
-    assert verify_deletion_receipt(forged) == [
+    assert verify_deletion_receipt(forged, principal=SYSTEM) == [
         f"audit event {other.event_id} is a memory.recall event, not a purge "
         "(memory.forget or memory.record_rejected)",
         f"audit event {other.event_id} has a different event_hash than the receipt names",
@@ -77,7 +78,7 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
         f"audit event {other.event_id} payload lists different purged episode IDs",
     ]
     forged_hash = resign(receipt | {"audit_event_hash": "0" * 64})
-    failures = verify_deletion_receipt(forged_hash)
+    failures = verify_deletion_receipt(forged_hash, principal=SYSTEM)
     assert failures[0] == (
         f"audit event {event.event_id} has a different event_hash than the receipt names"
     )
@@ -89,15 +90,15 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
 def test_a_receipt_for_another_subject_or_a_missing_event_is_refused():
     event, receipt = forget()
     moved = resign(receipt | {"subject_id": "acme:bob:proj"})
-    assert verify_deletion_receipt(moved) == [
+    assert verify_deletion_receipt(moved, principal=SYSTEM) == [
         f"audit event {event.event_id} is not in subject acme:bob:proj's chain"
     ]
     missing = resign(receipt | {"audit_event_id": "aud_" + "f" * 32})
-    assert verify_deletion_receipt(missing) == [
+    assert verify_deletion_receipt(missing, principal=SYSTEM) == [
         f"audit event aud_{'f' * 32} is not in subject acme:alice:proj's chain"
     ]
     malformed = resign(receipt | {"subject_id": "acme:bob"})
-    assert verify_deletion_receipt(malformed) == [
+    assert verify_deletion_receipt(malformed, principal=SYSTEM) == [
         "receipt subject_id is not a canonical scope string"
     ]
 
@@ -105,15 +106,15 @@ def test_a_receipt_for_another_subject_or_a_missing_event_is_refused():
 def test_event_payload_ids_that_differ_are_caught():
     event, receipt = forget()
     claims_more = resign(receipt | {"purged_record_ids": ["rec_1", "rec_2", "rec_3"]})
-    assert verify_deletion_receipt(claims_more) == [
+    assert verify_deletion_receipt(claims_more, principal=SYSTEM) == [
         f"audit event {event.event_id} payload lists different purged record IDs"
     ]
     claims_other_episodes = resign(receipt | {"purged_episode_ids": []})
-    assert verify_deletion_receipt(claims_other_episodes) == [
+    assert verify_deletion_receipt(claims_other_episodes, principal=SYSTEM) == [
         f"audit event {event.event_id} payload lists different purged episode IDs"
     ]
     other_selector = resign(receipt | {"selector_sha256": sha256_text("something else")})
-    assert verify_deletion_receipt(other_selector) == [
+    assert verify_deletion_receipt(other_selector, principal=SYSTEM) == [
         f"audit event {event.event_id} payload names a different selector_sha256"
     ]
 
@@ -124,7 +125,7 @@ def test_a_tampered_purge_event_fails_its_receipt():
         "UPDATE audit_log SET payload = %s WHERE sequence = %s",
         ['{"purged_episode_ids":["epi_1"],"purged_record_ids":["rec_1"]}', event.sequence],
     )
-    assert verify_deletion_receipt(receipt) == [
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == [
         f"audit event {event.event_id} does not recompute to its event_hash",
         f"audit event {event.event_id} payload lists different purged record IDs",
     ]
@@ -145,7 +146,7 @@ def test_a_tampered_purge_event_fails_its_receipt():
 def test_malformed_receipts_are_named(receipt, failure):
     _, valid = forget()
     candidate = receipt if isinstance(receipt, list) else valid | receipt
-    assert failure in verify_deletion_receipt(candidate)
+    assert failure in verify_deletion_receipt(candidate, principal=SYSTEM)
 
 
 def test_an_auditor_needs_audit_on_the_receipts_subject(operator):
@@ -193,9 +194,9 @@ def test_a_receipt_binds_only_to_a_purge_event(event_type):
         f"audit event {event.event_id} is a {event_type} event, not a purge "
         "(memory.forget or memory.record_rejected)"
     ]
-    assert verify_deletion_receipt(receipt) == expected
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == expected
 
 
 def test_a_rejection_receipt_holds():
     _, receipt = purge_shaped("memory.record_rejected")
-    assert verify_deletion_receipt(receipt) == []
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == []

@@ -13,6 +13,7 @@ from django_tasks_db.backend import DatabaseBackend
 from django_tasks_db.models import DBTaskResult
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role, ScopeGrant
 from audit import services
 from audit.models import VerificationRun
@@ -42,7 +43,7 @@ def test_a_run_records_its_verdict_and_counts():
         append(subject)
         append(subject)
     # When a run over every chain is started and executed
-    run = start_verification_run(started_by="auditor-1")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor-1")
     assert (run.status, run.scope, run.tenant, run.scope_depth) == ("running", None, None, 0)
     assert run.total_events == 6 and run.progress_percent == 0
     done = run_verification(run.pk)
@@ -56,7 +57,7 @@ def test_a_failed_run_names_the_chain_and_first_bad_sequence():
     events = [append("acme:alice:proj") for _ in range(3)]
     append("acme:bob:*")
     tamper("UPDATE audit_log SET actor = %s WHERE sequence = %s", ["mallory", events[1].sequence])
-    done = run_verification(start_verification_run(started_by="auditor").pk)
+    done = run_verification(start_verification_run(principal=SYSTEM, started_by="auditor").pk)
     assert done.status == VerificationRun.Status.FAILED
     assert done.first_bad_sequence == events[1].sequence
     assert done.failures == [
@@ -75,19 +76,22 @@ def test_a_scoped_run_covers_only_that_subtree():
     append("acme:*:*")
     bad = append("zeta:*:*")
     tamper("UPDATE audit_log SET actor = %s WHERE sequence = %s", ["mallory", bad.sequence])
-    run = start_verification_run(subject="acme:*:*", started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="auditor")
     assert (run.scope, run.tenant, run.scope_depth, run.total_events) == ("acme:*:*", "acme", 1, 2)
     done = run_verification(run.pk)
     assert (done.status, done.subjects_checked, done.events_checked) == ("passed", 2, 2)
     # platform:*:* means every chain
-    assert start_verification_run(subject="platform:*:*", started_by="a").scope is None
+    assert (
+        start_verification_run(principal=SYSTEM, subject="platform:*:*", started_by="a").scope
+        is None
+    )
 
 
 def test_refusals_record_no_run(operator):
     with pytest.raises(AuditError, match="verification scope refused"):
-        start_verification_run(subject="acme:alice", started_by="auditor")
+        start_verification_run(principal=SYSTEM, subject="acme:alice", started_by="auditor")
     with pytest.raises(AuditError, match="actor must be"):
-        start_verification_run(started_by="")
+        start_verification_run(principal=SYSTEM, started_by="")
     ScopeGrant.objects.create(
         user=operator,
         scope="acme:*:*",
@@ -106,7 +110,7 @@ def test_refusals_record_no_run(operator):
 
 
 def test_a_finished_run_is_not_run_again():
-    run = run_verification(start_verification_run(started_by="auditor").pk)
+    run = run_verification(start_verification_run(principal=SYSTEM, started_by="auditor").pk)
     with pytest.raises(AuditError, match="already finished"):
         run_verification(run.pk)
 
@@ -116,7 +120,7 @@ def test_a_run_that_crashes_is_stored_as_error(monkeypatch):
         raise RuntimeError("disk gone")
 
     monkeypatch.setattr(services, "verify_all", explode)
-    run = start_verification_run(started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor")
     with pytest.raises(RuntimeError):
         run_verification(run.pk)
     run.refresh_from_db()
@@ -129,7 +133,7 @@ def test_progress_is_written_while_the_run_works(monkeypatch):
     monkeypatch.setattr(services, "PROGRESS_INTERVAL_SECONDS", 0)
     for _ in range(5):
         append("acme:alice:proj")
-    run = start_verification_run(started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor")
     seen = []
     original = services._ProgressWriter.__call__
 
@@ -143,7 +147,7 @@ def test_progress_is_written_while_the_run_works(monkeypatch):
 
 
 def test_a_silent_running_row_reads_as_stale():
-    run = start_verification_run(started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor")
     assert not run.is_stale
     VerificationRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=VerificationRun.STALE_AFTER_SECONDS + 1)
@@ -160,8 +164,8 @@ def test_a_started_run_is_executed_by_a_real_task_worker():
     bad = append("zeta:*:*")
     tamper("UPDATE audit_log SET payload = %s WHERE sequence = %s", ['{"x":1}', bad.sequence])
     # When runs are started (each commits, then is queued as a task row)
-    passing = start_verification_run(subject="acme:*:*", started_by="auditor")
-    failing = start_verification_run(started_by="auditor")
+    passing = start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="auditor")
+    failing = start_verification_run(principal=SYSTEM, started_by="auditor")
     # Then they wait for a worker, visibly
     assert VerificationRun.objects.get(pk=passing.pk).is_queued
     queued = DBTaskResult.objects.filter(task_path="audit.tasks.verify_run")
@@ -190,7 +194,7 @@ def test_starting_a_run_queues_a_task_after_commit_only(django_capture_on_commit
     append("acme:alice:proj")
     # When a run is started but its transaction has not committed
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run = start_verification_run(started_by="auditor")
+        run = start_verification_run(principal=SYSTEM, started_by="auditor")
     # Then nothing is queued yet
     assert not DBTaskResult.objects.exists() and len(callbacks) == 1
     # And when it commits, exactly one task names the run, and the run reads as queued
@@ -203,7 +207,7 @@ def test_starting_a_run_queues_a_task_after_commit_only(django_capture_on_commit
 def test_the_task_executes_the_run_and_leaves_queued(django_capture_on_commit_callbacks):
     # Given a queued run
     append("acme:alice:proj")
-    run = start_verification_run(started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor")
     # When the task body runs (what the worker calls)
     assert verify_run.call(run.pk) == "passed"
     # Then the run is finished and no longer reads as queued
@@ -222,7 +226,7 @@ def test_a_run_that_cannot_be_queued_says_so_at_once(
     append("acme:alice:proj")
     # When a run is started and commits
     with django_capture_on_commit_callbacks(execute=True):
-        run = start_verification_run(started_by="auditor")
+        run = start_verification_run(principal=SYSTEM, started_by="auditor")
     # Then the run is an error with a reason, not "running" forever
     done = VerificationRun.objects.get(pk=run.pk)
     assert done.status == "error" and "could not be queued" in done.failures[0]["error"]

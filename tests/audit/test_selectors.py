@@ -210,16 +210,16 @@ def test_export_checks_access_before_streaming(operator, world):
 
 def test_runs_and_checkpoints_are_visible_to_auditors_of_their_scope(operator, world):
     principal = grant(operator, "acme:*:*", Role.AUDITOR)
-    mine = start_verification_run(subject="acme:alice:*", started_by="a")
-    everything = start_verification_run(started_by="a")
-    theirs = start_verification_run(subject="acmecorp:*:*", started_by="a")
+    mine = start_verification_run(principal=SYSTEM, subject="acme:alice:*", started_by="a")
+    everything = start_verification_run(principal=SYSTEM, started_by="a")
+    theirs = start_verification_run(principal=SYSTEM, subject="acmecorp:*:*", started_by="a")
     assert selectors.get_verification_run(principal, mine.pk) == mine
     for hidden in (everything, theirs):
         with pytest.raises(VerificationRun.DoesNotExist):
             selectors.get_verification_run(principal, hidden.pk)
     assert selectors.recent_verification_runs(principal) == [mine]
     assert len(selectors.recent_verification_runs(SYSTEM)) == 3
-    full = create_checkpoint(actor="system")
+    full = create_checkpoint(principal=SYSTEM, actor="system")
     assert selectors.latest_checkpoint(principal) is None
     own = create_checkpoint(actor="auditor", principal=principal)
     found = selectors.latest_checkpoint(principal)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit.chain import compute_event_hash
 from audit.models import AuditEvent
 from audit.verification import (
@@ -37,13 +38,13 @@ def test_mixed_appends_across_many_subjects_all_verify():
     # Given interleaved appends across five chains with varied columns
     events = mixed_chains(SUBJECTS, per_subject=6)
     # When everything is verified
-    report = verify_all()
+    report = verify_all(principal=SYSTEM)
     # Then every chain holds and every event was checked exactly once
     assert report.ok
     assert report.events_checked == len(events) == 30
     assert {r.subject_id: r.events_checked for r in report.subjects} == dict.fromkeys(SUBJECTS, 6)
     for subject in SUBJECTS:
-        single = verify_subject(subject)
+        single = verify_subject(subject, principal=SYSTEM)
         assert single.ok and single.events_checked == 6
         last = [e for e in events if e.subject_id == subject][-1]
         assert (single.last_sequence, single.head_hash) == (last.sequence, last.event_hash)
@@ -67,11 +68,11 @@ def test_stored_hashes_are_the_reference_hashes():
             payload=json.loads(row.payload),
             prev_hash=row.prev_hash,
         )
-    assert verify_subject("acme:alice:proj").ok
+    assert verify_subject("acme:alice:proj", principal=SYSTEM).ok
 
 
 def test_unknown_subject_is_an_empty_chain_that_holds():
-    report = verify_subject("nobody:*:*")
+    report = verify_subject("nobody:*:*", principal=SYSTEM)
     assert report.ok and report.events_checked == 0
 
 
@@ -95,7 +96,7 @@ def test_editing_a_hashed_column_of_a_middle_row_is_caught(column, value):
     # When one hashed column of the middle row is changed
     tamper(f"UPDATE audit_log SET {column} = %s WHERE sequence = %s", [value, target.sequence])
     # Then that row's hash no longer recomputes, and nothing else is blamed
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert not report.ok
     assert report.first_bad_sequence == target.sequence
     assert reasons(report) == [f"sequence {target.sequence}: {BAD_HASH}"]
@@ -106,7 +107,7 @@ def test_editing_event_hash_breaks_that_row_and_the_next_link():
     tamper(
         "UPDATE audit_log SET event_hash = %s WHERE sequence = %s", ["0" * 64, events[1].sequence]
     )
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert reasons(report) == [
         f"sequence {events[1].sequence}: {BAD_HASH}",
         f"sequence {events[2].sequence}: {BROKEN_LINK}",
@@ -118,7 +119,7 @@ def test_editing_prev_hash_is_caught_as_hash_and_link():
     tamper(
         "UPDATE audit_log SET prev_hash = %s WHERE sequence = %s", ["1" * 64, events[2].sequence]
     )
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert reasons(report) == [
         f"sequence {events[2].sequence}: {BAD_HASH}",
         f"sequence {events[2].sequence}: {BROKEN_LINK}",
@@ -129,14 +130,14 @@ def test_first_event_with_a_prev_hash_is_caught():
     first = append("acme:alice:proj")
     append("acme:alice:proj")
     tamper("UPDATE audit_log SET prev_hash = %s WHERE sequence = %s", ["2" * 64, first.sequence])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert f"sequence {first.sequence}: {FIRST_HAS_PREV}" in reasons(report)
 
 
 def test_deleting_a_middle_row_is_caught():
     events = [append("acme:alice:proj") for _ in range(5)]
     tamper("DELETE FROM audit_log WHERE sequence = %s", [events[2].sequence])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert reasons(report) == [f"sequence {events[3].sequence}: {BROKEN_LINK}"]
     assert report.events_checked == 4
 
@@ -144,7 +145,7 @@ def test_deleting_a_middle_row_is_caught():
 def test_deleting_the_first_row_is_caught():
     events = [append("acme:alice:proj") for _ in range(3)]
     tamper("DELETE FROM audit_log WHERE sequence = %s", [events[0].sequence])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert reasons(report) == [f"sequence {events[1].sequence}: {FIRST_HAS_PREV}"]
 
 
@@ -154,7 +155,7 @@ def test_deleting_the_newest_rows_is_not_caught_by_the_chain_alone():
     # (see test_checkpoints.py).
     events = [append("acme:alice:proj") for _ in range(5)]
     tamper("DELETE FROM audit_log WHERE sequence >= %s", [events[3].sequence])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert report.ok and report.events_checked == 3
 
 
@@ -174,7 +175,7 @@ def test_swapping_two_rows_contents_is_caught():
         sets = ", ".join(f"{c} = %s" for c in columns)
         tamper(f"UPDATE audit_log SET {sets} WHERE sequence = %s", [*rows[source], target])
     # Then the links no longer line up
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert not report.ok
     assert f"sequence {a.sequence}: {BROKEN_LINK}" in reasons(report)
 
@@ -186,7 +187,7 @@ def test_moving_a_row_to_another_subject_is_caught_in_both_chains():
         "UPDATE audit_log SET subject_id = %s WHERE sequence = %s",
         ["acme:bob:proj", events[1].sequence],
     )
-    report = verify_all()
+    report = verify_all(principal=SYSTEM)
     by_subject = report.by_subject()
     assert not by_subject["acme:alice:proj"].ok
     assert not by_subject["acme:bob:proj"].ok
@@ -204,7 +205,7 @@ def test_moving_a_row_to_another_subject_is_caught_in_both_chains():
 def test_payload_that_is_not_a_json_object_is_named(payload, reason):
     events = [append("acme:alice:proj") for _ in range(2)]
     tamper("UPDATE audit_log SET payload = %s WHERE sequence = %s", [payload, events[0].sequence])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert reasons(report) == [f"sequence {events[0].sequence}: {reason}"]
 
 
@@ -216,7 +217,7 @@ def test_non_canonical_but_equivalent_payload_text_still_verifies():
         "UPDATE audit_log SET payload = %s WHERE sequence = %s",
         [' {"b": 1, "a": [1, 2]} ', event.sequence],
     )
-    assert verify_subject("acme:alice:proj").ok
+    assert verify_subject("acme:alice:proj", principal=SYSTEM).ok
 
 
 def test_subject_that_is_not_a_canonical_scope_is_named():
@@ -224,14 +225,14 @@ def test_subject_that_is_not_a_canonical_scope_is_named():
     tamper(
         "UPDATE audit_log SET subject_id = %s WHERE sequence = %s", ["acme:alice", event.sequence]
     )
-    report = verify_all().by_subject()["acme:alice"]
+    report = verify_all(principal=SYSTEM).by_subject()["acme:alice"]
     assert f"sequence {event.sequence}: {BAD_SUBJECT}" in reasons(report)
 
 
 def test_reasons_are_capped_and_counted():
     events = [append("acme:alice:proj") for _ in range(MAX_REASONS + 5)]
     tamper("UPDATE audit_log SET actor = %s", ["mallory"])
-    report = verify_subject("acme:alice:proj")
+    report = verify_subject("acme:alice:proj", principal=SYSTEM)
     assert report.problem_count == len(events)
     assert len(report.reasons) == MAX_REASONS
     assert report.failure_lines()[-1] == "... and 5 more problems"
@@ -243,10 +244,10 @@ def test_progress_is_reported_with_running_totals(monkeypatch):
     for n in range(10):
         append("acme:alice:proj" if n % 2 else "acme:bob:proj")
     seen: list[int] = []
-    report = verify_all(progress=seen.append)
+    report = verify_all(principal=SYSTEM, progress=seen.append)
     assert report.ok and seen == [4, 8, 10]
     seen.clear()
-    verify_subjects(["acme:alice:proj", "acme:bob:proj"], progress=seen.append)
+    verify_subjects(["acme:alice:proj", "acme:bob:proj"], principal=SYSTEM, progress=seen.append)
     assert seen == [4, 5, 9, 10]
 
 

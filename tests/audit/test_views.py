@@ -17,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.receipts import build_deletion_receipt
 from audit.services import (
@@ -207,7 +208,7 @@ def test_explorer_red_banner_names_the_first_bad_sequence(client):
     tamper("UPDATE audit_log SET actor = 'mallory' WHERE sequence = %s", [events[2].sequence])
     auditor = make_operator("otto", [("acme:*:*", "auditor")])
     with transaction.atomic():
-        run = start_verification_run(subject="acme:*:*", started_by="otto")
+        run = start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="otto")
     run_verification(run.pk)
     login_as(client, auditor)
     # When the explorer is opened
@@ -225,7 +226,7 @@ def test_red_banner_is_not_shown_for_failures_outside_the_grant(client):
     append(SCOPE, payload={"n": 1})
     tamper("UPDATE audit_log SET actor = 'mallory' WHERE sequence = %s", [events[1].sequence])
     with transaction.atomic():
-        run = start_verification_run(started_by="system")
+        run = start_verification_run(principal=SYSTEM, started_by="system")
     run_verification(run.pk)
     assert VerificationRun.objects.get(pk=run.pk).status == "failed"
     # When a viewer of acme:alice:* opens the explorer
@@ -376,7 +377,7 @@ def test_verify_runs_in_the_background_and_the_partial_polls_until_done(
 def test_run_page_permissions(client, case, django_assert_max_num_queries):
     append(SCOPE)
     with transaction.atomic():
-        run = start_verification_run(subject=SCOPE, started_by="system")
+        run = start_verification_run(principal=SYSTEM, subject=SCOPE, started_by="system")
     run_verification(run.pk)
     case.sign_in(client)
     with django_assert_max_num_queries(8):
@@ -459,7 +460,7 @@ def test_checkpoint_create_permissions(client, case, django_assert_max_num_queri
 def test_checkpoint_download_all_streams_visible_checkpoints_oldest_first(client):
     seed()
     mine = [alice_checkpoint(), alice_checkpoint()]
-    create_checkpoint(actor="system")  # every chain: not alice's auditor's to see
+    create_checkpoint(principal=SYSTEM, actor="system")  # every chain: not alice's auditor's to see
     login_as(client, make_operator("otto", [(SCOPE, "auditor")]))
     response = client.get(reverse("audit:checkpoint_download_all"))
     lines = b"".join(response.streaming_content).decode().splitlines()

@@ -17,6 +17,7 @@ import pytest
 from actions import services
 from actions.models import ActionReceipt, ActionTransaction
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from tests.e2e.conftest import login, screenshot, sign_in
 from tests.factories import (
     authorizing_episode_id,
@@ -60,6 +61,7 @@ def stage_config_change(root: Path) -> str:
     """The agent's plan: raise the replica count in deploy.conf (an existing file)."""
     (root / "deploy.conf").write_text("replicas = 2\nlog_level = info\ntimeout = 30\n")
     patch = services.stage(
+        principal=SYSTEM,
         scope=SCOPE,
         operations=[
             {
@@ -169,6 +171,7 @@ def test_attention_queue_and_purge_confirmation(page, actions_root, monkeypatch)
     # Given a committed plan and one whose write failed mid-way (outcome unknown)
     done = stage_config_change(actions_root)
     failed = services.stage(
+        principal=SYSTEM,
         scope="acme:alice:docs",
         operations=[
             {
@@ -185,13 +188,13 @@ def test_attention_queue_and_purge_confirmation(page, actions_root, monkeypatch)
     ada = make_operator("ada", [("acme:*:*", "approver")])
     for txn_id in (done, failed):
         services.approve(transaction_id=txn_id, principal=access.operator_principal(olga))
-    services.commit(transaction_id=done)
+    services.commit(principal=SYSTEM, transaction_id=done)
 
     def disk_went_away(self, prepared, key):
         raise OSError("I/O error while writing")
 
     monkeypatch.setattr("actions.adapters.filesystem.FilesystemAdapter.execute", disk_went_away)
-    services.commit(transaction_id=failed)
+    services.commit(principal=SYSTEM, transaction_id=failed)
     monkeypatch.undo()
     # When the approver opens the attention queue, it says what to check
     sign_in(page, ada)

@@ -21,6 +21,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Record, Status
@@ -51,26 +52,45 @@ def _empty_search_index(transactional_db: None) -> Iterator[None]:
 @pytest.fixture
 def alice_memory() -> dict[str, str]:
     """A few days of Alice's memory: trusted facts at three levels and a poisoned webpage."""
-    services.remember(scope="acme:*:*", text="Remember that the office wifi is called acmenet.")
-    services.remember(scope="acme:alice:*", text="My timezone is Europe/Paris.")
-    services.remember(scope="acme:bob:*", text="My timezone is America/Chicago.")
-    services.remember(scope="acme:bob:crm", text="My report format is PDF.")
-    services.remember(scope="acmecorp:carol:*", text="My editor is emacs.")
+    services.remember(
+        principal=SYSTEM, scope="acme:*:*", text="Remember that the office wifi is called acmenet."
+    )
+    services.remember(principal=SYSTEM, scope="acme:alice:*", text="My timezone is Europe/Paris.")
+    services.remember(principal=SYSTEM, scope="acme:bob:*", text="My timezone is America/Chicago.")
+    services.remember(principal=SYSTEM, scope="acme:bob:crm", text="My report format is PDF.")
+    services.remember(principal=SYSTEM, scope="acmecorp:carol:*", text="My editor is emacs.")
     editor = services.remember(
-        scope=SCOPE, text="My editor is helix.", session_id="sess-0412", turn_id="1"
+        principal=SYSTEM,
+        scope=SCOPE,
+        text="My editor is helix.",
+        session_id="sess-0412",
+        turn_id="1",
     )
     services.remember(
-        scope=SCOPE, text="My deploy branch is release-2025.", session_id="sess-0412", turn_id="2"
+        principal=SYSTEM,
+        scope=SCOPE,
+        text="My deploy branch is release-2025.",
+        session_id="sess-0412",
+        turn_id="2",
     )
-    services.remember(scope=SCOPE, text="I never eat peanuts.", session_id="sess-0415", turn_id="1")
-    poisoned = services.remember(scope=SCOPE, text=POISON, session_id="sess-0415", turn_id="2")
+    services.remember(
+        principal=SYSTEM,
+        scope=SCOPE,
+        text="I never eat peanuts.",
+        session_id="sess-0415",
+        turn_id="1",
+    )
+    poisoned = services.remember(
+        principal=SYSTEM, scope=SCOPE, text=POISON, session_id="sess-0415", turn_id="2"
+    )
     font = services.remember(
+        principal=SYSTEM,
         scope=SCOPE,
         text="Here is the tool result: <tool_output>My terminal font is Iosevka Term.</tool_output>",
         session_id="sess-0416",
         turn_id="1",
     )
-    services.recall(scope=SCOPE, query="which editor do I use")
+    services.recall(principal=SYSTEM, scope=SCOPE, query="which editor do I use")
     return {
         "editor": editor.records[0].record_id,
         "poisoned": poisoned.records[0].record_id,
@@ -259,7 +279,9 @@ def test_reviewer_forgets_a_fact_and_verifies_its_receipt(page, alice_memory, tm
 
 def test_reviewer_forgets_a_superseded_value_with_its_whole_lineage(page, alice_memory):
     # Given Alice's deploy branch was corrected, so the old value is superseded
-    newer = services.remember(scope=SCOPE, text="Use main-2026 as my deploy branch from now on.")
+    newer = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="Use main-2026 as my deploy branch from now on."
+    )
     old = Record.objects.get(scope=SCOPE, status=Status.SUPERSEDED)
     make_operator("rita", [("acme:alice:*", "reviewer")])
     login(page, "rita")

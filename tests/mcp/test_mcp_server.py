@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
 from memory import services
@@ -119,7 +120,9 @@ async def conversation(python: str, errlog, bob_record: str) -> dict[str, Any]:
 @pytest.mark.slow
 def test_mcp_session_end_to_end(python):
     # Given a record of bob's that alice's session must never reach
-    bob = services.remember(scope="acme:bob:proj", text="My backup email is bob@example.org")
+    bob = services.remember(
+        principal=SYSTEM, scope="acme:bob:proj", text="My backup email is bob@example.org"
+    )
     seen: dict[str, Any] = {"bob_record": bob.records[0].record_id}
 
     # When an MCP client runs a whole conversation against the server subprocess
@@ -156,7 +159,7 @@ def test_mcp_session_end_to_end(python):
     receipt = seen["receipt"]
     assert receipt["format"] == "aetnamem-deletion-receipt-v1"
     assert receipt["purged_record_ids"] == seen["preview"]["record_ids"] == [record["record_id"]]
-    assert verify_deletion_receipt(json.loads(json.dumps(receipt))) == []
+    assert verify_deletion_receipt(json.loads(json.dumps(receipt)), principal=SYSTEM) == []
     assert Record.objects.get(record_id=record["record_id"]).status == "tombstoned"
     assert seen["after_forget"]["returned_ids"] == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from memory import services
 from tests.factories import login_as, make_operator
 
@@ -14,7 +15,7 @@ from tests.factories import login_as, make_operator
     "model", ["record", "episode", "retrievalevent", "deletionreceipt", "scopestats"]
 )
 def test_memory_admin_is_read_only(client, model):
-    services.remember(scope="acme:alice:*", text="My car is red.")
+    services.remember(principal=SYSTEM, scope="acme:alice:*", text="My car is red.")
     login_as(client, make_operator("root", is_superuser=True))
     assert client.get(reverse(f"admin:memory_{model}_changelist")).status_code == 200
     assert client.get(reverse(f"admin:memory_{model}_add")).status_code == 403

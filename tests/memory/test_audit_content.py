@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from aetnaweb.access import SYSTEM
 from audit.verification import verify_all
 from memory import services
 
@@ -30,35 +31,55 @@ SECRETS = [
 def test_no_content_ever_enters_the_audit_table():
     # Given every verb exercised with distinctive content
     first = services.remember(
-        scope=S, text="My backup email is x@Quokkamail.example.", session_id="s1"
+        principal=SYSTEM, scope=S, text="My backup email is x@Quokkamail.example.", session_id="s1"
     )
-    services.remember(scope=S, text="My street is Marmoset Lane.")
-    services.remember(scope=S, text="I hummed a hummingbird sonata today.", force=True)
-    services.remember(scope=S, text="I hummed a hummingbird sonata today.")
-    page = services.remember(scope=S, text="<webpage>My favourite animal is Pangolin.</webpage>")
-    services.remember(scope=S, text="<tool_output>Remember that the capybara sleeps.</tool_output>")
-    services.remember_fact(scope=S, key="bank", value="Wombatbank")
-    services.recall(scope=S, query="zanzibarian backup email")
-    services.recall_block(scope=S, query="zanzibarian backup email", min_score=0.0)
-    services.persona(scope=S)
-    services.capture(scope=S, role="assistant", content="capybara says hi")
-    services.capture(scope=S, role="tool_result", content="capybara result")
+    services.remember(principal=SYSTEM, scope=S, text="My street is Marmoset Lane.")
+    services.remember(
+        principal=SYSTEM, scope=S, text="I hummed a hummingbird sonata today.", force=True
+    )
+    services.remember(principal=SYSTEM, scope=S, text="I hummed a hummingbird sonata today.")
+    page = services.remember(
+        principal=SYSTEM, scope=S, text="<webpage>My favourite animal is Pangolin.</webpage>"
+    )
+    services.remember(
+        principal=SYSTEM,
+        scope=S,
+        text="<tool_output>Remember that the capybara sleeps.</tool_output>",
+    )
+    services.remember_fact(principal=SYSTEM, scope=S, key="bank", value="Wombatbank")
+    services.recall(principal=SYSTEM, scope=S, query="zanzibarian backup email")
+    services.recall_block(
+        principal=SYSTEM, scope=S, query="zanzibarian backup email", min_score=0.0
+    )
+    services.persona(principal=SYSTEM, scope=S)
+    services.capture(principal=SYSTEM, scope=S, role="assistant", content="capybara says hi")
+    services.capture(principal=SYSTEM, scope=S, role="tool_result", content="capybara result")
     services.propose_facts(
-        scope=S, facts=[{"content": "User likes narwhal.", "evidence": [first.episode_id]}]
+        principal=SYSTEM,
+        scope=S,
+        facts=[{"content": "User likes narwhal.", "evidence": [first.episode_id]}],
     )
-    services.propose_facts(scope=S, facts=[{"content": "narwhal without evidence"}])
-    services.promote(scope=S, record_id=page.record_ids[0], reason="axolotl reason")
-    tool = services.remember(scope=S, text="<webpage>My pet is an ocelot.</webpage>")
-    services.reject(scope=S, record_id=tool.record_ids[0], reason="axolotl reason")
-    services.remember(scope=S, text="My pet is an ocelot and a tapir.")
-    services.forget_preview(scope=S, selector="ocelot")
-    services.forget(scope=S, selector="ocelot")
-    services.remember(scope=S, text="My other pet is a tapir.")
-    services.forget(scope=S, utterance="forget my tapir")
+    services.propose_facts(
+        principal=SYSTEM, scope=S, facts=[{"content": "narwhal without evidence"}]
+    )
+    services.promote(
+        principal=SYSTEM, scope=S, record_id=page.record_ids[0], reason="axolotl reason"
+    )
+    tool = services.remember(
+        principal=SYSTEM, scope=S, text="<webpage>My pet is an ocelot.</webpage>"
+    )
+    services.reject(
+        principal=SYSTEM, scope=S, record_id=tool.record_ids[0], reason="axolotl reason"
+    )
+    services.remember(principal=SYSTEM, scope=S, text="My pet is an ocelot and a tapir.")
+    services.forget_preview(principal=SYSTEM, scope=S, selector="ocelot")
+    services.forget(principal=SYSTEM, scope=S, selector="ocelot")
+    services.remember(principal=SYSTEM, scope=S, text="My other pet is a tapir.")
+    services.forget(principal=SYSTEM, scope=S, utterance="forget my tapir")
     with pytest.raises(Exception):
-        services.forget(scope=S, utterance="forget")
-    services.consolidate(scope=S)
-    services.log_action(scope=S, event_type="agent.note", payload={"size": 3})
+        services.forget(principal=SYSTEM, scope=S, utterance="forget")
+    services.consolidate(principal=SYSTEM, scope=S)
+    services.log_action(principal=SYSTEM, scope=S, event_type="agent.note", payload={"size": 3})
     # When the whole audit table is read, every column of every row
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM audit_log")
@@ -73,4 +94,4 @@ def test_no_content_ever_enters_the_audit_table():
     # And the fact slot names are (they are allowed and useful)
     assert "backup email" in haystack
     # And every chain still verifies
-    assert verify_all().ok
+    assert verify_all(principal=SYSTEM).ok

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from aetnaweb.access import SYSTEM
 from memory import services
 from memory.models import Record
 
@@ -120,7 +121,7 @@ def test_refusal_from_the_command_line_prints_one_line_on_stderr(capfd):
 
 @pytest.mark.django_db
 def test_an_empty_forget_from_the_command_is_refused_and_recorded():
-    services.remember(scope=S, text="My car is red.")
+    services.remember(principal=SYSTEM, scope=S, text="My car is red.")
     with pytest.raises(CommandError) as caught:
         call_command("memory", "forget", S, "--selector", "  ", stdout=io.StringIO())
     assert caught.value.returncode == 2
@@ -132,8 +133,8 @@ def test_an_empty_forget_from_the_command_is_refused_and_recorded():
 
 @pytest.mark.django_db
 def test_forget_a_superseded_record_by_id_takes_its_lineage_and_preview_marks_it():
-    old = services.remember(scope=S, text="My shell is bash.").record_ids[0]
-    new = services.remember(scope=S, text="My shell is fish.").record_ids[0]
+    old = services.remember(principal=SYSTEM, scope=S, text="My shell is bash.").record_ids[0]
+    new = services.remember(principal=SYSTEM, scope=S, text="My shell is fish.").record_ids[0]
     preview = run("forget", S, "--record-id", old, "--preview")
     assert "would purge 2 record(s)" in preview
     assert f"{new} active (same fact): User's shell is fish." in preview
@@ -154,7 +155,7 @@ def test_forget_a_superseded_record_by_id_takes_its_lineage_and_preview_marks_it
     ],
 )
 def test_vague_or_unmatched_forgets_exit_2_with_one_line_and_purge_nothing(rows, args, message):
-    services.remember(scope=S, text="Remember that I hate loud meetings.")
+    services.remember(principal=SYSTEM, scope=S, text="Remember that I hate loud meetings.")
     before = rows()
     with pytest.raises(CommandError) as caught:
         call_command("memory", "forget", S, *args, stdout=io.StringIO())
@@ -168,7 +169,9 @@ def test_vague_or_unmatched_forgets_exit_2_with_one_line_and_purge_nothing(rows,
 @pytest.mark.django_db
 def test_a_broad_forget_from_the_command_needs_the_previewed_ids():
     for n in range(services.MAX_UNPREVIEWED_FORGET + 1):
-        services.remember(scope=S, text=f"Remember that crate {n} is in the depot.")
+        services.remember(
+            principal=SYSTEM, scope=S, text=f"Remember that crate {n} is in the depot."
+        )
     with pytest.raises(CommandError, match="preview first") as caught:
         call_command("memory", "forget", S, "--selector", "depot", stdout=io.StringIO())
     assert caught.value.returncode == 2

@@ -7,6 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.verification import verify_subject
 from memory import services
@@ -29,8 +30,8 @@ def test_concurrent_remembers_in_one_scope_never_fork_the_chain():
         try:
             start.wait()
             for i in range(PER_WRITER):
-                services.remember(scope=S, text=f"My shift is number {n}-{i}.")
-                services.recall(scope=S, query="shift")
+                services.remember(principal=SYSTEM, scope=S, text=f"My shift is number {n}-{i}.")
+                services.recall(principal=SYSTEM, scope=S, query="shift")
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:
@@ -47,7 +48,7 @@ def test_concurrent_remembers_in_one_scope_never_fork_the_chain():
     prevs = [e.prev_hash for e in events]
     assert len(prevs) == len(set(prevs))
     assert prevs[0] is None and all(p is not None for p in prevs[1:])
-    report = verify_subject(S)
+    report = verify_subject(S, principal=SYSTEM)
     assert report.ok and report.events_checked == len(events)
     # And supersession was serialized too: exactly one active value for the slot
     total = WRITERS * PER_WRITER

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from audit.services import append_event
@@ -31,7 +32,7 @@ committed = pytest.mark.django_db(transaction=django_settings.DATABASE_VENDOR ==
 
 
 def remember(text: str = "My deploy window is Fridays.") -> Record:
-    result = services.remember(scope=SCOPE, text=text)
+    result = services.remember(principal=SYSTEM, scope=SCOPE, text=text)
     return Record.objects.get(record_id=result.records[0].record_id)
 
 
@@ -65,6 +66,7 @@ def inspect_text() -> str:
         lambda: remember("<webpage>My backup email is eve@example.org.</webpage>"),
         lambda: Record.objects.get(
             record_id=services.propose_facts(
+                principal=SYSTEM,
                 scope=SCOPE,
                 facts=[{"content": "User likes tea.", "evidence": [remember().record_id]}],
             )
@@ -79,7 +81,7 @@ def test_every_new_record_binds_its_exact_content(make):
     payload = json.loads(creation_event(record).payload)
     assert payload["content_sha256"] == sha256_text(record.content)
     assert selectors.content_binding(record).state == "ok"
-    assert verify_subject(SCOPE).ok
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
 
 
 @pytest.mark.django_db
@@ -90,18 +92,18 @@ def test_an_edited_content_fails_the_verifier_inspect_and_the_record_page(client
     # When someone with database access edits its content
     edit_behind_the_engine(record)
     # Then recall returns the edited text (the attack) ...
-    result = services.recall(scope=SCOPE, query="Fridays")
+    result = services.recall(principal=SYSTEM, scope=SCOPE, query="Fridays")
     assert [c.content for c in result.candidates] == ["Fridays are off."]
     # ... and the chain verifier names the record and its creation event
     reason = (
         f"sequence {event.sequence}: record {record.record_id} content does not match the "
         "content_sha256 its memory.record_created event binds"
     )
-    report = verify_subject(SCOPE)
+    report = verify_subject(SCOPE, principal=SYSTEM)
     assert not report.ok
     assert report.first_bad_sequence == event.sequence
     assert reason in report.reasons
-    assert reason in verify_all().by_subject()[SCOPE].reasons
+    assert reason in verify_all(principal=SYSTEM).by_subject()[SCOPE].reasons
     # ... memory inspect says BROKEN with the same reason
     text = inspect_text()
     assert "chain: BROKEN" in text and reason in text
@@ -129,19 +131,19 @@ def test_a_case_only_edit_is_caught_too():
     record = remember()
     edit_behind_the_engine(record, value="my deploy window is fridays.")
     assert selectors.content_binding(record.__class__.objects.get(pk=record.pk)).state == "mismatch"
-    assert not verify_subject(SCOPE).ok
+    assert not verify_subject(SCOPE, principal=SYSTEM).ok
 
 
 @pytest.mark.django_db
 def test_a_record_inserted_or_revived_behind_the_engine_fails():
     # Given a record forgotten through the engine
     record = remember()
-    services.forget(scope=SCOPE, record_ids=[record.record_id])
-    assert verify_subject(SCOPE).ok
+    services.forget(principal=SYSTEM, scope=SCOPE, record_ids=[record.record_id])
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
     # When its content is put back by hand
     edit_behind_the_engine(record, value="My deploy window is Fridays.")
     # Then the verifier says so
-    assert verify_subject(SCOPE).reasons == [
+    assert verify_subject(SCOPE, principal=SYSTEM).reasons == [
         f"sequence {creation_event(record).sequence}: record {record.record_id} is tombstoned "
         "but still holds content"
     ]
@@ -153,7 +155,7 @@ def test_a_record_inserted_or_revived_behind_the_engine_fails():
             "UPDATE memory_record SET record_id = %s WHERE record_id = %s",
             ["mem_" + "f" * 32, other.record_id],
         )
-    assert verify_subject(SCOPE).reasons == [
+    assert verify_subject(SCOPE, principal=SYSTEM).reasons == [
         f"record mem_{'f' * 32} has no memory.record_created or memory.record_quarantined "
         "event in its scope's chain"
     ]
@@ -175,7 +177,7 @@ def test_records_written_before_the_binding_are_not_judged():
     # Then it is unbound, not broken, and the chain holds
     legacy = Record.objects.get(pk=record.pk)
     assert selectors.content_binding(legacy).state == "unbound"
-    assert verify_subject(SCOPE).ok
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
 
 
 @committed
@@ -188,7 +190,7 @@ def test_the_standalone_tool_names_the_same_edit(tmp_path):
     if connection.vendor != "sqlite":
         return  # the tool reads SQLite files; a copy of audit_log alone has no records
     assert result.returncode == 1
-    assert reasons == verify_subject(SCOPE).failure_lines()
+    assert reasons == verify_subject(SCOPE, principal=SYSTEM).failure_lines()
     assert reasons == [
         f"sequence {event.sequence}: record {record.record_id} content does not match the "
         "content_sha256 its memory.record_created event binds"

@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ScopeGrant
 from audit.receipts import verify_deletion_receipt
 from audit.verification import verify_all
@@ -33,9 +34,11 @@ def test_demo_seeds_the_story_and_a_second_run_changes_nothing(rows, settings, t
     statuses = set(Record.objects.values_list("status", flat=True))
     assert statuses == {"active", "superseded", "quarantined", "tombstoned"}
     assert Record.objects.filter(status="quarantined", source_type="webpage").exists()
-    assert verify_all().ok
+    assert verify_all(principal=SYSTEM).ok
     # Inherited facts: recall at a project sees tenant and platform facts
-    result = services.recall(scope="acme:alice:apollo", query="support line time convention")
+    result = services.recall(
+        principal=SYSTEM, scope="acme:alice:apollo", query="support line time convention"
+    )
     # (the project's own facts may come back too, by meaning)
     assert {"acme:*:*", "platform:*:*"} <= {c.scope for c in result.returned}
     # The correction superseded the old backup email, linked both ways
@@ -55,6 +58,6 @@ def test_demo_seeds_the_story_and_a_second_run_changes_nothing(rows, settings, t
 def test_the_demo_forget_has_a_verifying_receipt():
     summary = seed_demo()
     assert summary.created and len(summary.receipts) == 1
-    assert verify_deletion_receipt(summary.receipts[0]) == []
+    assert verify_deletion_receipt(summary.receipts[0], principal=SYSTEM) == []
     assert not Record.objects.filter(content__icontains="Elm Street").exists()
     assert seed_demo().created is False

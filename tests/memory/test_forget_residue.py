@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from aetnaweb.access import SYSTEM
 from memory import services
 from memory.models import Record
 
@@ -24,17 +25,21 @@ def remember_then_forget(settings) -> tuple[str, str]:
     """Old and new values of one fact, recalled, then forgotten by the user's words."""
     settings.AETNAWEB_STORE_RECALL_QUERIES = True
     old, new = unique_token(), unique_token()
-    services.remember(scope=S, text=f"My backup email is {old}@example.com.")
-    services.remember(scope=S, text=f"Use {new}@example.com as my backup email from now on.")
-    services.recall(scope=S, query=f"is {new} my backup email")
-    services.recall(scope=S, query=f"what about {old}")
+    services.remember(principal=SYSTEM, scope=S, text=f"My backup email is {old}@example.com.")
+    services.remember(
+        principal=SYSTEM, scope=S, text=f"Use {new}@example.com as my backup email from now on."
+    )
+    services.recall(principal=SYSTEM, scope=S, query=f"is {new} my backup email")
+    services.recall(principal=SYSTEM, scope=S, query=f"what about {old}")
     # A long note spills into overflow pages, which the forget frees whole.
     long_note = services.remember(
-        scope=S, text="Remember that the code is " + "long and dull " * 400 + f"then {new}"
+        principal=SYSTEM,
+        scope=S,
+        text="Remember that the code is " + "long and dull " * 400 + f"then {new}",
     )
-    receipt = services.forget(scope=S, utterance="forget my backup email")
+    receipt = services.forget(principal=SYSTEM, scope=S, utterance="forget my backup email")
     assert len(receipt["purged_record_ids"]) == 2
-    services.forget(scope=S, record_ids=long_note.record_ids)
+    services.forget(principal=SYSTEM, scope=S, record_ids=long_note.record_ids)
     return old, new
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
 from memory import search, services
@@ -28,9 +29,11 @@ def last_event() -> AuditEvent:
 
 
 def backup_email_lineage() -> tuple[str, str, str, str]:
-    old = services.remember(scope=S, text="My backup email is carol.old@example.com.")
+    old = services.remember(
+        principal=SYSTEM, scope=S, text="My backup email is carol.old@example.com."
+    )
     new = services.remember(
-        scope=S, text="Use carol.new@example.com as my backup email from now on."
+        principal=SYSTEM, scope=S, text="Use carol.new@example.com as my backup email from now on."
     )
     return old.record_ids[0], new.record_ids[0], old.episode_id, new.episode_id
 
@@ -43,15 +46,18 @@ def test_forgetting_the_current_value_purges_the_superseded_one_too():
     # Given an email corrected once
     old, new, old_episode, new_episode = backup_email_lineage()
     # When the user asks to forget it
-    preview = services.forget_preview(scope=S, utterance="forget my backup email")
+    preview = services.forget_preview(principal=SYSTEM, scope=S, utterance="forget my backup email")
     receipt = services.forget(
-        scope=S, utterance="forget my backup email", expected_record_ids=list(preview.record_ids)
+        principal=SYSTEM,
+        scope=S,
+        utterance="forget my backup email",
+        expected_record_ids=list(preview.record_ids),
     )
     # Then the preview showed both values, and the receipt lists both and their messages
     assert preview.record_ids == (old, new)
     assert receipt["purged_record_ids"] == [old, new]
     assert receipt["purged_episode_ids"] == sorted([old_episode, new_episode])
-    assert verify_deletion_receipt(receipt) == []
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == []
     # And no row still holds either value
     assert not Record.objects.filter(content__contains="carol.").exists()
     assert not Episode.objects.filter(text__contains="carol.").exists()
@@ -62,8 +68,8 @@ def test_a_superseded_record_can_be_forgotten_by_id_with_its_lineage():
     old, new, *_ = backup_email_lineage()
     assert status(old) == "superseded"
     # When the old value is forgotten by its ID
-    preview = services.forget_preview(scope=S, record_ids=[old])
-    receipt = services.forget(scope=S, record_ids=[old])
+    preview = services.forget_preview(principal=SYSTEM, scope=S, record_ids=[old])
+    receipt = services.forget(principal=SYSTEM, scope=S, record_ids=[old])
     # Then the newer value that superseded it goes too (one fact, one lineage)
     assert [r["matched"] for r in preview.records] == [True, False]
     assert receipt["purged_record_ids"] == [old, new]
@@ -74,7 +80,7 @@ def test_a_superseded_record_can_be_forgotten_by_id_with_its_lineage():
 @pytest.mark.django_db
 def test_matching_a_superseded_value_by_text_purges_its_lineage():
     old, new, *_ = backup_email_lineage()
-    receipt = services.forget(scope=S, selector="carol.old@example.com")
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="carol.old@example.com")
     assert receipt["purged_record_ids"] == [old, new]
 
 
@@ -84,15 +90,21 @@ def test_expected_ids_must_cover_the_whole_lineage(rows):
     before = rows()
     # When a caller confirms only the newest value / Then refused, nothing purged
     with pytest.raises(ForgetPreviewStale, match=old):
-        services.forget(scope=S, selector="backup email", expected_record_ids=[new])
+        services.forget(
+            principal=SYSTEM, scope=S, selector="backup email", expected_record_ids=[new]
+        )
     assert rows() == before
 
 
 @pytest.mark.django_db
 def test_lineage_stays_within_the_scope_named():
-    above = services.remember(scope="acme:carol:*", text="My backup email is carol.p@x.example.")
-    local = services.remember(scope=S, text="My backup email is carol.q@x.example.")
-    receipt = services.forget(scope=S, selector="backup email")
+    above = services.remember(
+        principal=SYSTEM, scope="acme:carol:*", text="My backup email is carol.p@x.example."
+    )
+    local = services.remember(
+        principal=SYSTEM, scope=S, text="My backup email is carol.q@x.example."
+    )
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="backup email")
     assert receipt["purged_record_ids"] == [local.record_ids[0]]
     assert status(above.record_ids[0]) == "active"
 
@@ -100,10 +112,10 @@ def test_lineage_stays_within_the_scope_named():
 @pytest.mark.django_db
 def test_a_shared_message_loses_its_text_but_the_other_fact_stays():
     # Given one message stating two facts
-    both = services.remember(scope=S, text="My car is red. My bike is blue.")
+    both = services.remember(principal=SYSTEM, scope=S, text="My car is red. My bike is blue.")
     car, bike = both.record_ids
     # When one is forgotten
-    receipt = services.forget(scope=S, selector="car")
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="car")
     # Then the message text (which holds the car too) is cleared; the bike fact stays
     assert receipt["purged_record_ids"] == [car]
     assert receipt["purged_episode_ids"] == [both.episode_id]
@@ -114,11 +126,15 @@ def test_a_shared_message_loses_its_text_but_the_other_fact_stays():
 @pytest.mark.django_db
 def test_stored_recall_queries_that_repeat_the_forgotten_value_are_cleared(settings):
     settings.AETNAWEB_STORE_RECALL_QUERIES = True
-    services.remember(scope=S, text="My backup email is carol.old@example.com.")
-    considered = services.recall(scope=S, query="backup email please").retrieval_id
-    repeating = services.recall(scope="acme:carol:audit2", query="is carol.old@example.com ok")
-    unrelated = services.recall(scope=S, query="weather tomorrow").retrieval_id
-    services.forget(scope=S, selector="carol.old@example.com")
+    services.remember(principal=SYSTEM, scope=S, text="My backup email is carol.old@example.com.")
+    considered = services.recall(
+        principal=SYSTEM, scope=S, query="backup email please"
+    ).retrieval_id
+    repeating = services.recall(
+        principal=SYSTEM, scope="acme:carol:audit2", query="is carol.old@example.com ok"
+    )
+    unrelated = services.recall(principal=SYSTEM, scope=S, query="weather tomorrow").retrieval_id
+    services.forget(principal=SYSTEM, scope=S, selector="carol.old@example.com")
     texts = dict(RetrievalEvent.objects.values_list("retrieval_id", "query_text"))
     assert texts[considered] == "" and texts[repeating.retrieval_id] == ""
     assert texts[unrelated] == "weather tomorrow"
@@ -129,26 +145,35 @@ def test_stored_recall_queries_that_repeat_the_forgotten_value_are_cleared(setti
 
 @pytest.mark.django_db
 def test_needles_match_whole_words_never_inside_a_word():
-    meetings = services.remember(scope=S, text="Remember that I hate loud meetings.")
-    hammer = services.remember(scope=S, text="My tool is hammer-2.")
-    favourite = services.remember(scope=S, text="My favourite colours are teal and rust.")
+    meetings = services.remember(
+        principal=SYSTEM, scope=S, text="Remember that I hate loud meetings."
+    )
+    hammer = services.remember(principal=SYSTEM, scope=S, text="My tool is hammer-2.")
+    favourite = services.remember(
+        principal=SYSTEM, scope=S, text="My favourite colours are teal and rust."
+    )
     with pytest.raises(SelectorError, match="nothing matched"):
-        services.forget(scope=S, selector="eet")
+        services.forget(principal=SYSTEM, scope=S, selector="eet")
     with pytest.raises(SelectorError, match="nothing matched"):
-        services.forget(scope=S, selector="colour")
-    receipt = services.forget(scope=S, selector="HAMMER")
+        services.forget(principal=SYSTEM, scope=S, selector="colour")
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="HAMMER")
     assert receipt["purged_record_ids"] == hammer.record_ids
     assert status(meetings.record_ids[0]) == status(favourite.record_ids[0]) == "active"
 
 
 @pytest.mark.django_db
 def test_matching_is_case_insensitive_across_unicode():
-    ecole = services.remember(scope=S, text="Remember that the École Verte closes at noon.")
-    strasse = services.remember(scope=S, text="My street is Ölweg 4.")
-    assert services.forget(scope=S, selector="école verte")["purged_record_ids"] == (
-        ecole.record_ids
+    ecole = services.remember(
+        principal=SYSTEM, scope=S, text="Remember that the École Verte closes at noon."
     )
-    assert services.forget(scope=S, selector="ÖLWEG")["purged_record_ids"] == strasse.record_ids
+    strasse = services.remember(principal=SYSTEM, scope=S, text="My street is Ölweg 4.")
+    assert services.forget(principal=SYSTEM, scope=S, selector="école verte")[
+        "purged_record_ids"
+    ] == (ecole.record_ids)
+    assert (
+        services.forget(principal=SYSTEM, scope=S, selector="ÖLWEG")["purged_record_ids"]
+        == strasse.record_ids
+    )
 
 
 @pytest.mark.django_db
@@ -170,14 +195,14 @@ def test_matching_is_case_insensitive_across_unicode():
 )
 def test_vague_needles_are_refused_and_write_only_the_rejection(rows, request_kwargs):
     # Given records a vague needle would once have matched inside words
-    services.remember(scope=S, text="Remember that I hate loud meetings.")
-    services.remember(scope=S, text="My favourite colours are teal and rust.")
+    services.remember(principal=SYSTEM, scope=S, text="Remember that I hate loud meetings.")
+    services.remember(principal=SYSTEM, scope=S, text="My favourite colours are teal and rust.")
     before = rows()
     # When / Then refused with the message telling the user what to say
     with pytest.raises(SelectorError, match=r"say what to forget, e\.g\. 'forget my backup email'"):
-        services.forget(scope=S, **request_kwargs)
+        services.forget(principal=SYSTEM, scope=S, **request_kwargs)
     with pytest.raises(SelectorError, match="too vague"):
-        services.forget_preview(scope=S, **request_kwargs)
+        services.forget_preview(principal=SYSTEM, scope=S, **request_kwargs)
     # And only the memory.forget_rejected event was written
     after = rows()
     assert after["records"] == before["records"] and after["episodes"] == before["episodes"]
@@ -190,27 +215,29 @@ def test_vague_needles_are_refused_and_write_only_the_rejection(rows, request_kw
 
 @pytest.mark.django_db
 def test_utterances_find_records_in_the_stored_user_wording():
-    beef = services.remember(scope=S, text="I avoid beef.").record_ids[0]
+    beef = services.remember(principal=SYSTEM, scope=S, text="I avoid beef.").record_ids[0]
     assert Record.objects.get(record_id=beef).content == "User avoids beef."
-    assert services.forget_preview(scope=S, utterance="forget that I avoid beef").record_ids == (
-        beef,
-    )
     assert services.forget_preview(
-        scope=S, utterance="Forget that I don't eat beef"
+        principal=SYSTEM, scope=S, utterance="forget that I avoid beef"
     ).record_ids == (beef,)
-    receipt = services.forget(scope=S, utterance="please forget that I avoid beef")
+    assert services.forget_preview(
+        principal=SYSTEM, scope=S, utterance="Forget that I don't eat beef"
+    ).record_ids == (beef,)
+    receipt = services.forget(
+        principal=SYSTEM, scope=S, utterance="please forget that I avoid beef"
+    )
     assert receipt["purged_record_ids"] == [beef]
 
 
 @pytest.mark.django_db
 def test_an_utterance_matching_nothing_is_refused_and_recorded(rows):
-    services.remember(scope=S, text="My car is red.")
+    services.remember(principal=SYSTEM, scope=S, text="My car is red.")
     before = rows()
     with pytest.raises(SelectorError, match="nothing matched"):
-        services.forget_preview(scope=S, utterance="forget my boat")
+        services.forget_preview(principal=SYSTEM, scope=S, utterance="forget my boat")
     assert rows() == before  # a preview writes nothing, even a refused one
     with pytest.raises(SelectorError, match="nothing matched"):
-        services.forget(scope=S, utterance="forget my boat")
+        services.forget(principal=SYSTEM, scope=S, utterance="forget my boat")
     after = rows()
     assert after["records"] == before["records"]
     assert after["AuditEvent"] == before["AuditEvent"] + 1
@@ -223,20 +250,22 @@ def test_an_utterance_matching_nothing_is_refused_and_recorded(rows):
 def test_a_broad_forget_needs_the_previewed_ids(rows):
     # Given more matching records than a forget may purge unpreviewed
     for n in range(services.MAX_UNPREVIEWED_FORGET + 1):
-        services.remember(scope=S, text=f"Remember that ticket {n} is about the printer.")
+        services.remember(
+            principal=SYSTEM, scope=S, text=f"Remember that ticket {n} is about the printer."
+        )
     before = rows()
     # When applied blind / Then refused, told to preview first, only the rejection written
     with pytest.raises(SelectorError, match="preview first") as caught:
-        services.forget(scope=S, selector="printer")
+        services.forget(principal=SYSTEM, scope=S, selector="printer")
     assert caught.value.reason == "preview_required"
     after = rows()
     assert after["records"] == before["records"]
     assert after["AuditEvent"] == before["AuditEvent"] + 1
     assert json.loads(last_event().payload)["reason"] == "preview_required"
     # And with the previewed IDs it goes ahead
-    preview = services.forget_preview(scope=S, selector="printer")
+    preview = services.forget_preview(principal=SYSTEM, scope=S, selector="printer")
     receipt = services.forget(
-        scope=S, selector="printer", expected_record_ids=list(preview.record_ids)
+        principal=SYSTEM, scope=S, selector="printer", expected_record_ids=list(preview.record_ids)
     )
     assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
 
@@ -244,8 +273,10 @@ def test_a_broad_forget_needs_the_previewed_ids(rows):
 @pytest.mark.django_db
 def test_a_forget_at_the_bound_applies_without_a_preview():
     for n in range(services.MAX_UNPREVIEWED_FORGET):
-        services.remember(scope=S, text=f"Remember that ticket {n} is about the printer.")
-    receipt = services.forget(scope=S, selector="printer")
+        services.remember(
+            principal=SYSTEM, scope=S, text=f"Remember that ticket {n} is about the printer."
+        )
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="printer")
     assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET
 
 
@@ -278,12 +309,12 @@ def test_every_purged_record_holds_the_needle_as_whole_words(contents, utterance
     scope = f"prop:u{next(fresh)}:*"
     stored = {}
     for text in contents:
-        result = services.remember(scope=scope, text=text, force=True)
+        result = services.remember(principal=SYSTEM, scope=scope, text=text, force=True)
         for record in result.records:
             stored[record.record_id] = record.content
     # When the utterance is forgotten (refusals are fine: they touch nothing)
     try:
-        receipt = services.forget(scope=scope, utterance=utterance)
+        receipt = services.forget(principal=SYSTEM, scope=scope, utterance=utterance)
         purged = set(receipt["purged_record_ids"])
     except SelectorError:
         purged = set()

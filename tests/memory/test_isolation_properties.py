@@ -13,7 +13,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aetnaweb.access import READ, AccessDenied, Principal
+from aetnaweb.access import READ, SYSTEM, AccessDenied, Principal
 from aetnaweb.scopes import Scope
 from memory import selectors, services
 from memory.models import Record
@@ -111,11 +111,11 @@ def test_recall_sees_exactly_the_lineage_weighted_by_distance(tree, queries):
         stored = {}
         for scope in tree:
             stored[str(scope)] = services.remember_fact(
-                scope=scope, key="launch code", value=str(scope)
+                principal=SYSTEM, scope=scope, key="launch code", value=str(scope)
             ).record_ids[0]
         for query in queries:
             # When recalled at any scope
-            result = services.recall(scope=query, query="launch code", limit=10)
+            result = services.recall(principal=SYSTEM, scope=query, query="launch code", limit=10)
             # Then exactly the stored scopes in its lineage come back, weighted 0.5^distance
             seen = {c.scope: c.parts["weight"] for c in result.candidates}
             expected = {
@@ -141,8 +141,10 @@ def test_recall_sees_exactly_the_lineage_weighted_by_distance(tree, queries):
 def test_selectors_never_return_a_row_outside_what_the_grant_may_read(tree, grant):
     with transaction.atomic():
         for scope in tree:
-            services.remember_fact(scope=scope, key="launch code", value="x")
-            services.remember(scope=scope, text="<webpage>My launch code is y.</webpage>")
+            services.remember_fact(principal=SYSTEM, scope=scope, key="launch code", value="x")
+            services.remember(
+                principal=SYSTEM, scope=scope, text="<webpage>My launch code is y.</webpage>"
+            )
         token = Principal(label="agent:p", kind="token", bindings=((grant, frozenset({READ})),))
         operator = Principal(label="op", kind="operator", bindings=((grant, frozenset({READ})),))
         for principal, may_read in (

@@ -12,6 +12,7 @@ import pytest
 from django.urls import reverse
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from memory.models import RetrievalEvent
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def platform_fact() -> str:
-    stored = services.remember(scope=PLATFORM, text="My incident channel is ops-bridge.")
+    stored = services.remember(
+        principal=SYSTEM, scope=PLATFORM, text="My incident channel is ops-bridge."
+    )
     return stored.records[0].record_id
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aetnaweb.access import AccessDenied
+from aetnaweb.access import SYSTEM, AccessDenied
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
 from memory import search, services
@@ -17,14 +17,14 @@ S = "acme:alice:proj"
 
 
 def quarantined(text: str = "<webpage>My bank is Lakeside Bank.</webpage>", scope: str = S):
-    result = services.remember(scope=scope, text=text)
+    result = services.remember(principal=SYSTEM, scope=scope, text=text)
     return result.record_ids[0], result.episode_id
 
 
 @pytest.mark.django_db
 def test_promote_activates_as_user_confirmed_and_supersedes_the_slot(principal_for):
     # Given an active fact and a quarantined claim for the same slot
-    old = services.remember(scope=S, text="My bank is Hill Bank.").record_ids[0]
+    old = services.remember(principal=SYSTEM, scope=S, text="My bank is Hill Bank.").record_ids[0]
     record_id, _ = quarantined()
     reviewer = principal_for(("acme:*:*", "reviewer"))
     # When a reviewer promotes the claim
@@ -45,14 +45,16 @@ def test_promote_activates_as_user_confirmed_and_supersedes_the_slot(principal_f
     )
     assert "user confirmed" not in event.payload  # the reason is kept as a digest
     # And recall scores it with trust 0.9
-    candidate = services.recall(scope=S, query="bank").candidates[0]
+    candidate = services.recall(principal=SYSTEM, scope=S, query="bank").candidates[0]
     assert candidate.record_id == record_id and candidate.parts["trust"] == 0.9
 
 
 @pytest.mark.django_db
 def test_reject_purges_like_forget_and_returns_a_receipt():
     record_id, episode_id = quarantined()
-    receipt = services.reject(scope=S, record_id=record_id, reason="phishing page")
+    receipt = services.reject(
+        principal=SYSTEM, scope=S, record_id=record_id, reason="phishing page"
+    )
     record = Record.objects.get(record_id=record_id)
     assert (record.status, record.content, record.fact_key) == ("tombstoned", "", "")
     assert Episode.objects.get(episode_id=episode_id).text == ""
@@ -62,15 +64,17 @@ def test_reject_purges_like_forget_and_returns_a_receipt():
     event = AuditEvent.objects.get(event_id=receipt["audit_event_id"])
     assert event.event_type == "memory.record_rejected"
     assert json.loads(event.payload)["purged_record_ids"] == [record_id]
-    assert verify_deletion_receipt(receipt) == []
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == []
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("verb", ["promote", "reject"])
 def test_anything_but_a_quarantined_record_is_a_clear_error_that_writes_nothing(rows, verb):
-    active = services.remember(scope=S, text="My bank is Hill Bank.").record_ids[0]
+    active = services.remember(principal=SYSTEM, scope=S, text="My bank is Hill Bank.").record_ids[
+        0
+    ]
     promoted, _ = quarantined("<webpage>My broker is Lake Trading.</webpage>")
-    services.promote(scope=S, record_id=promoted)
+    services.promote(principal=SYSTEM, scope=S, record_id=promoted)
     other_scope, _ = quarantined(scope="acme:bob:*")
     act = getattr(services, verb)
     before = rows()
@@ -90,10 +94,10 @@ def test_anything_but_a_quarantined_record_is_a_clear_error_that_writes_nothing(
 @pytest.mark.django_db
 def test_a_rejected_record_cannot_be_promoted_afterwards(rows):
     record_id, _ = quarantined()
-    services.reject(scope=S, record_id=record_id)
+    services.reject(principal=SYSTEM, scope=S, record_id=record_id)
     before = rows()
     with pytest.raises(RecordStateError, match="rejected or forgotten"):
-        services.promote(scope=S, record_id=record_id)
+        services.promote(principal=SYSTEM, scope=S, record_id=record_id)
     assert rows() == before
 
 

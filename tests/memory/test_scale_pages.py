@@ -16,6 +16,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.scopes import Scope
 from memory import selectors, services
 from memory.models import Record, ScopeStats
@@ -146,8 +147,12 @@ def test_the_scopes_page_costs_the_same_queries_for_many_scopes(
 def test_a_scopes_records_page_is_read_newest_first_from_an_index():
     # Given records at a scope and at its siblings
     for n in range(3):
-        services.remember(scope="acme:alice:proj", text=f"My editor number {n} is helix.")
-        services.remember(scope="acme:bob:proj", text=f"My shell number {n} is fish.")
+        services.remember(
+            principal=SYSTEM, scope="acme:alice:proj", text=f"My editor number {n} is helix."
+        )
+        services.remember(
+            principal=SYSTEM, scope="acme:bob:proj", text=f"My shell number {n} is fish."
+        )
     system = selectors.access.system_principal()
     # When its page is listed
     page = selectors.list_records(system, scope="acme:alice:proj", limit=2)

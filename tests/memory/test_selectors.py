@@ -24,15 +24,17 @@ def seed_tree():
         "acmecorp:*:*",
         "acme:al:*",
     ):
-        ids[scope] = services.remember_fact(scope=scope, key="motto", value=scope).record_ids[0]
+        ids[scope] = services.remember_fact(
+            principal=SYSTEM, scope=scope, key="motto", value=scope
+        ).record_ids[0]
     return ids
 
 
 @pytest.mark.django_db
 def test_list_records_filters_and_paginates_by_key():
     for n in range(7):
-        services.remember_fact(scope=S, key=f"k{n}", value="v")
-    services.remember(scope=S, text="<webpage>My quarantine is real.</webpage>")
+        services.remember_fact(principal=SYSTEM, scope=S, key=f"k{n}", value="v")
+    services.remember(principal=SYSTEM, scope=S, text="<webpage>My quarantine is real.</webpage>")
     first = selectors.list_records(SYSTEM, scope=S, status="active", limit=3)
     assert len(first.items) == 3 and first.next_cursor
     second = selectors.list_records(
@@ -110,9 +112,13 @@ def test_tokens_stay_inside_their_subtree():
 
 @pytest.mark.django_db
 def test_review_queue_lists_quarantined_records_the_principal_may_review(principal_for):
-    a = services.remember(scope=S, text="<webpage>My pet is a cat.</webpage>")
-    b = services.remember(scope="acme:bob:*", text="<webpage>My pet is a dog.</webpage>")
-    c = services.remember(scope="acmecorp:*:*", text="<webpage>My pet is a fish.</webpage>")
+    a = services.remember(principal=SYSTEM, scope=S, text="<webpage>My pet is a cat.</webpage>")
+    b = services.remember(
+        principal=SYSTEM, scope="acme:bob:*", text="<webpage>My pet is a dog.</webpage>"
+    )
+    c = services.remember(
+        principal=SYSTEM, scope="acmecorp:*:*", text="<webpage>My pet is a fish.</webpage>"
+    )
     everything = selectors.review_queue(SYSTEM)
     assert [r.record_id for r in everything.items] == [
         a.record_ids[0],
@@ -136,10 +142,10 @@ def test_review_queue_lists_quarantined_records_the_principal_may_review(princip
 
 @pytest.mark.django_db
 def test_record_detail_has_the_chain_both_ways_episode_events_and_recalls():
-    one = services.remember(scope=S, text="My car is red.").record_ids[0]
-    two = services.remember(scope=S, text="My car is blue.").record_ids[0]
-    three = services.remember(scope=S, text="My car is green.").record_ids[0]
-    services.recall(scope=S, query="car")
+    one = services.remember(principal=SYSTEM, scope=S, text="My car is red.").record_ids[0]
+    two = services.remember(principal=SYSTEM, scope=S, text="My car is blue.").record_ids[0]
+    three = services.remember(principal=SYSTEM, scope=S, text="My car is green.").record_ids[0]
+    services.recall(principal=SYSTEM, scope=S, query="car")
     middle = selectors.record_detail(SYSTEM, two)
     assert [r.record_id for r in middle.supersedes_chain] == [one]
     assert [r.record_id for r in middle.superseded_by_chain] == [three]
@@ -151,7 +157,7 @@ def test_record_detail_has_the_chain_both_ways_episode_events_and_recalls():
     newest = selectors.record_detail(SYSTEM, three)
     assert [r.record_id for r in newest.supersedes_chain] == [two, one]
     assert newest.recalls and newest.recalls[0].returned
-    services.forget(scope=S, record_ids=[three])
+    services.forget(principal=SYSTEM, scope=S, record_ids=[three])
     purged = selectors.record_detail(SYSTEM, three)
     assert purged.episode.text == "" and purged.audit_events[-1].event_type == "memory.forget"
     assert purged.as_dict()["record"]["status"] == "tombstoned"
@@ -160,10 +166,10 @@ def test_record_detail_has_the_chain_both_ways_episode_events_and_recalls():
 @pytest.mark.django_db
 def test_record_detail_hides_events_from_chains_the_reader_may_not_see(principal_for):
     tenant_fact = services.remember(
-        scope="acme:*:*", text="Remember that lunch is at noon."
+        principal=SYSTEM, scope="acme:*:*", text="Remember that lunch is at noon."
     ).record_ids[0]
     services.remember(
-        scope="acme:bob:*", text="Remember that lunch is at noon."
+        principal=SYSTEM, scope="acme:bob:*", text="Remember that lunch is at noon."
     )  # duplicate noticed in bob's chain
     alice = principal_for("acme:alice:*")
     events = selectors.record_detail(alice, tenant_fact).audit_events
@@ -175,10 +181,10 @@ def test_record_detail_hides_events_from_chains_the_reader_may_not_see(principal
 
 @pytest.mark.django_db
 def test_retrieval_log_receipts_and_episodes(principal_for):
-    services.remember(scope=S, text="My car is red.")
-    services.recall(scope=S, query="car")
-    services.recall(scope=S, query="red")
-    receipt = services.forget(scope=S, selector="car")
+    services.remember(principal=SYSTEM, scope=S, text="My car is red.")
+    services.recall(principal=SYSTEM, scope=S, query="car")
+    services.recall(principal=SYSTEM, scope=S, query="red")
+    receipt = services.forget(principal=SYSTEM, scope=S, selector="car")
     log = selectors.retrieval_log(SYSTEM, scope=S, limit=1)
     assert len(log.items) == 1 and log.next_cursor
     assert selectors.list_receipts(SYSTEM, scope=S).items[0].receipt == receipt
@@ -196,7 +202,7 @@ def test_retrieval_log_receipts_and_episodes(principal_for):
 @pytest.mark.django_db
 def test_scope_tree_effective_scopes_and_tenant_counts(principal_for):
     seed_tree()
-    services.remember(scope=S, text="<webpage>My pet is a cat.</webpage>")
+    services.remember(principal=SYSTEM, scope=S, text="<webpage>My pet is a cat.</webpage>")
     tree = selectors.scope_tree(SYSTEM)
     assert tree[0]["scope"] == "platform:*:*"
     acme = next(n for n in tree if n["scope"] == "acme:*:*")
@@ -225,7 +231,9 @@ def test_scope_tree_effective_scopes_and_tenant_counts(principal_for):
 @pytest.mark.django_db
 def test_list_queries_are_bounded(django_assert_max_num_queries):
     for n in range(30):
-        services.remember(scope=S, text=f"<webpage>My item {n} is here.</webpage>")
+        services.remember(
+            principal=SYSTEM, scope=S, text=f"<webpage>My item {n} is here.</webpage>"
+        )
     with django_assert_max_num_queries(2):
         selectors.list_records(SYSTEM, scope=S, limit=20)
     with django_assert_max_num_queries(2):
@@ -236,8 +244,8 @@ def test_list_queries_are_bounded(django_assert_max_num_queries):
 
 @pytest.mark.django_db
 def test_scope_counts_and_chain_status(principal_for):
-    services.remember(scope=S, text="My car is red.")
-    services.remember(scope=S, text="<webpage>My car is fake.</webpage>")
+    services.remember(principal=SYSTEM, scope=S, text="My car is red.")
+    services.remember(principal=SYSTEM, scope=S, text="<webpage>My car is fake.</webpage>")
     assert selectors.scope_counts(SYSTEM, scope=S) == {
         "active": 1,
         "quarantined": 1,

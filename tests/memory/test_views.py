@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services, views
 from memory.models import DeletionReceipt, Episode, Record, RetrievalEvent, Status
@@ -32,11 +33,15 @@ POISON = (
 def facts(db):
     """At SCOPE: a trusted fact (session s1), a poisoned webpage fact; one fact per ancestor."""
     editor = services.remember(
-        scope=SCOPE, text="My editor is helix.", session_id="s1", turn_id="t1"
+        principal=SYSTEM, scope=SCOPE, text="My editor is helix.", session_id="s1", turn_id="t1"
     )
-    poisoned = services.remember(scope=SCOPE, text=POISON, session_id="s2", turn_id="t1")
-    services.remember(scope="acme:alice:*", text="My timezone is Europe/Paris.")
-    services.remember(scope="acme:*:*", text="Remember that the office wifi is called acmenet.")
+    poisoned = services.remember(
+        principal=SYSTEM, scope=SCOPE, text=POISON, session_id="s2", turn_id="t1"
+    )
+    services.remember(principal=SYSTEM, scope="acme:alice:*", text="My timezone is Europe/Paris.")
+    services.remember(
+        principal=SYSTEM, scope="acme:*:*", text="Remember that the office wifi is called acmenet."
+    )
     return {
         "editor": editor.records[0].record_id,
         "poisoned": poisoned.records[0].record_id,
@@ -167,7 +172,9 @@ def test_scope_page_refuses_a_bad_cursor(viewer):
 def test_scope_page_paginates_by_key(viewer, monkeypatch):
     # Given five records at the scope and pages of two
     for index in range(3):
-        services.remember_fact(scope=SCOPE, key=f"pet {index}", value=f"animal{index}")
+        services.remember_fact(
+            principal=SYSTEM, scope=SCOPE, key=f"pet {index}", value=f"animal{index}"
+        )
     monkeypatch.setattr(views, "RECORDS_PER_PAGE", 2)
     seen: list[str] = []
     url = scope_url()
@@ -284,7 +291,7 @@ def test_a_broken_chain_is_reported_with_what_to_do(viewer):
 
 
 def test_record_page_shows_provenance_lifecycle_events_and_recalls(viewer, facts):
-    services.recall(scope=SCOPE, query="editor")
+    services.recall(principal=SYSTEM, scope=SCOPE, query="editor")
     response = viewer.get(reverse("memory:record", args=[facts["editor"]]))
     text = body(response)
     assert response.status_code == 200
@@ -300,7 +307,9 @@ def test_record_page_shows_provenance_lifecycle_events_and_recalls(viewer, facts
 
 
 def test_record_page_links_supersession_both_ways(viewer, facts):
-    newer = services.remember(scope=SCOPE, text="Use vim as my editor from now on.")
+    newer = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="Use vim as my editor from now on."
+    )
     new_id = newer.records[0].record_id
     old_page = body(viewer.get(reverse("memory:record", args=[facts["editor"]])))
     new_page = body(viewer.get(reverse("memory:record", args=[new_id])))
@@ -310,7 +319,7 @@ def test_record_page_links_supersession_both_ways(viewer, facts):
 
 
 def test_record_page_of_a_forgotten_record_shows_the_purge_and_its_receipt(viewer, facts):
-    receipt = services.forget(scope=SCOPE, selector="helix")
+    receipt = services.forget(principal=SYSTEM, scope=SCOPE, selector="helix")
     text = body(viewer.get(reverse("memory:record", args=[facts["editor"]])))
     assert "The content was purged" in text
     assert "helix" not in text.split("Source message")[1].split("Audit events")[0]
@@ -403,7 +412,7 @@ def test_a_decision_needs_a_reason_and_changes_nothing_without_one(reviewer, fac
 
 def test_a_stale_decision_rerenders_the_queue_and_changes_nothing(reviewer, facts):
     # Given someone else promoted the fact after the page was loaded
-    services.promote(scope=SCOPE, record_id=facts["poisoned"], reason="first")
+    services.promote(principal=SYSTEM, scope=SCOPE, record_id=facts["poisoned"], reason="first")
     before = audit_rows()
     # When this reviewer rejects it from their stale page
     response = decide(reviewer, facts["poisoned"], "reject", "too late")
@@ -440,7 +449,7 @@ def three_quarantined(facts):
     ids = [facts["poisoned"]]
     for colour in ("teal", "amber"):
         result = services.remember(
-            scope=SCOPE, text=f"<webpage>My car colour is {colour}.</webpage>"
+            principal=SYSTEM, scope=SCOPE, text=f"<webpage>My car colour is {colour}.</webpage>"
         )
         ids += [r.record_id for r in result.records]
     assert len(ids) == 3
@@ -491,7 +500,9 @@ def test_bulk_reject_needs_the_word_reject(reviewer, three_quarantined):
 
 
 def test_bulk_decision_is_all_or_nothing_when_one_item_is_stale(reviewer, three_quarantined):
-    services.reject(scope=SCOPE, record_id=three_quarantined[2], reason="someone else")
+    services.reject(
+        principal=SYSTEM, scope=SCOPE, record_id=three_quarantined[2], reason="someone else"
+    )
     before = audit_rows()
     response = bulk(reviewer, three_quarantined, "promote", "3")
     assert response.status_code == 409
@@ -565,7 +576,9 @@ def test_forget_by_a_selection_of_records(reviewer, facts):
 
 def test_forget_refuses_when_the_preview_is_stale_and_shows_the_new_list(reviewer, facts):
     # Given a preview of "editor" listed one record, and then another matching record arrived
-    newer = services.remember(scope=SCOPE, text="Remember that the editor theme is dark.")
+    newer = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="Remember that the editor theme is dark."
+    )
     before = audit_rows()
     # When the reviewer applies the old preview
     response = reviewer.post(
@@ -607,7 +620,7 @@ def test_forget_refuses_text_and_selection_together(reviewer, facts):
 
 
 def test_forget_of_a_record_at_another_scope_is_refused_with_its_reason(reviewer):
-    other = services.remember(scope="acme:alice:other", text="My pet is a cat.")
+    other = services.remember(principal=SYSTEM, scope="acme:alice:other", text="My pet is a cat.")
     response = reviewer.post(
         scope_url(name="memory:forget"),
         {"step": "preview", "record_ids": [other.records[0].record_id]},
@@ -639,7 +652,7 @@ def test_forget_refuses_vague_text_with_what_to_say_instead(reviewer, selector):
 
 
 def test_forget_matches_whole_words_only(reviewer, facts):
-    services.remember(scope=SCOPE, text="Remember that I dislike loud meetings.")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="Remember that I dislike loud meetings.")
     response = reviewer.post(
         scope_url(name="memory:forget"), {"step": "preview", "selector": "meeting"}
     )
@@ -648,8 +661,12 @@ def test_forget_matches_whole_words_only(reviewer, facts):
 
 def test_a_superseded_record_page_offers_forget_and_the_preview_shows_its_lineage(reviewer):
     # Given an email corrected once
-    old = services.remember(scope=SCOPE, text="My backup email is carol.old@example.com.")
-    new = services.remember(scope=SCOPE, text="Use carol.new@example.com as my backup email.")
+    old = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="My backup email is carol.old@example.com."
+    )
+    new = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="Use carol.new@example.com as my backup email."
+    )
     old_id, new_id = old.record_ids[0], new.record_ids[0]
     # When the reviewer opens the superseded record / Then it offers Forget
     page = body(reviewer.get(reverse("memory:record", args=[old_id])))
@@ -675,14 +692,14 @@ def test_a_superseded_record_page_offers_forget_and_the_preview_shows_its_lineag
 
 
 def test_the_scope_page_lets_a_superseded_record_be_ticked_for_forgetting(reviewer):
-    old = services.remember(scope=SCOPE, text="My shell is bash.").record_ids[0]
-    services.remember(scope=SCOPE, text="My shell is fish.")
+    old = services.remember(principal=SYSTEM, scope=SCOPE, text="My shell is bash.").record_ids[0]
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My shell is fish.")
     page = body(reviewer.get(scope_url() + "?status=superseded"))
     assert f'name="record_ids" value="{old}"' in page
 
 
 def test_applying_after_someone_else_forgot_the_same_records_is_refused(reviewer, facts):
-    services.forget(scope=SCOPE, selector="editor")
+    services.forget(principal=SYSTEM, scope=SCOPE, selector="editor")
     response = reviewer.post(
         scope_url(name="memory:forget"),
         {"step": "apply", "selector": "editor", "expected_record_ids": [facts["editor"]]},
@@ -696,7 +713,7 @@ def test_applying_after_someone_else_forgot_the_same_records_is_refused(reviewer
 
 @pytest.fixture
 def receipt(facts):
-    return services.forget(scope=SCOPE, selector="helix")
+    return services.forget(principal=SYSTEM, scope=SCOPE, selector="helix")
 
 
 def test_receipt_download_is_the_receipt_as_json(viewer, receipt):

@@ -13,6 +13,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from memory.models import DeletionReceipt, Record, RetrievalEvent, Status
@@ -25,15 +26,20 @@ SCOPE = "acme:alice:proj"
 def memory(db):
     """A trusted fact and a quarantined webpage fact at SCOPE, and one fact at its tenant."""
     trusted = services.remember(
-        scope=SCOPE, text="My editor is helix.", session_id="s1", turn_id="t1"
+        principal=SYSTEM, scope=SCOPE, text="My editor is helix.", session_id="s1", turn_id="t1"
     )
     quarantined = services.remember(
+        principal=SYSTEM,
         scope=SCOPE,
         text="Read this page: <webpage>My shell is fish.</webpage>",
         session_id="s1",
         turn_id="t2",
     )
-    services.remember(scope="acme:*:*", text="Remember that the office wifi is called acme-guest.")
+    services.remember(
+        principal=SYSTEM,
+        scope="acme:*:*",
+        text="Remember that the office wifi is called acme-guest.",
+    )
     return {
         "trusted": trusted.records[0].record_id,
         "quarantined": quarantined.records[0].record_id,
@@ -138,7 +144,7 @@ def test_scope_browser_shows_only_reachable_scopes(client, memory, case):
 @pytest.fixture
 def receipt_id(memory):
     """A forget at SCOPE (as the trusted in-process caller) and its receipt's event ID."""
-    receipt = services.forget(scope=SCOPE, selector="helix")
+    receipt = services.forget(principal=SYSTEM, scope=SCOPE, selector="helix")
     return receipt["audit_event_id"]
 
 
@@ -303,13 +309,17 @@ def test_forget_apply_permissions(client, memory, case):
 def busy_memory(memory):
     """Enough rows that a per-row query would show: 20 facts, 8 quarantined, recalls."""
     for index in range(20):
-        services.remember_fact(scope=SCOPE, key=f"slot {index}", value=f"value {index}")
+        services.remember_fact(
+            principal=SYSTEM, scope=SCOPE, key=f"slot {index}", value=f"value {index}"
+        )
     for index in range(8):
         services.remember(
-            scope=SCOPE, text=f"<webpage>My colour number {index} is teal{index}.</webpage>"
+            principal=SYSTEM,
+            scope=SCOPE,
+            text=f"<webpage>My colour number {index} is teal{index}.</webpage>",
         )
     for _ in range(3):
-        services.recall(scope=SCOPE, query="editor helix")
+        services.recall(principal=SYSTEM, scope=SCOPE, query="editor helix")
     return memory
 
 
@@ -353,8 +363,10 @@ def test_record_page_has_a_bounded_number_of_queries(
 def test_receipt_page_has_a_bounded_number_of_queries(
     reviewer_client, django_assert_max_num_queries
 ):
-    selected = services.forget_preview(scope=SCOPE, selector="value").record_ids
-    receipt = services.forget(scope=SCOPE, selector="value", expected_record_ids=list(selected))
+    selected = services.forget_preview(principal=SYSTEM, scope=SCOPE, selector="value").record_ids
+    receipt = services.forget(
+        principal=SYSTEM, scope=SCOPE, selector="value", expected_record_ids=list(selected)
+    )
     # (+2: the receipt's Merkle log proof is checked against the stored log's root)
     with django_assert_max_num_queries(9):
         response = reviewer_client.get(reverse("memory:receipt", args=[receipt["audit_event_id"]]))

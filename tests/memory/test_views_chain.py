@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from aetnaweb.access import AccessDenied, system_principal
+from aetnaweb.access import SYSTEM, AccessDenied, system_principal
 from audit.models import AuditEvent
 from memory import selectors, services, views
 from tests.factories import login_as, make_operator
@@ -19,8 +19,8 @@ SCOPE = "acme:alice:proj"
 
 @pytest.fixture
 def written(db):
-    services.remember(scope=SCOPE, text="My editor is helix.")
-    services.remember(scope=SCOPE, text="My shell is fish.")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My editor is helix.")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My shell is fish.")
     return AuditEvent.objects.filter(subject_id=SCOPE).count()
 
 

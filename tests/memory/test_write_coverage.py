@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.text import UnstorableText
 from audit.models import AuditEvent
 from memory import search, services
@@ -39,11 +40,11 @@ def test_the_write_coverage_set_meets_its_targets():
     # When each message is remembered at its own scope
     missed, stored_others = [], []
     for number, item in enumerate(statements):
-        result = services.remember(scope=f"cov:s{number}:*", text=item["text"])
+        result = services.remember(principal=SYSTEM, scope=f"cov:s{number}:*", text=item["text"])
         if len(result.records) < item.get("min_records", 1):
             missed.append(item["text"])
     for number, item in enumerate(others):
-        result = services.remember(scope=f"cov:n{number}:*", text=item["text"])
+        result = services.remember(principal=SYSTEM, scope=f"cov:n{number}:*", text=item["text"])
         if result.records:
             stored_others.append(item["text"])
     # Then >= 95% of statements are stored and <= 5% of non-statements
@@ -61,7 +62,7 @@ def test_the_write_coverage_set_meets_its_targets():
 )
 def test_the_issue_examples_are_stored_as_active_trusted_notes(text, content):
     # Given the two messages the issue found ignored / When remembered
-    result = services.remember(scope=S, text=text, session_id="s1", turn_id="t1")
+    result = services.remember(principal=SYSTEM, scope=S, text=text, session_id="s1", turn_id="t1")
     # Then one active, trusted, unkeyed, indexed record, audited like any other
     assert not result.ignored
     (record,) = Record.objects.filter(record_id__in=result.record_ids)
@@ -79,7 +80,7 @@ def test_the_issue_examples_are_stored_as_active_trusted_notes(text, content):
     assert search.indexed_pks([record.pk]) == {record.pk}
     assert event_types() == ["episode.ingested", "memory.record_created"]
     # And recall finds it by the user's own words
-    hit = services.recall(scope=S, query=text.split(" ", 3)[-1]).returned[0]
+    hit = services.recall(principal=SYSTEM, scope=S, query=text.split(" ", 3)[-1]).returned[0]
     assert hit.record_id == record.record_id
 
 
@@ -88,7 +89,7 @@ def test_the_issue_examples_are_stored_as_active_trusted_notes(text, content):
     "text", ["Am I allergic to anything?", "Thanks!", "I see.", "Remind me tomorrow."]
 )
 def test_a_non_statement_stores_the_episode_and_no_record(text):
-    result = services.remember(scope=S, text=text)
+    result = services.remember(principal=SYSTEM, scope=S, text=text)
     assert result.ignored and result.records == ()
     assert Record.objects.count() == 0 and Episode.objects.count() == 1
     assert event_types() == ["episode.ingested"]
@@ -96,8 +97,8 @@ def test_a_non_statement_stores_the_episode_and_no_record(text):
 
 @pytest.mark.django_db
 def test_a_repeated_statement_is_a_duplicate_not_a_second_record():
-    first = services.remember(scope=S, text="I commute by bicycle every day.")
-    again = services.remember(scope=S, text="i commute by bicycle every day")
+    first = services.remember(principal=SYSTEM, scope=S, text="I commute by bicycle every day.")
+    again = services.remember(principal=SYSTEM, scope=S, text="i commute by bicycle every day")
     assert again.records == () and again.duplicate_of == (first.record_ids[0],)
     assert Record.objects.count() == 1
 
@@ -105,9 +106,11 @@ def test_a_repeated_statement_is_a_duplicate_not_a_second_record():
 @pytest.mark.django_db
 def test_a_correction_with_a_temporal_filler_still_supersedes_the_slot():
     # Given a keyed fact
-    old = services.remember(scope=S, text="My preferred airline is Lufthansa.").record_ids[0]
+    old = services.remember(
+        principal=SYSTEM, scope=S, text="My preferred airline is Lufthansa."
+    ).record_ids[0]
     # When corrected with "now"
-    new = services.remember(scope=S, text="my preferred airline is KLM now")
+    new = services.remember(principal=SYSTEM, scope=S, text="my preferred airline is KLM now")
     # Then the slot is superseded and the value carries no "now"
     assert new.superseded_ids == (old,)
     assert new.records[0].content == "User's preferred airline is KLM."
@@ -116,7 +119,9 @@ def test_a_correction_with_a_temporal_filler_still_supersedes_the_slot():
 
 @pytest.mark.django_db
 def test_remember_that_is_stored_in_natural_third_person():
-    result = services.remember(scope=S, text="Remember that I take my coffee black")
+    result = services.remember(
+        principal=SYSTEM, scope=S, text="Remember that I take my coffee black"
+    )
     assert result.records[0].content == "User takes their coffee black."
 
 
@@ -135,7 +140,7 @@ def test_remember_that_is_stored_in_natural_third_person():
 )
 def test_first_person_prose_in_third_party_content_stores_nothing(text, source_type):
     # Given first-person prose that is a webpage's or a tool's, not the user's
-    result = services.remember(scope=S, text=text, source_type=source_type)
+    result = services.remember(principal=SYSTEM, scope=S, text=text, source_type=source_type)
     # Then nothing is stored, and the ignored untrusted source is audited as before
     assert result.ignored and result.records == ()
     assert Record.objects.count() == 0
@@ -146,7 +151,9 @@ def test_first_person_prose_in_third_party_content_stores_nothing(text, source_t
 def test_a_statement_around_a_webpage_block_is_not_read_as_the_user_s():
     # Given user text around a block: the message is a webpage message
     result = services.remember(
-        scope=S, text="I am allergic to penicillin. <webpage>My hat size is 7.</webpage>"
+        principal=SYSTEM,
+        scope=S,
+        text="I am allergic to penicillin. <webpage>My hat size is 7.</webpage>",
     )
     # Then only the block's keyed fact, quarantined; the surrounding sentence is not stored
     assert [(r.content, r.status) for r in result.records] == [
@@ -169,7 +176,7 @@ def test_a_refused_message_writes_nothing(rows, text, error, message):
     # When remembered / Then a clear error and no rows at all
     before = rows()
     with pytest.raises(error, match=message):
-        services.remember(scope=S, text=text)
+        services.remember(principal=SYSTEM, scope=S, text=text)
     assert rows() == before
 
 
@@ -184,9 +191,11 @@ def test_a_refused_message_writes_nothing(rows, text, error, message):
 )
 def test_a_statement_note_is_forgotten_in_the_words_it_was_said(utterance):
     # Given a statement stored without its lead-in and its temporal filler
-    stored = services.remember(scope=S, text="Just so you know, I work from home these days.")
+    stored = services.remember(
+        principal=SYSTEM, scope=S, text="Just so you know, I work from home these days."
+    )
     assert stored.records[0].content == "User works from home."
     # When the user asks to forget it in their own words
-    preview = services.forget_preview(scope=S, utterance=utterance)
+    preview = services.forget_preview(principal=SYSTEM, scope=S, utterance=utterance)
     # Then the forget finds exactly that note
     assert preview.record_ids == (stored.records[0].record_id,)

@@ -28,6 +28,7 @@ from actions.models import (
 )
 from actions.verification import verify_action
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import APPROVAL_KEY, grant, stage_and_approve, write_op
@@ -133,7 +134,7 @@ def test_tool_catches_plan_edited_after_commit(root, ada, database, tool, capsys
     assert code == 1
     assert out.startswith(f"FAIL {txn_id}")
     assert "persisted action plan does not match its plan hash" in out
-    assert not services.verify(transaction_id=txn_id)["valid"]
+    assert not services.verify(principal=SYSTEM, transaction_id=txn_id)["valid"]
 
 
 def _edit_prepared_payload(txn: str, *, fresh_digest: bool) -> None:

@@ -22,6 +22,7 @@ from django.db import connection
 from hypothesis import given
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from audit import selectors
 from audit.canonical import canonical_json
 from audit.checkpoints import verify_checkpoints
@@ -77,12 +78,12 @@ def parse_report(stdout: str) -> dict[str, list[str] | None]:
 
 def service_report(checkpoints: Path, receipt: Path) -> dict[str, list[str] | None]:
     report: dict[str, list[str] | None] = {}
-    for chain in verify_all().subjects:
+    for chain in verify_all(principal=SYSTEM).subjects:
         report[chain.subject_id] = None if chain.ok else chain.failure_lines()
-    for result in verify_checkpoints(checkpoints.read_text().splitlines()):
+    for result in verify_checkpoints(checkpoints.read_text().splitlines(), principal=SYSTEM):
         label = f"checkpoint {checkpoints} line {result.line_number}"
         report[label] = None if result.ok else result.failures
-    failures = verify_deletion_receipt(json.loads(receipt.read_text()))
+    failures = verify_deletion_receipt(json.loads(receipt.read_text()), principal=SYSTEM)
     report[f"receipt {receipt}"] = failures or None
     return report
 
@@ -140,7 +141,7 @@ def test_service_and_tool_agree(case, tmp_path, settings):
     settings.AETNAWEB_CHECKPOINT_SINK = str(tmp_path / "checkpoints.jsonl")
     events = mixed_chains(SUBJECTS, per_subject=8)
     purge, receipt = forget(subject="acme:alice:proj")
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     append("acme:alice:proj")
     checkpoints = tmp_path / "checkpoints.jsonl"
     receipt_file = tmp_path / "receipt.json"
@@ -172,7 +173,7 @@ def test_a_column_holding_a_blob_is_named_by_both(tmp_path):
         pytest.skip("PostgreSQL types the column: only SQLite can hold a BLOB in a text column")
     events = [append("acme:alice:proj") for _ in range(2)]
     tamper("UPDATE audit_log SET actor = X'00ff' WHERE sequence = %s", [events[0].sequence])
-    [report] = verify_all().subjects
+    [report] = verify_all(principal=SYSTEM).subjects
     assert report.failure_lines() == [f"sequence {events[0].sequence}: {tool.NOT_TEXT}"]
     done = run_tool(str(database_file(tmp_path)))
     assert parse_report(done.stdout) == {"acme:alice:proj": report.failure_lines()}
@@ -195,14 +196,18 @@ def test_importable_functions_agree_with_the_service(tmp_path):
     set_column("actor", "mallory", events[1].sequence)
     conn = tool.open_readonly(str(database_file(tmp_path)))
     try:
-        for report in verify_all().subjects:
+        for report in verify_all(principal=SYSTEM).subjects:
             assert tool.verify_chain(conn, report.subject_id) == report.failure_lines()
-        assert tool.verify_receipt(conn, receipt) == verify_deletion_receipt(receipt) == []
-        document = create_checkpoint(actor="auditor", sink=tmp_path / "cp.jsonl")
+        assert (
+            tool.verify_receipt(conn, receipt)
+            == verify_deletion_receipt(receipt, principal=SYSTEM)
+            == []
+        )
+        document = create_checkpoint(principal=SYSTEM, actor="auditor", sink=tmp_path / "cp.jsonl")
         assert tool.digest(document) == tool.digest(json.loads(canonical_json(document)))
         assert (
             tool.verify_checkpoint(conn, document)
-            == verify_checkpoints([canonical_json(document)])[0].failures
+            == verify_checkpoints([canonical_json(document)], principal=SYSTEM)[0].failures
         )
         # read-only: the verifier cannot write to what it checks
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
@@ -267,7 +272,10 @@ def test_an_export_file_verifies_like_the_database(tmp_path):
     # When the tool reads the export instead of the database
     from_export = run_tool("--export", str(export))
     # Then it reaches the same verdicts as the service
-    expected = {r.subject_id: (None if r.ok else r.failure_lines()) for r in verify_all().subjects}
+    expected = {
+        r.subject_id: (None if r.ok else r.failure_lines())
+        for r in verify_all(principal=SYSTEM).subjects
+    }
     assert parse_report(from_export.stdout) == expected
     assert from_export.returncode == 1
 

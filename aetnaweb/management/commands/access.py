@@ -104,14 +104,14 @@ class Command(BaseCommand):
     def _grant(self, options: dict[str, Any]) -> None:
         user = self._user(options["user"])
         grant = grants.grant_role(
-            user=user, scope=options["scope"], role=options["role"], granted_by=system_principal()
+            user=user, scope=options["scope"], role=options["role"], principal=system_principal()
         )
         self.stdout.write(f"granted {grant.role} on {grant.scope} to {user.get_username()}")
 
     def _revoke(self, options: dict[str, Any]) -> None:
         user = self._user(options["user"])
         grants.revoke_role(
-            user=user, scope=options["scope"], role=options["role"], revoked_by=system_principal()
+            user=user, scope=options["scope"], role=options["role"], principal=system_principal()
         )
         self.stdout.write(
             f"revoked {options['role']} on {options['scope']} from {user.get_username()}"
@@ -139,12 +139,12 @@ class Command(BaseCommand):
         if days < 1:
             raise _refuse("--expires-days must be at least 1")
         issued = tokens.create_token(
+            principal=system_principal(),
             name=options["name"],
             scope=options["scope"],
             capabilities=capabilities,
             expires_at=timezone.now() + timedelta(days=days),
             owner=owner,
-            created_by=system_principal().label,
         )
         token = issued.token
         self.stdout.write(
@@ -175,7 +175,5 @@ class Command(BaseCommand):
             )
 
     def _token_revoke(self, options: dict[str, Any]) -> None:
-        token = tokens.revoke_token(
-            token_prefix=options["prefix"], revoked_by=system_principal().label
-        )
+        token = tokens.revoke_token(token_prefix=options["prefix"], principal=system_principal())
         self.stdout.write(f"revoked token {token.token_prefix} {token.name!r} on {token.scope}")

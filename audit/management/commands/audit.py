@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText
 from audit import notes, selectors, tree
@@ -158,6 +159,7 @@ class Command(BaseCommand):
         if not isinstance(payload, dict):
             raise CommandError('--payload must be a JSON object, e.g. \'{"tool_sha256": "..."}\'')
         event = log_agent_event(
+            principal=SYSTEM,
             subject=scope,
             event_type=options["event_type"],
             payload=payload,
@@ -187,7 +189,7 @@ class Command(BaseCommand):
             if len(events) < 1000:
                 break
             after = events[-1].sequence
-        report = verify_subject(scope)
+        report = verify_subject(scope, principal=SYSTEM)
         verdict = "the chain holds" if report.ok else "the chain FAILS verification"
         self.stdout.write(f"{scope}: {shown} events; {verdict}")
 
@@ -213,15 +215,19 @@ class Command(BaseCommand):
             receipts.append((path, receipt))
 
         problems = 0
-        reports = [verify_subject(subject)] if subject is not None else verify_all().subjects
+        reports = (
+            [verify_subject(subject, principal=SYSTEM)]
+            if subject is not None
+            else verify_all(principal=SYSTEM).subjects
+        )
         for report in reports:
             problems += self._verdict(report.ok, report.subject_id, report.failure_lines())
         for path, text in checkpoint_files:
-            for result in verify_checkpoints(text.splitlines()):
+            for result in verify_checkpoints(text.splitlines(), principal=SYSTEM):
                 label = f"checkpoint {path} line {result.line_number}"
                 problems += self._verdict(result.ok, label, result.failures)
         for path, receipt in receipts:
-            failures = verify_deletion_receipt(receipt)
+            failures = verify_deletion_receipt(receipt, principal=SYSTEM)
             problems += self._verdict(not failures, f"receipt {path}", failures)
         if subject is None:
             log_failures = tree.verify_log()
@@ -243,7 +249,7 @@ class Command(BaseCommand):
         return 0 if ok else 1
 
     def _checkpoint(self, options: dict[str, Any]) -> None:
-        document = create_checkpoint(actor=options["actor"], sink=options["sink"])
+        document = create_checkpoint(principal=SYSTEM, actor=options["actor"], sink=options["sink"])
         self.stdout.write(canonical_json(document))
         sink = options["sink"] or settings.AETNAWEB_CHECKPOINT_SINK
         self.stderr.write(f"checkpoint of {len(document['subjects'])} chains appended to {sink}")

@@ -38,7 +38,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from aetnaweb.access import AccessDenied, system_principal
+from aetnaweb.access import SYSTEM, AccessDenied, system_principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText
 from memory import selectors, services, vectors
@@ -183,6 +183,7 @@ class Command(BaseCommand):
             if options["key"] is None or options["value"] is None or options["text"]:
                 raise _refuse("give either TEXT or both --key and --value")
             result = services.remember_fact(
+                principal=SYSTEM,
                 scope=scope,
                 key=options["key"],
                 value=options["value"],
@@ -195,6 +196,7 @@ class Command(BaseCommand):
             if not options["text"]:
                 raise _refuse("nothing to remember: give TEXT (or --key and --value)")
             result = services.remember(
+                principal=SYSTEM,
                 scope=scope,
                 text=options["text"],
                 session_id=options["session"],
@@ -222,6 +224,7 @@ class Command(BaseCommand):
         if options["block"]:
             min_score = options["min_score"]
             block = services.recall_block(
+                principal=SYSTEM,
                 scope=scope,
                 query=options["query"],
                 max_items=options["limit"],
@@ -232,6 +235,7 @@ class Command(BaseCommand):
             self._emit(block.as_dict(), block.text or "(nothing relevant enough to inject)")
             return
         result = services.recall(
+            principal=SYSTEM,
             scope=scope,
             query=options["query"],
             limit=options["limit"],
@@ -305,7 +309,7 @@ class Command(BaseCommand):
             "utterance": options["utterance"],
         }
         if options["preview"]:
-            preview = services.forget_preview(scope=scope, **request)
+            preview = services.forget_preview(scope=scope, principal=SYSTEM, **request)
             lines = [f"would purge {len(preview.record_ids)} record(s) at {scope}:"]
             lines += [
                 f"  {r['record_id']} {r['status']}{'' if r['matched'] else ' (same fact)'}: "
@@ -317,6 +321,7 @@ class Command(BaseCommand):
             return
         receipt = services.forget(
             scope=scope,
+            principal=SYSTEM,
             expected_record_ids=options["expect"],
             actor=options["actor"],
             **request,
@@ -326,6 +331,7 @@ class Command(BaseCommand):
 
     def _promote(self, options: dict[str, Any]) -> None:
         result = services.promote(
+            principal=SYSTEM,
             scope=_scope(options["scope"]),
             record_id=options["record_id"],
             reason=options["reason"],
@@ -336,6 +342,7 @@ class Command(BaseCommand):
 
     def _reject(self, options: dict[str, Any]) -> None:
         receipt = services.reject(
+            principal=SYSTEM,
             scope=_scope(options["scope"]),
             record_id=options["record_id"],
             reason=options["reason"],
@@ -345,7 +352,7 @@ class Command(BaseCommand):
         self._emit(receipt, self._receipt_text(receipt))
 
     def _consolidate(self, options: dict[str, Any]) -> None:
-        result = services.consolidate(scope=_scope(options["scope"]))
+        result = services.consolidate(principal=SYSTEM, scope=_scope(options["scope"]))
         if not result.changed:
             text = "nothing to consolidate"
         else:
@@ -357,11 +364,15 @@ class Command(BaseCommand):
         self._emit(result.as_dict(), text)
 
     def _persona(self, options: dict[str, Any]) -> None:
-        result = services.persona(scope=_scope(options["scope"]), max_chars=options["max_chars"])
+        result = services.persona(
+            principal=SYSTEM, scope=_scope(options["scope"]), max_chars=options["max_chars"]
+        )
         self._emit(result.as_dict(), result.text or "(no active facts)")
 
     def _scenes(self, options: dict[str, Any]) -> None:
-        result = services.scenes(scope=_scope(options["scope"]), limit=options["limit"])
+        result = services.scenes(
+            principal=SYSTEM, scope=_scope(options["scope"]), limit=options["limit"]
+        )
         lines = []
         for scene in result:
             lines.append(
@@ -398,7 +409,7 @@ class Command(BaseCommand):
         facts = data.get("facts") if isinstance(data, dict) else data
         if not isinstance(facts, list):
             raise ProposalError('the file must hold a JSON list of facts or {"facts": [...]}')
-        result = services.propose_facts(scope=scope, facts=facts)
+        result = services.propose_facts(principal=SYSTEM, scope=scope, facts=facts)
         lines = [f"accepted {len(result.accepted)} (quarantined for review)"]
         lines += [f"  {r.record_id}: {r.content}" for r in result.accepted]
         lines += [
@@ -409,6 +420,7 @@ class Command(BaseCommand):
 
     def _capture(self, options: dict[str, Any]) -> None:
         result = services.capture(
+            principal=SYSTEM,
             scope=_scope(options["scope"]),
             role=options["role"],
             content=options["content"],
