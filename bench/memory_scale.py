@@ -282,6 +282,7 @@ def seed_dense(start: int, stop: int) -> None:
     from django.test import override_settings
     from django.utils import timezone
 
+    from aetnaweb.access import SYSTEM
     from aetnaweb.scopes import Scope
     from memory import embeddings, search, services, vectors
     from memory.extraction import content_digest
@@ -289,7 +290,7 @@ def seed_dense(start: int, stop: int) -> None:
 
     if start == 0:
         # The first record goes through the real service, so the stored wording is the engine's.
-        services.remember(scope=DENSE_SCOPE, text=dense_text(0))
+        services.remember(principal=SYSTEM, scope=DENSE_SCOPE, text=dense_text(0))
         start = 1
     sample = Record.objects.filter(scope=DENSE_SCOPE).order_by("id").first()
     assert sample is not None
@@ -349,6 +350,7 @@ def models_f(name: str):
 
 
 def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     rng = random.Random(5)
@@ -363,13 +365,13 @@ def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:
     for n in range(samples + 10):
         keep = n >= 10
         started, started_cpu = time.perf_counter(), time.process_time()
-        services.remember(scope=DENSE_SCOPE, text=dense_text(next_i + n))
+        services.remember(principal=SYSTEM, scope=DENSE_SCOPE, text=dense_text(next_i + n))
         if keep:
             wall["remember"].append((time.perf_counter() - started) * 1000)
             cpu["remember"].append((time.process_time() - started_cpu) * 1000)
         query = queries[n % len(queries)].format(j=rng.randrange(seeded))
         started, started_cpu = time.perf_counter(), time.process_time()
-        services.recall(scope=DENSE_SCOPE, query=query, limit=5)
+        services.recall(principal=SYSTEM, scope=DENSE_SCOPE, query=query, limit=5)
         if keep:
             wall["recall"].append((time.perf_counter() - started) * 1000)
             cpu["recall"].append((time.process_time() - started_cpu) * 1000)

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from aetnaweb.access import SYSTEM
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # user, project ("*" = the user's own scope), key, statement
@@ -325,7 +327,9 @@ def seed() -> dict[tuple[str, str], str]:
 
     ids: dict[tuple[str, str], str] = {}
     for user, project, key, text in rows(FACTS):
-        result = services.remember(scope=scope_of(user, project), text=text, force=True)
+        result = services.remember(
+            principal=SYSTEM, scope=scope_of(user, project), text=text, force=True
+        )
         if not result.record_ids:
             raise SystemExit(f"fact not stored: {user} {key}: {text!r}")
         ids[(user, key)] = result.record_ids[0]
@@ -344,7 +348,11 @@ def evaluate(
     with override_settings(AETNAWEB_SEMANTIC_RECALL=semantic):
         for user, project, question, key in rows(QUESTIONS):
             result = services.recall(
-                scope=scope_of(user, project), query=question, limit=3, min_score=min_score
+                principal=SYSTEM,
+                scope=scope_of(user, project),
+                query=question,
+                limit=3,
+                min_score=min_score,
             )
             returned = result.record_ids
             leaks += sum(1 for rid in returned if owner.get(rid) != user)

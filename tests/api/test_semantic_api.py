@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from memory import services
 
 BEEF = "I avoid beef at business dinners."
@@ -11,7 +12,7 @@ BEEF = "I avoid beef at business dinners."
 
 @pytest.mark.django_db
 def test_api_candidates_carry_the_semantic_part(alice_api):
-    services.remember(scope="acme:alice:proj", text=BEEF)
+    services.remember(principal=SYSTEM, scope="acme:alice:proj", text=BEEF)
     # When recalled over HTTP by paraphrase
     response = alice_api.post(
         "/memory/recall", {"scope": "acme:alice:proj", "query": "Am I vegetarian?"}

@@ -611,7 +611,7 @@ def test_run_page_says_a_queued_run_waits_for_a_task_worker(client):
     append(SCOPE, payload={"n": 1})
     auditor = make_operator("otto", [("acme:*:*", "auditor")])
     with transaction.atomic():
-        run = start_verification_run(subject="acme:*:*", started_by="otto")
+        run = start_verification_run(principal=SYSTEM, subject="acme:*:*", started_by="otto")
     login_as(client, auditor)
     # When its page is opened
     body = client.get(reverse("audit:run", args=[run.pk])).content.decode()

