@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
+from aetnaweb.limits import MAX_CONTEXT_CHARS
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
@@ -60,7 +61,7 @@ class AuditError(ValueError):
         self.field = field
 
 
-MAX_CONTEXT_LENGTH = 200
+MAX_CONTEXT_LENGTH = MAX_CONTEXT_CHARS  # one bound for session/turn IDs in every app
 MAX_ACTOR_LENGTH = 150
 MAX_EVENT_TYPE_LENGTH = 100
 

@@ -13,6 +13,7 @@ from ninja import Schema
 from pydantic import ConfigDict, Field
 
 from aetnaweb.api import ContextStr, ScopeStr
+from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory.limits import (
     MAX_FORGET_RECORDS,
     MAX_KEY_CHARS,
@@ -139,7 +140,7 @@ class LogActionIn(Schema):
     event_type: str = Field(
         ...,
         min_length=1,
-        max_length=100,
+        max_length=MAX_EVENT_TYPE_LENGTH,
         description="'agent.' followed by dotted lower-case words, e.g. agent.file_written; "
         "stored as agent.log.file_written, a namespace the engine never writes itself.",
         examples=["agent.file_written"],

@@ -23,9 +23,10 @@ from actions.forms import AbortForm, DenyForm
 from actions.limits import MAX_REASON_LENGTH
 from aetnaweb.access import SYSTEM
 from aetnaweb.limits import MAX_CONTEXT_CHARS
+from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory import selectors
 from memory import services as memory_services
-from memory.api_schemas import ProposeIn, RecallIn, RecordsQuery, RememberIn
+from memory.api_schemas import LogActionIn, ProposeIn, RecallIn, RecordsQuery, RememberIn
 from memory.errors import MemoryEngineError, QueryError
 from memory.forms import DecisionForm, RecallTestForm
 from memory.limits import (
@@ -113,6 +114,12 @@ def facts(n: int) -> list[dict[str, Any]]:
     return [{"content": f"fact {i}", "evidence": ["epi_missing"]} for i in range(n)]
 
 
+def event_type(n: int) -> str:
+    # Already namespaced, so the type is stored exactly as given (agent.x gains "log.").
+    head = "agent.log."
+    return head + "e" * (n - len(head))
+
+
 def number(n: int) -> int:
     return n
 
@@ -183,6 +190,9 @@ CASES: list[tuple[str, int, str, Accepts]] = [
     ("proposed facts", MAX_PROPOSED_FACTS, "api", schema_accepts(ProposeIn, scope=SCOPE)("facts", facts)),
     ("proposed facts", MAX_PROPOSED_FACTS, "mcp", mcp_accepts("propose_facts", "facts", facts)),
     ("proposed facts", MAX_PROPOSED_FACTS, "service", service_accepts(memory_services.propose_facts, "facts", facts, scope=SCOPE, principal=SYSTEM)),
+    ("event type", MAX_EVENT_TYPE_LENGTH, "api", schema_accepts(LogActionIn, scope=SCOPE, payload={})("event_type", event_type)),
+    ("event type", MAX_EVENT_TYPE_LENGTH, "mcp", mcp_accepts("log_action", "event_type", event_type, payload={})),
+    ("event type", MAX_EVENT_TYPE_LENGTH, "service", service_accepts(memory_services.log_action, "event_type", event_type, scope=SCOPE, payload={}, principal=SYSTEM)),
     ("page", MAX_PAGE, "api", schema_accepts(RecordsQuery, scope=SCOPE)("limit", number)),
     ("page", MAX_PAGE, "mcp", mcp_accepts("list_records", "limit", number)),
     ("page", MAX_PAGE, "selector", service_accepts(list_with, "limit", number)),
