@@ -236,10 +236,11 @@ IMMEDIATE_RUN = """
 import django
 django.setup()
 from django.db import transaction
+from aetnaweb.access import SYSTEM
 from audit.services import start_verification_run
 from audit.models import VerificationRun
 with transaction.atomic():
-    run = start_verification_run(started_by="auditor")
+    run = start_verification_run(principal=SYSTEM, started_by="auditor")
 print(VerificationRun.objects.get(pk=run.pk).status)
 """
 
