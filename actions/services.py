@@ -1300,7 +1300,7 @@ def record_resolution(
     outcome: str,
     note: str,
     owner: str,
-    principal: Principal | None = None,
+    principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
     """Close an uncertain or recovery_required transaction in the attention queue, audited.
@@ -1309,7 +1309,6 @@ def record_resolution(
     a person found in the world, the follow-up owner and a note (its digest in
     the audit chain, ``action.resolution_recorded``). One per transaction.
     """
-    principal = principal or system_principal()
     txn = _load_for(principal, access.APPROVE, transaction_id)
     if outcome not in RESOLUTION_OUTCOMES:
         raise ActionInputError(

@@ -12,6 +12,7 @@ from actions.errors import ActionInputError
 from actions.models import ActionTransaction
 from actions.selectors import _one_line
 from actions.templatetags.actions_display import diff_rows
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from tests.actions.conftest import SCOPE, delete_op, write_op
 from tests.factories import access_matrix, make_operator
@@ -48,6 +49,7 @@ def test_one_line_summaries(ops, summary):
 def test_every_list_and_the_plan_page_show_the_summary(client, actions_root):
     (actions_root / "demo/apollo").mkdir(parents=True)
     patch = services.stage(
+        principal=SYSTEM,
         scope=SCOPE,
         operations=[write_op("demo/apollo/RELEASE_NOTES.md", "# 1.0\n")],
         actor=AGENT,
@@ -66,13 +68,24 @@ def test_every_list_and_the_plan_page_show_the_summary(client, actions_root):
 def test_a_write_into_a_missing_folder_is_refused_at_staging_and_writes_nothing(actions_root):
     before = (AuditEvent.objects.count(), ActionTransaction.objects.count())
     with pytest.raises(ActionInputError, match="the folder 'reports/2026' does not exist"):
-        services.stage(scope=SCOPE, operations=[write_op("reports/2026/q1.md", "x")], actor=AGENT)
+        services.stage(
+            principal=SYSTEM,
+            scope=SCOPE,
+            operations=[write_op("reports/2026/q1.md", "x")],
+            actor=AGENT,
+        )
     assert (AuditEvent.objects.count(), ActionTransaction.objects.count()) == before
     # A file at the root, a write into an existing folder and a delete stage fine
     (actions_root / "reports").mkdir()
-    services.stage(scope=SCOPE, operations=[write_op("top.txt", "x")], actor=AGENT)
-    services.stage(scope=SCOPE, operations=[write_op("reports/q1.md", "x")], actor=AGENT)
-    services.stage(scope=SCOPE, operations=[delete_op("gone/old.txt")], actor=AGENT)
+    services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("top.txt", "x")], actor=AGENT
+    )
+    services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("reports/q1.md", "x")], actor=AGENT
+    )
+    services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[delete_op("gone/old.txt")], actor=AGENT
+    )
 
 
 # -- history filters ---------------------------------------------------------------------------
@@ -80,8 +93,12 @@ def test_a_write_into_a_missing_folder_is_refused_at_staging_and_writes_nothing(
 
 @pytest.fixture
 def plans(actions_root):
-    one = services.stage(scope=SCOPE, operations=[write_op("a.txt", "1")], actor="agent:Alpha")
-    two = services.stage(scope=SCOPE, operations=[write_op("b.txt", "2")], actor="agent:beta")
+    one = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "1")], actor="agent:Alpha"
+    )
+    two = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("b.txt", "2")], actor="agent:beta"
+    )
     ActionTransaction.objects.filter(pk=one["transaction_id"]).update(
         created_at="2026-01-05T10:00:00+00:00"
     )
@@ -164,7 +181,10 @@ def test_diff_rows_number_lines_and_mark_changed_words():
 def test_the_plan_page_escapes_diff_text(client, actions_root):
     (actions_root / "page.html").write_text("<p>old</p>\n")
     patch = services.stage(
-        scope=SCOPE, operations=[write_op("page.html", "<script>alert(1)</script>\n")], actor=AGENT
+        principal=SYSTEM,
+        scope=SCOPE,
+        operations=[write_op("page.html", "<script>alert(1)</script>\n")],
+        actor=AGENT,
     )
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
     html = client.get(reverse("actions:detail", args=[patch["transaction_id"]])).content.decode()

@@ -13,6 +13,7 @@ from actions import selectors, services
 from actions.errors import ActionInputError, ActionStateError
 from actions.models import ActionResolution, ActionTransaction
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.overview import build_overview
 from audit.models import AuditEvent
 from tests.actions.conftest import SCOPE
@@ -30,7 +31,7 @@ def uncertain(actions_root, approval_key, monkeypatch) -> str:
         "actions.adapters.filesystem.FilesystemAdapter.execute",
         lambda self, prepared, key: (_ for _ in ()).throw(RuntimeError("disk went away")),
     )
-    services.commit(transaction_id=txn_id)
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
     assert ActionTransaction.objects.get(pk=txn_id).state == "uncertain"
     return txn_id
 
@@ -80,7 +81,7 @@ def test_a_resolution_is_recorded_and_audited_without_changing_the_state(uncerta
 @pytest.mark.django_db
 def test_recovery_required_takes_a_resolution_too(actions_root, approval_key):
     txn_id = interrupted_write()
-    services.recover(transaction_id=txn_id)
+    services.recover(principal=SYSTEM, transaction_id=txn_id)
     assert resolve(txn_id, outcome="not_applied")["state"] == "recovery_required"
 
 

@@ -57,6 +57,7 @@ SERVICES: list[Callable[..., Any]] = [
     action_services.verify,
     action_services.purge_payloads,
     action_services.import_journal,
+    action_services.record_resolution,
     audit_services.log_agent_event,
     audit_services.create_checkpoint,
     audit_services.start_verification_run,

@@ -10,6 +10,7 @@ from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone
 
+from aetnaweb.access import SYSTEM
 from aetnaweb.templatetags.dashboard import when
 from audit.models import AuditEvent
 from audit.readable import SUMMARIES, event_summary
@@ -55,8 +56,8 @@ def test_every_known_type_has_a_summary_that_survives_an_empty_payload():
 
 @pytest.mark.django_db
 def test_the_explorer_and_event_page_show_the_summary(client):
-    services.remember(scope=SCOPE, text="My editor is helix.")
-    services.recall(scope=SCOPE, query="editor")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My editor is helix.")
+    services.recall(principal=SYSTEM, scope=SCOPE, query="editor")
     login_as(client, make_operator("vic", [(SCOPE, "viewer")]))
     html = client.get(reverse("audit:explorer"), {"event_type": "memory.recall"}).content.decode()
     assert 'class="event-summary">agent recalled: 1 of 1 candidate returned<' in html
@@ -71,9 +72,11 @@ def test_the_explorer_and_event_page_show_the_summary(client):
 @pytest.fixture
 def promoted(db):
     record = services.remember(
-        scope=SCOPE, text="Read: <webpage>My shell is fish.</webpage>"
+        principal=SYSTEM, scope=SCOPE, text="Read: <webpage>My shell is fish.</webpage>"
     ).records[0]
-    services.promote(scope=SCOPE, record_id=record.record_id, reason="the user <b>said</b> so")
+    services.promote(
+        principal=SYSTEM, scope=SCOPE, record_id=record.record_id, reason="the user <b>said</b> so"
+    )
     return record.record_id
 
 
@@ -92,18 +95,20 @@ def test_the_chain_keeps_only_the_reason_digest_and_forget_clears_the_text(promo
     event = AuditEvent.objects.get(event_type="memory.record_promoted")
     assert "said" not in event.payload and "reason_sha256" in event.payload
     assert ReviewReason.objects.get(record_id=promoted).reason == "the user <b>said</b> so"
-    services.forget(scope=SCOPE, record_ids=[promoted])
+    services.forget(principal=SYSTEM, scope=SCOPE, record_ids=[promoted])
     assert ReviewReason.objects.get(record_id=promoted).reason == ""
 
 
 @pytest.mark.django_db
 def test_a_reject_reason_is_kept_and_a_missing_reason_stores_nothing(db):
     one, two = (
-        services.remember(scope=SCOPE, text=f"Read: <webpage>My {w} is {w}x.</webpage>").records[0]
+        services.remember(
+            principal=SYSTEM, scope=SCOPE, text=f"Read: <webpage>My {w} is {w}x.</webpage>"
+        ).records[0]
         for w in ("pager", "shell")
     )
-    services.reject(scope=SCOPE, record_id=one.record_id, reason="injected")
-    services.promote(scope=SCOPE, record_id=two.record_id)
+    services.reject(principal=SYSTEM, scope=SCOPE, record_id=one.record_id, reason="injected")
+    services.promote(principal=SYSTEM, scope=SCOPE, record_id=two.record_id)
     assert list(ReviewReason.objects.values_list("decision", "reason")) == [("reject", "injected")]
 
 

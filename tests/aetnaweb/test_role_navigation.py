@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from actions import services as action_services
 from aetnaweb import access
+from aetnaweb.access import SYSTEM
 from aetnaweb.overview import build_overview
 from memory import services
 from tests.actions.conftest import write_op
@@ -58,14 +59,20 @@ def busy(db, tmp_path, settings, authorizing_messages):
     (tmp_path / "root").mkdir()
     settings.AETNAWEB_ACTIONS_ROOT = str(tmp_path / "root")
     for scope in ("acme:alice:*", "acme:bob:*"):
-        services.remember(scope=scope, text="Read: <webpage>My shell is fish.</webpage>")
+        services.remember(
+            principal=SYSTEM, scope=scope, text="Read: <webpage>My shell is fish.</webpage>"
+        )
     april = make_operator("april", [("acme:alice:*", "approver"), ("acme:*:*", "viewer")])
     # one plan april proposed herself, one an agent proposed in alice's scope, one in bob's
-    action_services.stage(scope="acme:alice:*", operations=[write_op("a.txt", "1")], actor="april")
     action_services.stage(
-        scope="acme:alice:*", operations=[write_op("b.txt", "1")], actor="agent:x"
+        principal=SYSTEM, scope="acme:alice:*", operations=[write_op("a.txt", "1")], actor="april"
     )
-    action_services.stage(scope="acme:bob:*", operations=[write_op("c.txt", "1")], actor="agent:x")
+    action_services.stage(
+        principal=SYSTEM, scope="acme:alice:*", operations=[write_op("b.txt", "1")], actor="agent:x"
+    )
+    action_services.stage(
+        principal=SYSTEM, scope="acme:bob:*", operations=[write_op("c.txt", "1")], actor="agent:x"
+    )
     return april
 
 

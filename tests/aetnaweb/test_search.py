@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from actions import services as action_services
 from aetnaweb import views
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from tests.actions.conftest import write_op
@@ -21,12 +22,16 @@ SCOPE = "acme:alice:proj"
 def world(db, tmp_path, settings, authorizing_messages):
     (tmp_path / "root").mkdir()
     settings.AETNAWEB_ACTIONS_ROOT = str(tmp_path / "root")
-    alice = services.remember(scope=SCOPE, text="My editor is helix.").records[0]
-    bob = services.remember(scope="acme:bob:*", text="My editor is emacs.").records[0]
-    globex = services.remember(scope="globex:carol:*", text="My shell is zsh.").records[0]
-    recall = services.recall(scope=SCOPE, query="editor")
+    alice = services.remember(principal=SYSTEM, scope=SCOPE, text="My editor is helix.").records[0]
+    bob = services.remember(
+        principal=SYSTEM, scope="acme:bob:*", text="My editor is emacs."
+    ).records[0]
+    globex = services.remember(
+        principal=SYSTEM, scope="globex:carol:*", text="My shell is zsh."
+    ).records[0]
+    recall = services.recall(principal=SYSTEM, scope=SCOPE, query="editor")
     txn = action_services.stage(
-        scope=SCOPE, operations=[write_op("notes.txt", "hi\n")], actor="agent:bot"
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("notes.txt", "hi\n")], actor="agent:bot"
     )
     return {
         "alice": alice.record_id,
@@ -87,7 +92,7 @@ def test_ids_out_of_reach_are_not_found(vic, world):
 def test_a_prefix_lists_the_visible_matches_sorted(vic, world, monkeypatch):
     # Given many records in alice's project and one in bob's
     for n in range(30):
-        services.remember(scope=SCOPE, text=f"My tool{n} is t{n}.")
+        services.remember(principal=SYSTEM, scope=SCOPE, text=f"My tool{n} is t{n}.")
     # When a prefix that every record shares is searched (the minimum lowered for the test)
     monkeypatch.setattr(views, "MIN_PREFIX_HEX", 0)
     response = search(vic, "mem_")
@@ -156,7 +161,7 @@ def test_search_permission_matrix(client, world, case, django_assert_max_num_que
 @pytest.mark.django_db
 def test_a_scope_page_can_include_the_scopes_below(client, world, django_assert_max_num_queries):
     # Given a reviewer of acme:*:* and records at alice's user scope and project
-    services.remember(scope="acme:alice:*", text="My timezone is Europe/Paris.")
+    services.remember(principal=SYSTEM, scope="acme:alice:*", text="My timezone is Europe/Paris.")
     login_as(client, make_operator("rex", [("acme:*:*", "reviewer")]))
     url = reverse("memory:scope", args=["acme:alice:*"])
     # When the user scope's page is opened plainly, then with the scopes below

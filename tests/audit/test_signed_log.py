@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import transaction
 
+from aetnaweb.access import SYSTEM
 from audit import notes, tree
 from audit.canonical import canonical_json, digest
 from audit.checkpoints import LogHead, prove_consistency, verify_checkpoints
@@ -102,23 +103,23 @@ def test_a_bad_key_file_is_a_clear_error(tmp_path, settings):
 def test_checkpoints_carry_a_signed_log_head(signer, checkpoint_sink):
     for i in range(5):
         append("acme:alice:proj", payload={"n": i})
-    document = create_checkpoint(actor="auditor")
+    document = create_checkpoint(principal=SYSTEM, actor="auditor")
     log = document["log"]
     assert log["tree_size"] == 5
     assert base64.b64decode(log["root_hash"]) == tree.root_at(5)
     assert log["verifier_key"] == signer.verifier.text()
     assert notes.parse_checkpoint(log["note"]).signed_by(signer.verifier)
-    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines())
+    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines(), principal=SYSTEM)
     assert result.ok and result.signature == "verified" and result.tree_size == 5
 
 
 def test_a_checkpoint_signed_by_another_key_fails(signer, checkpoint_sink, tmp_path, settings):
     append("acme:alice:proj")
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     other = tmp_path / "other_key"
     notes.write_private_key(other, notes.SignerKey.generate(ORIGIN))
     settings.AETNAWEB_CHECKPOINT_KEY_FILE = str(other)
-    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines())
+    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines(), principal=SYSTEM)
     assert result.signature == "invalid"
     assert result.failures == ["log note is not signed by this server's checkpoint key"]
 
@@ -126,13 +127,13 @@ def test_a_checkpoint_signed_by_another_key_fails(signer, checkpoint_sink, tmp_p
 def test_old_unsigned_checkpoints_still_verify(checkpoint_sink):
     # Given a v1 document as issued before the log existed (no "log" key)
     append("acme:alice:proj")
-    document = create_checkpoint(actor="auditor")
+    document = create_checkpoint(principal=SYSTEM, actor="auditor")
     old = {k: v for k, v in document.items() if k not in {"log", "checkpoint_sha256"}}
     old["checkpoint_sha256"] = digest(old)
-    [result] = verify_checkpoints([canonical_json(old)])
+    [result] = verify_checkpoints([canonical_json(old)], principal=SYSTEM)
     assert result.ok and result.signature == "not signed" and result.tree_size is None
     # And an unsigned head (no key configured) verifies, reported as not signed
-    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines())
+    [result] = verify_checkpoints(checkpoint_sink.read_text().splitlines(), principal=SYSTEM)
     assert result.ok and result.signature == "not signed" and result.tree_size == 1
 
 
@@ -143,7 +144,7 @@ def test_a_receipt_verifies_offline_with_the_public_key_only(signer):
     append("acme:alice:proj")
     receipt = forget()
     append("acme:bob:proj")  # the log grows after the receipt
-    assert verify_deletion_receipt(receipt) == []
+    assert verify_deletion_receipt(receipt, principal=SYSTEM) == []
     # Then the standalone tool, with the receipt and the key only, says it holds
     key = tool.parse_verifier_key(signer.verifier.text())
     failures, verdict = tool.verify_receipt_offline(json.loads(json.dumps(receipt)), key)
@@ -198,10 +199,10 @@ def test_the_tool_says_when_it_cannot_check_a_signature(signer, monkeypatch):
 def test_prove_consistency_between_two_checkpoints(signer, capsys):
     for i in range(3):
         append("acme:alice:proj", payload={"n": i})
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     for i in range(6):
         append("acme:bob:proj", payload={"n": i})
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     old_row, new_row = Checkpoint.objects.order_by("id")
     verdict = prove_consistency(LogHead.parse(old_row.document), LogHead.parse(new_row.document))
     assert verdict.ok and verdict.signatures == {"old": "verified", "new": "verified"}
@@ -220,7 +221,7 @@ def test_a_rewritten_log_is_flagged_as_a_fork(signer):
     # Given a signed checkpoint, then a rewrite of the stored tree under it
     for i in range(4):
         append("acme:alice:proj", payload={"n": i})
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     old = LogHead.parse(Checkpoint.objects.get().document)
     tamper("UPDATE audit_tree_leaf SET leaf_hash = %s WHERE leaf_index = 1", ["ab" * 32])
     tamper("DELETE FROM audit_tree_node")
@@ -240,7 +241,7 @@ def test_a_rewritten_log_is_flagged_as_a_fork(signer):
                 )
     for i in range(3):
         append("acme:alice:proj", payload={"m": i})
-    create_checkpoint(actor="auditor")
+    create_checkpoint(principal=SYSTEM, actor="auditor")
     new = LogHead.parse(Checkpoint.objects.order_by("-id").first().document)
     verdict = prove_consistency(old, new)
     assert not verdict.ok and verdict.failures[0].startswith("FORK:")
@@ -338,7 +339,7 @@ def test_checkpoints_page_shows_consistency_and_flags_a_fork(
     for round_ in range(3):
         for i in range(3):
             append("acme:alice:proj", payload={"r": round_, "n": i})
-        create_checkpoint(actor="auditor")
+        create_checkpoint(principal=SYSTEM, actor="auditor")
     with django_assert_max_num_queries(12):
         page = client.get(reverse("audit:checkpoints")).content.decode()
     assert page.count(">consistent<") == 2 and "FORK" not in page
@@ -372,7 +373,7 @@ def test_upload_shows_the_log_verdict_and_a_truncation(signer, client, django_us
     grant(user, "platform:*:*", Role.AUDITOR)
     client.force_login(user)
     events = [append("acme:alice:proj", payload={"n": i}) for i in range(3)]
-    line = canonical_json(create_checkpoint(actor="auditor"))
+    line = canonical_json(create_checkpoint(principal=SYSTEM, actor="auditor"))
 
     def upload() -> str:
         response = client.post(

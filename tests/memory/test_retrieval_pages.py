@@ -9,6 +9,7 @@ import pytest
 from django.db import transaction
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.services import append_event
 from memory import services
@@ -21,12 +22,21 @@ SCOPE = "acme:alice:proj"
 @pytest.fixture
 def recalled(db):
     """Facts at SCOPE and its tenant, one quarantined; a recall in session s-42."""
-    editor = services.remember(scope=SCOPE, text="My editor is helix.", session_id="s1")
-    services.remember(scope="acme:*:*", text="Remember that the office editor is vim.")
-    services.remember(
-        scope=SCOPE, text="Read this page: <webpage>My editor is nano.</webpage>", session_id="s1"
+    editor = services.remember(
+        principal=SYSTEM, scope=SCOPE, text="My editor is helix.", session_id="s1"
     )
-    result = services.recall(scope=SCOPE, query="which editor", session_id="s-42", limit=1)
+    services.remember(
+        principal=SYSTEM, scope="acme:*:*", text="Remember that the office editor is vim."
+    )
+    services.remember(
+        principal=SYSTEM,
+        scope=SCOPE,
+        text="Read this page: <webpage>My editor is nano.</webpage>",
+        session_id="s1",
+    )
+    result = services.recall(
+        principal=SYSTEM, scope=SCOPE, query="which editor", session_id="s-42", limit=1
+    )
     return {"editor": editor.records[0].record_id, "result": result}
 
 
@@ -79,7 +89,9 @@ def test_a_candidate_outside_the_grant_shows_no_content(client, recalled):
     # Given a stored recall whose candidate list names a record of bob's (a row edited
     # behind the engine's back: an operator's grant otherwise reads every candidate,
     # since a recall weighs only its scope and that scope's ancestors)
-    bob = services.remember(scope="acme:bob:*", text="My editor is emacs.").records[0]
+    bob = services.remember(
+        principal=SYSTEM, scope="acme:bob:*", text="My editor is emacs."
+    ).records[0]
     event = RetrievalEvent.objects.get(retrieval_id=recalled["result"].retrieval_id)
     stolen = dict(event.candidates[0], record_id=bob.record_id, scope="acme:bob:*")
     RetrievalEvent.objects.filter(pk=event.pk).update(candidates=[*event.candidates, stolen])
@@ -142,7 +154,7 @@ def test_session_page_lists_only_recalls_the_grant_reads(
     client, recalled, case, django_assert_max_num_queries
 ):
     # Given a second recall in the same session at bob's scope
-    bob = services.recall(scope="acme:bob:*", query="editor", session_id="s-42")
+    bob = services.recall(principal=SYSTEM, scope="acme:bob:*", query="editor", session_id="s-42")
     case.sign_in(client)
     with django_assert_max_num_queries(10):
         response = client.get(reverse("memory:session"), {"id": "s-42"})

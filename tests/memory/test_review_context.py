@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
 from memory.errors import RecordStateError
@@ -24,7 +25,7 @@ PAGE = (
 @pytest.fixture
 def source(db):
     """One webpage message that yielded three quarantined facts (one holds a password)."""
-    result = services.remember(scope=SCOPE, text=PAGE, session_id="s1")
+    result = services.remember(principal=SYSTEM, scope=SCOPE, text=PAGE, session_id="s1")
     by_key = {r.fact_key or "password": r.record_id for r in result.records}
     assert len(by_key) == 3
     return {"episode": result.episode_id, **by_key}
@@ -77,6 +78,7 @@ def test_review_warnings_flag_instructions_and_credentials(text, expected):
 def test_decide_source_promotes_and_rejects_together_then_purges_the_source(source):
     # When the three facts are decided together: two promoted, the password rejected
     decided = services.decide_source(
+        principal=SYSTEM,
         scope=SCOPE,
         episode_id=source["episode"],
         decisions={
@@ -110,7 +112,11 @@ def test_decide_source_refusals_write_nothing(source, change):
     if change == "missing":
         decisions.pop(source["editor"])
     elif change == "extra":
-        other = services.remember(scope=SCOPE, text="My pager is less.").records[0].record_id
+        other = (
+            services.remember(principal=SYSTEM, scope=SCOPE, text="My pager is less.")
+            .records[0]
+            .record_id
+        )
         decisions[other] = "promote"
     elif change == "bad decision":
         decisions[source["shell"]] = "delete"
@@ -121,7 +127,11 @@ def test_decide_source_refusals_write_nothing(source, change):
     before = audit_count()
     with pytest.raises(RecordStateError):
         services.decide_source(
-            scope=scope, episode_id=source["episode"], decisions=decisions, reason="r"
+            principal=SYSTEM,
+            scope=scope,
+            episode_id=source["episode"],
+            decisions=decisions,
+            reason="r",
         )
     assert audit_count() == before
     assert {status(source[k]) for k in ("shell", "editor", "password")} == {Status.QUARANTINED}
@@ -306,7 +316,9 @@ def test_record_page_hides_reject_while_siblings_wait_and_shows_the_warning(revi
 def test_review_queue_query_bound(reviewer, django_assert_max_num_queries):
     for n in range(10):
         services.remember(
-            scope=SCOPE, text=f"Read: <webpage>My tool{n} is t{n}. My os{n} is o{n}.</webpage>"
+            principal=SYSTEM,
+            scope=SCOPE,
+            text=f"Read: <webpage>My tool{n} is t{n}. My os{n} is o{n}.</webpage>",
         )
     with django_assert_max_num_queries(14):
         response = reviewer.get(reverse("memory:review"))
