@@ -79,15 +79,15 @@ def test_anything_but_a_quarantined_record_is_a_clear_error_that_writes_nothing(
     act = getattr(services, verb)
     before = rows()
     with pytest.raises(RecordStateError, match="already active"):
-        act(scope=S, record_id=active)
+        act(principal=SYSTEM, scope=S, record_id=active)
     with pytest.raises(RecordStateError, match="someone may have promoted it"):
-        act(scope=S, record_id=promoted)
+        act(principal=SYSTEM, scope=S, record_id=promoted)
     with pytest.raises(RecordNotFound):
-        act(scope=S, record_id="mem_0123456789abcdef0123456789abcdef")
+        act(principal=SYSTEM, scope=S, record_id="mem_0123456789abcdef0123456789abcdef")
     with pytest.raises(RecordNotFound):
-        act(scope=S, record_id=other_scope)
+        act(principal=SYSTEM, scope=S, record_id=other_scope)
     with pytest.raises(RecordNotFound):
-        act(scope="acme:alice:*", record_id=promoted)  # the ancestor is not its scope
+        act(principal=SYSTEM, scope="acme:alice:*", record_id=promoted)  # the ancestor is not its scope
     assert rows() == before
 
 
