@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit_common import configure_django
 
+from aetnaweb.access import SYSTEM
+
 
 def timed(label: str, count: int, call: Callable[[], object]) -> None:
     samples = []
@@ -54,11 +56,11 @@ def main() -> None:
         setup_test_environment()
         settings.ALLOWED_HOSTS = ["testserver"]
         issued = tokens.create_token(
+            principal=SYSTEM,
             name="bench",
             scope="acme:alice:*",
             capabilities=["read", "write"],
             expires_at=timezone.now() + timedelta(days=1),
-            created_by="bench",
         )
         token = ApiToken.objects.get()
         client = Client()

@@ -27,6 +27,8 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit_common import ROOT, benchmark_environment, configure_django
 
+from aetnaweb.access import SYSTEM
+
 
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
@@ -98,11 +100,11 @@ def main() -> None:
         from aetnaweb import tokens
 
         secret = tokens.create_token(
+            principal=SYSTEM,
             name="bench",
             scope="acme:alice:proj",
             capabilities=["read", "write"],
             expires_at=timezone.now() + timedelta(hours=1),
-            created_by="bench",
         ).secret
         env = {**os.environ, **benchmark_environment(directory)}
         server = subprocess.Popen(

@@ -12,7 +12,7 @@ from aetnaweb import access
 from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, bad_request, principal_of, require
 from memory import batch
 from memory.api_schemas import RememberOut
-from memory.extraction import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
+from memory.limits import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
 
 
 class BatchItemIn(Schema):
@@ -68,7 +68,6 @@ def add_routes(router: Router) -> None:
                 scope=payload.scope,
                 items=items,
                 principal=principal_of(request),
-                actor=principal_of(request).label,
             )
         except batch.BatchItemError as exc:
             code = "".join(

@@ -23,7 +23,7 @@ from aetnaweb.api import (
 from memory import corrections, selectors
 from memory.api_schemas import RecordOut, StoredRecordOut
 from memory.errors import RecordNotFound, RecordStateError
-from memory.extraction import MAX_TEXT_CHARS
+from memory.limits import MAX_TEXT_CHARS
 
 
 class CorrectIn(Schema):
@@ -70,7 +70,6 @@ def add_routes(router: Router) -> None:
                 content=payload.content,
                 source_type=payload.source_type,
                 principal=principal_of(request),
-                actor=principal_of(request).label,
             )
         except (RecordNotFound, access.AccessDenied):
             raise not_found() from None

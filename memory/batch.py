@@ -79,7 +79,7 @@ def remember_batch(
     *,
     scope: Scope | str,
     items: Sequence[BatchItem],
-    principal: Principal = services.SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> list[services.RememberResult]:
     """Remember each item at exactly ``scope``, in order; one result per item, or nothing at all."""

@@ -55,7 +55,7 @@ def correct_record(
     record_id: str,
     content: str,
     source_type: str | None = None,
-    principal: Principal = services.SYSTEM,
+    principal: Principal,
     actor: str | None = None,
 ) -> CorrectionResult:
     """Store ``content`` as the corrected version of ``record_id`` at the record's own scope.
@@ -78,7 +78,7 @@ def correct_record(
             f"the correction says the same as {record.record_id}: nothing to change"
         )
     reading = read_source(content, source_type)
-    actor_label = services._actor(actor, principal, "user")
+    actor_label = access.audit_actor(principal, actor, default="user")
     lock_subject(str(scope))
     now = timezone.now()
     tally: dict[str, int] = {}

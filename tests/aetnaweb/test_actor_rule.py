@@ -23,6 +23,7 @@ from aetnaweb.scopes import Scope
 from audit import checkpoints, receipts, verification
 from audit import services as audit_services
 from audit.models import AuditEvent
+from memory import batch, corrections
 from memory import services as memory_services
 from memory.mcp_server import build_server
 from tests.actions.conftest import write_op
@@ -48,6 +49,8 @@ def operator_like(label: str = "ada") -> Principal:
 
 SERVICES: list[Callable[..., Any]] = [
     *(getattr(memory_services, name) for name in memory_services.__all__ if name.islower()),
+    corrections.correct_record,
+    batch.remember_batch,
     action_services.stage,
     action_services.approve,
     action_services.deny,

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from audit.verification import verify_subject
 from memory import services
@@ -27,7 +28,9 @@ def _patch(api, record_id: str, body: dict, secret: str | None = None):
 
 
 def _stored(text: str, scope: str = S) -> str:
-    return services.remember(scope=scope, text=text, force=True).records[0].record_id
+    return (
+        services.remember(principal=SYSTEM, scope=scope, text=text, force=True).records[0].record_id
+    )
 
 
 def counts() -> tuple[int, int]:
@@ -48,7 +51,7 @@ def test_a_trusted_correction_supersedes_the_record_and_keeps_it(alice_api):
     assert (old_row.status, old_row.superseded_by_id) == ("superseded", new)
     assert new_row.supersedes_id == old
     assert AuditEvent.objects.filter(event_type="memory.record_corrected").count() == 1
-    assert verify_subject(S).ok
+    assert verify_subject(S, principal=SYSTEM).ok
     # And recall finds the new value, not the old one
     recalled = alice_api.post("/memory/recall", {"scope": S, "query": "backup email"})
     contents = [c["content"] for c in recalled.data["candidates"]]
@@ -146,7 +149,7 @@ def test_history_respects_visibility_and_forgotten_records(make_api, alice_api):
     )
     # Forgetting purges the whole lineage (memory-engine.md); the history keeps
     # the shape as tombstones without content
-    services.forget(scope=S, record_ids=[second])
+    services.forget(principal=SYSTEM, scope=S, record_ids=[second])
     lineage = alice_api.get(f"/memory/records/{second}/history").data["lineage"]
     assert [r["record_id"] for r in lineage] == [first, second]
     assert [r["status"] for r in lineage] == ["tombstoned", "tombstoned"]

@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from aetnaweb import ratelimits, tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.models import ApiToken, RateLimitWindow, ScopeGrant
 from audit.models import AuditEvent
 from memory.models import Record
@@ -138,11 +139,11 @@ def test_the_count_is_shared_across_connections(settings):
 def test_create_token_refuses_a_negative_limit_and_writes_nothing(db):
     with pytest.raises(tokens.TokenError):
         tokens.create_token(
+            principal=SYSTEM,
             name="bot",
             scope="acme:alice:*",
             capabilities=["read"],
             expires_at=timezone.now() + timedelta(days=1),
-            created_by="test",
             rate_limit_per_minute=-1,
         )
     assert ApiToken.objects.count() == 0

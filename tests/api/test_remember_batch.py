@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import batch
 from memory.models import Episode, Record
@@ -92,7 +93,7 @@ def test_a_batch_outside_the_token_is_404_and_without_write_is_403(make_api):
 @pytest.mark.django_db
 def test_the_service_refuses_an_empty_or_oversized_batch():
     with pytest.raises(batch.MemoryEngineError):
-        batch.remember_batch(scope=S, items=[])
+        batch.remember_batch(principal=SYSTEM, scope=S, items=[])
     with pytest.raises(batch.MemoryEngineError):
-        batch.remember_batch(scope=S, items=[batch.BatchItem(text="x")] * 101)
+        batch.remember_batch(principal=SYSTEM, scope=S, items=[batch.BatchItem(text="x")] * 101)
     assert counts() == (0, 0, 0)

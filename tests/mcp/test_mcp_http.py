@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 from actions.models import ActionTransaction
 from aetnaweb import tokens
+from aetnaweb.access import SYSTEM
 from aetnaweb.agent_mcp import is_mcp_path
 from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
@@ -99,11 +100,11 @@ def mcp_url(django_db_setup, actions_root) -> Iterator[str]:
 
 def issue(scope: str, capabilities: list[str], name: str = "agent-1") -> str:
     return tokens.create_token(
+        principal=SYSTEM,
         name=name,
         scope=scope,
         capabilities=capabilities,
         expires_at=timezone.now() + timedelta(days=1),
-        created_by="test",
     ).secret
 
 
@@ -166,7 +167,10 @@ def test_requests_without_a_live_token_are_refused_with_401_and_write_nothing(mc
     expired = issue(SCOPE, ["read", "write"], name="expired")
     ApiToken.objects.filter(name="expired").update(expires_at=timezone.now() - timedelta(1))
     revoked = issue(SCOPE, ["read", "write"], name="revoked")
-    tokens.revoke_token(token_prefix=revoked.split("_")[1], revoked_by="test")
+    tokens.revoke_token(
+        principal=SYSTEM,
+        token_prefix=revoked.split("_")[1],
+    )
     live = issue(SCOPE, ["read"], name="live")
     events_before = AuditEvent.objects.count()
 
@@ -234,7 +238,7 @@ def test_a_session_scope_outside_the_token_subtree_is_404_and_a_bad_one_400(mcp_
 @pytest.mark.slow
 def test_a_read_only_token_lists_no_write_tool_and_cannot_write(mcp_url):
     # Given a read-only token and a fact already at its scope
-    services.remember(scope=SCOPE, text="My backup email is alice@example.org")
+    services.remember(principal=SYSTEM, scope=SCOPE, text="My backup email is alice@example.org")
     secret = issue(SCOPE, ["read"], name="reader")
 
     async def body(session: ClientSession) -> dict[str, Any]:
@@ -343,8 +347,12 @@ async def full_session(session: ClientSession, ids: dict[str, str]) -> dict[str,
 @pytest.mark.slow
 def test_a_full_token_session_uses_every_tool_and_resource_as_its_principal(mcp_url, actions_root):
     # Given a team-wide fact at an ancestor scope, and bob's fact at the sibling scope
-    ancestor = services.remember_fact(scope="acme:*:*", key="standup time", value="9:30")
-    sibling = services.remember(scope=SIBLING, text="My backup email is bob@example.org")
+    ancestor = services.remember_fact(
+        principal=SYSTEM, scope="acme:*:*", key="standup time", value="9:30"
+    )
+    sibling = services.remember(
+        principal=SYSTEM, scope=SIBLING, text="My backup email is bob@example.org"
+    )
     ids = {
         "ancestor": ancestor.records[0].record_id,
         "sibling": sibling.records[0].record_id,

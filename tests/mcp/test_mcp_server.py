@@ -247,8 +247,10 @@ async def read_only_conversation(python: str, errlog, ancestor_record: str) -> d
 @pytest.mark.slow
 def test_a_read_only_stdio_session_lists_read_tools_and_opens_inherited_records(python):
     # Given a team-wide fact at an ancestor of the session scope, and one at the scope
-    team = services.remember_fact(scope="acme:*:*", key="standup time", value="9:30")
-    services.remember_fact(scope=SCOPE, key="login shell", value="fish")
+    team = services.remember_fact(
+        principal=SYSTEM, scope="acme:*:*", key="standup time", value="9:30"
+    )
+    services.remember_fact(principal=SYSTEM, scope=SCOPE, key="login shell", value="fish")
     ancestor_record = team.records[0].record_id
 
     # When a read-only stdio session recalls it, opens it by ID and reads the resources

@@ -87,7 +87,9 @@ def test_anything_but_a_quarantined_record_is_a_clear_error_that_writes_nothing(
     with pytest.raises(RecordNotFound):
         act(principal=SYSTEM, scope=S, record_id=other_scope)
     with pytest.raises(RecordNotFound):
-        act(principal=SYSTEM, scope="acme:alice:*", record_id=promoted)  # the ancestor is not its scope
+        act(
+            principal=SYSTEM, scope="acme:alice:*", record_id=promoted
+        )  # the ancestor is not its scope
     assert rows() == before
 
 
