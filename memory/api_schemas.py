@@ -15,10 +15,17 @@ from pydantic import ConfigDict, Field
 from aetnaweb.api import ContextStr, ScopeStr
 from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory.limits import (
+    MAX_BLOCK_CHARS,
+    MAX_FACT_CONTENT_CHARS,
+    MAX_FACT_EVIDENCE,
     MAX_FORGET_RECORDS,
     MAX_KEY_CHARS,
+    MAX_KIND_CHARS,
+    MAX_PAGE,
+    MAX_PROPOSED_FACTS,
     MAX_QUERY_CHARS,
     MAX_RECALL_LIMIT,
+    MAX_SELECTOR_CHARS,
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
 )
@@ -66,7 +73,7 @@ class RememberIn(Schema):
     )
     value: str | None = Field(None, min_length=1, max_length=MAX_VALUE_CHARS)
     kind: str | None = Field(
-        None, max_length=64, description="Optional label for an explicit fact."
+        None, max_length=MAX_KIND_CHARS, description="Optional label for an explicit fact."
     )
     session_id: ContextStr | None = None
     turn_id: ContextStr | None = None
@@ -100,14 +107,14 @@ class ForgetIn(Schema):
     scope: ScopeStr
     selector: str | None = Field(
         None,
-        max_length=10_000,
+        max_length=MAX_SELECTOR_CHARS,
         description="Forget the records whose content holds these words (whole words, "
         "case-insensitive), with their whole lineage.",
     )
     record_ids: list[RecordId] | None = Field(None, max_length=MAX_FORGET_RECORDS)
     utterance: str | None = Field(
         None,
-        max_length=10_000,
+        max_length=MAX_SELECTOR_CHARS,
         description="A spoken request, e.g. 'forget my backup email'.",
     )
     expected_record_ids: list[RecordId] | None = Field(
@@ -119,11 +126,11 @@ class ForgetIn(Schema):
 
 
 class ProposedFact(Schema):
-    content: str = Field(..., min_length=1, max_length=10_000)
+    content: str = Field(..., min_length=1, max_length=MAX_FACT_CONTENT_CHARS)
     evidence: list[RecordId] = Field(
         ...,
         min_length=1,
-        max_length=100,
+        max_length=MAX_FACT_EVIDENCE,
         description="Episode or record IDs of this scope the fact is drawn from.",
     )
     fact_key: str | None = Field(None, max_length=MAX_KEY_CHARS)
@@ -132,7 +139,7 @@ class ProposedFact(Schema):
 
 class ProposeIn(Schema):
     scope: ScopeStr
-    facts: list[ProposedFact] = Field(..., min_length=1, max_length=500)
+    facts: list[ProposedFact] = Field(..., min_length=1, max_length=MAX_PROPOSED_FACTS)
 
 
 class LogActionIn(Schema):
@@ -167,14 +174,14 @@ class RecallBlockIn(Schema):
     scope: ScopeStr
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     max_items: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
-    max_chars: int = Field(2000, ge=1, le=100_000)
+    max_chars: int = Field(2000, ge=1, le=MAX_BLOCK_CHARS)
     min_score: Score = RECALL_BLOCK_MIN_SCORE
     session_id: ContextStr | None = None
 
 
 class PersonaIn(Schema):
     scope: ScopeStr
-    max_chars: int = Field(PERSONA_MAX_CHARS, ge=1, le=100_000)
+    max_chars: int = Field(PERSONA_MAX_CHARS, ge=1, le=MAX_BLOCK_CHARS)
 
 
 class ScenesQuery(Schema):
@@ -182,7 +189,7 @@ class ScenesQuery(Schema):
     after: str | None = Field(
         None, max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page."
     )
-    limit: int = Field(20, ge=1, le=200)
+    limit: int = Field(20, ge=1, le=MAX_PAGE)
 
 
 # -- responses ------------------------------------------------------------------------------
@@ -411,7 +418,7 @@ class RecordsQuery(Schema):
     after: str | None = Field(
         None, max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page."
     )
-    limit: int = Field(50, ge=1, le=200)
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
 class RecordOut(Schema):

@@ -44,9 +44,25 @@ from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
+from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory import selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
-from memory.limits import MAX_QUERY_CHARS, MAX_RECALL_LIMIT, MAX_TEXT_CHARS
+from memory.limits import (
+    MAX_BLOCK_CHARS,
+    MAX_CONTEXT_CHARS,
+    MAX_FACT_CONTENT_CHARS,
+    MAX_FACT_EVIDENCE,
+    MAX_FORGET_RECORDS,
+    MAX_KEY_CHARS,
+    MAX_KIND_CHARS,
+    MAX_PAGE,
+    MAX_PROPOSED_FACTS,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+    MAX_SELECTOR_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_VALUE_CHARS,
+)
 from memory.services import PERSONA_MAX_CHARS
 
 # What an agent may do over MCP: the memory verbs and staging a plan. Audit
@@ -68,17 +84,21 @@ INSTRUCTIONS = (
 )
 
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
-Context = Annotated[str | None, Field(default=None, min_length=1, max_length=200)]
+Context = Annotated[str | None, Field(default=None, min_length=1, max_length=MAX_CONTEXT_CHARS)]
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class ProposedFact(BaseModel):
-    content: Annotated[str, Field(min_length=1, max_length=10_000)]
+    content: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CONTENT_CHARS)]
     evidence: Annotated[
         list[RecordId],
-        Field(min_length=1, max_length=100, description="Episode or record IDs it is drawn from."),
+        Field(
+            min_length=1,
+            max_length=MAX_FACT_EVIDENCE,
+            description="Episode or record IDs it is drawn from.",
+        ),
     ]
-    fact_key: Annotated[str | None, Field(default=None, max_length=200)] = None
+    fact_key: Annotated[str | None, Field(default=None, max_length=MAX_KEY_CHARS)] = None
     confidence: Annotated[float | None, Field(default=None, ge=0.0, le=1.0)] = None
 
 
@@ -242,10 +262,13 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     @tool(access.WRITE, "Remember an explicit fact", read_only=False, idempotent=True)
     def remember_fact(
         key: Annotated[
-            str, Field(min_length=1, max_length=200, description="A slot, e.g. 'backup email'.")
+            str,
+            Field(
+                min_length=1, max_length=MAX_KEY_CHARS, description="A slot, e.g. 'backup email'."
+            ),
         ],
-        value: Annotated[str, Field(min_length=1, max_length=10_000)],
-        kind: Annotated[str | None, Field(default=None, max_length=64)] = None,
+        value: Annotated[str, Field(min_length=1, max_length=MAX_VALUE_CHARS)],
+        kind: Annotated[str | None, Field(default=None, max_length=MAX_KIND_CHARS)] = None,
         session_id: Context = None,
     ) -> dict[str, Any]:
         """Remember an explicit fact: key (a slot such as 'backup email') and its value.
@@ -300,7 +323,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     def recall_block(
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
         max_items: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
-        max_chars: Annotated[int, Field(ge=1, le=100_000)] = 2000,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_BLOCK_CHARS)] = 2000,
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
         session_id: Context = None,
     ) -> dict[str, Any]:
@@ -341,14 +364,18 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     def forget_preview(
         selector: Annotated[
             str | None,
-            Field(default=None, max_length=10_000, description="Text the records contain."),
+            Field(
+                default=None, max_length=MAX_SELECTOR_CHARS, description="Text the records contain."
+            ),
         ] = None,
-        record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
+        record_ids: Annotated[
+            list[RecordId] | None, Field(default=None, max_length=MAX_FORGET_RECORDS)
+        ] = None,
         utterance: Annotated[
             str | None,
             Field(
                 default=None,
-                max_length=10_000,
+                max_length=MAX_SELECTOR_CHARS,
                 description="The user's words, e.g. 'forget my backup email'.",
             ),
         ] = None,
@@ -372,14 +399,16 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
 
     @tool(access.FORGET, "Forget records", read_only=False, destructive=True)
     def forget(
-        selector: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
-        record_ids: Annotated[list[RecordId] | None, Field(default=None, max_length=1000)] = None,
-        utterance: Annotated[str | None, Field(default=None, max_length=10_000)] = None,
+        selector: Annotated[str | None, Field(default=None, max_length=MAX_SELECTOR_CHARS)] = None,
+        record_ids: Annotated[
+            list[RecordId] | None, Field(default=None, max_length=MAX_FORGET_RECORDS)
+        ] = None,
+        utterance: Annotated[str | None, Field(default=None, max_length=MAX_SELECTOR_CHARS)] = None,
         expected_record_ids: Annotated[
             list[RecordId] | None,
             Field(
                 default=None,
-                max_length=1000,
+                max_length=MAX_FORGET_RECORDS,
                 description="The record_ids forget_preview returned; refused if the match changed.",
             ),
         ] = None,
@@ -407,7 +436,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
             str | None,
             Field(default=None, max_length=20, description="next_cursor of the previous page."),
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 20,
     ) -> dict[str, Any]:
         """List records stored at exactly this scope, newest first (all statuses unless one
         is given); pass next_cursor as after for the next page."""
@@ -441,7 +470,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
 
     @tool(access.PROPOSE, "Propose facts for review", read_only=False)
     def propose_facts(
-        facts: Annotated[list[ProposedFact], Field(min_length=1, max_length=500)],
+        facts: Annotated[list[ProposedFact], Field(min_length=1, max_length=MAX_PROPOSED_FACTS)],
     ) -> dict[str, Any]:
         """Propose facts you inferred, citing this scope's episode or record IDs as evidence;
         they wait in quarantine until a person promotes them and are not recalled before."""
@@ -455,7 +484,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
 
     @tool(access.READ, "Persona summary", read_only=True)
     def persona(
-        max_chars: Annotated[int, Field(ge=1, le=100_000)] = PERSONA_MAX_CHARS,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_BLOCK_CHARS)] = PERSONA_MAX_CHARS,
     ) -> dict[str, Any]:
         """A bounded summary of the active facts visible here (this scope and its ancestors),
         one '- [record_id] fact' per line."""
@@ -464,7 +493,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         )
 
     @tool(access.READ, "Conversation scenes", read_only=True)
-    def scenes(limit: Annotated[int, Field(ge=1, le=200)] = 20) -> dict[str, Any]:
+    def scenes(limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 20) -> dict[str, Any]:
         """One scene per session at this scope, newest first, with its episodes and records."""
         return _call(
             lambda: {
@@ -479,7 +508,8 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     @tool(access.WRITE, "Log an agent action", read_only=False)
     def log_action(
         event_type: Annotated[
-            str, Field(min_length=1, max_length=100, description="agent.<something>")
+            str,
+            Field(min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, description="agent.<something>"),
         ],
         payload: dict[str, Any],
         session_id: Context = None,
