@@ -110,11 +110,21 @@ ERROR_CODES: dict[int, dict[str, str]] = {
         "invalid_field": "a field does not validate (see field and detail)",
         "missing_field": "a required field is missing",
         "invalid_scope": "a scope does not parse (see scopes.md)",
+        "invalid_idempotency_key": "Idempotency-Key is not 1 to 255 visible ASCII characters",
     },
     401: {"unauthorized": "missing, malformed, unknown, revoked or expired token"},
     403: {"capability_missing": "the token reaches the scope but lacks the capability"},
     404: {"not_found": "outside the token's subtree, or does not exist (never says which)"},
     405: {"http_error": "another HTTP-level refusal, e.g. a method the endpoint does not take"},
+    409: {
+        "idempotency_key_in_flight": "a request with this Idempotency-Key is still running;"
+        " retry after Retry-After"
+    },
+    422: {
+        "idempotency_key_reused": "this Idempotency-Key was used with a different request;"
+        " send a new key"
+    },
+    429: {"rate_limited": "the token's requests per minute are used up; retry after Retry-After"},
     500: {"internal_error": "a server bug; logged, reported without detail"},
     503: {
         "service_unavailable": "the database is unavailable (see detail); retry after Retry-After"

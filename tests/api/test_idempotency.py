@@ -52,12 +52,12 @@ def test_a_retried_write_returns_the_first_answer_and_stores_nothing_twice(clien
     # Given a remember sent with a key
     body = {"scope": S, "text": "My backup email is a@example.com."}
     first = _post(client, secret, "k-1", body)
-    assert first.status_code == 200
+    assert first.status_code == 201
     records, events = Record.objects.count(), AuditEvent.objects.count()
     # When the client retries it with the same key
     second = _post(client, secret, "k-1", body)
     # Then it gets the same status and body, marked as a replay, and nothing new is stored
-    assert second.status_code == 200
+    assert second.status_code == 201
     assert second.content == first.content
     assert second["Idempotent-Replayed"] == "true"
     assert "Idempotent-Replayed" not in first
@@ -67,7 +67,7 @@ def test_a_retried_write_returns_the_first_answer_and_stores_nothing_twice(clien
 def test_without_a_key_a_retry_writes_again(client, secret):
     # Given no key, when the same message is sent twice, then two episodes are stored
     body = {"scope": S, "text": "I like tea.", "force": True}
-    assert _post(client, secret, None, body).status_code == 200
+    assert _post(client, secret, None, body).status_code == 201
     events = AuditEvent.objects.count()
     assert _post(client, secret, None, body).status_code == 200
     assert AuditEvent.objects.count() > events
@@ -101,7 +101,7 @@ def test_keys_belong_to_their_token(client, secret):
     # When the other token sends a different body under that key
     response = _post(client, other, "shared", {"scope": S, "text": "My dog is Rex."})
     # Then it is its own key: executed, not refused or replayed
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert "Idempotent-Replayed" not in response
     assert IdempotencyKey.objects.count() == 2
 
@@ -178,7 +178,7 @@ def test_a_server_error_is_not_kept_so_a_retry_executes(client, secret, monkeypa
     assert _post(client, secret, "k-8", body).status_code == 500
     assert IdempotencyKey.objects.count() == 0
     # When retried with the same key, then it runs
-    assert _post(client, secret, "k-8", body).status_code == 200
+    assert _post(client, secret, "k-8", body).status_code == 201
     assert calls["n"] == 2
 
 
@@ -226,7 +226,7 @@ def test_a_duplicate_while_the_first_is_in_flight_gets_409_then_the_replay(monke
     assert duplicate["Retry-After"] == "1"
     release.set()
     thread.join(timeout=60)
-    assert results["first"].status_code == 200
+    assert results["first"].status_code == 201
     # And a later retry gets the first answer
     replay = _post(Client(), secret, "race", body)
     assert replay.content == results["first"].content
@@ -250,7 +250,7 @@ def test_racing_duplicates_execute_exactly_once():
             barrier.wait()
             response = _post(Client(), secret, "burst", {"scope": S, "text": "My car is green."})
             statuses.append(response.status_code)
-            if response.status_code == 200 and not response.has_header("Idempotent-Replayed"):
+            if response.status_code == 201 and not response.has_header("Idempotent-Replayed"):
                 executed.append(response.status_code)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -264,7 +264,7 @@ def test_racing_duplicates_execute_exactly_once():
         thread.join(timeout=120)
     # Then the write ran once: one record, and every answer is the result or "in flight"
     assert errors == []
-    assert set(statuses) <= {200, 409} and 200 in statuses
-    assert executed == [200]
+    assert set(statuses) <= {201, 409} and 201 in statuses
+    assert executed == [201]
     assert Record.objects.filter(content__icontains="green").count() == 1
     assert IdempotencyKey.objects.count() == 1

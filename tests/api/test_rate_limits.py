@@ -107,7 +107,7 @@ def test_an_idempotent_replay_counts_too(client, db, settings):
             "/api/v1/memory/remember", data=body, content_type="application/json", headers=headers
         )
 
-    assert [send().status_code for _ in range(3)] == [200, 200, 429]
+    assert [send().status_code for _ in range(3)] == [201, 201, 429]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -57,8 +57,12 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
 AXE_SOURCE = Path(__file__).parent / "assets" / "axe.min.js"
 AXE_FAILING_IMPACTS = ("serious", "critical")
-AXE_RUN = """async (impacts) => {
-  const result = await axe.run(document, {resultTypes: ["violations"]});
+# Swagger UI's own markup on /api/docs/ (a vendored third-party widget) nests its
+# controls and uses its own colours; our page around it is still scanned.
+AXE_THIRD_PARTY = ["#swagger-ui"]
+AXE_RUN = """async ([impacts, thirdParty]) => {
+  const context = {exclude: thirdParty.map((selector) => [selector])};
+  const result = await axe.run(context, {resultTypes: ["violations"]});
   return result.violations
     .filter((v) => impacts.includes(v.impact))
     .map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
@@ -150,7 +154,7 @@ def accessibility_violations(page: Any) -> list[str]:
     """axe-core's serious and critical violations on the page as it is now."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.evaluate(AXE_SOURCE.read_text(encoding="utf-8"))
-    found: list[str] = page.evaluate(AXE_RUN, list(AXE_FAILING_IMPACTS))
+    found: list[str] = page.evaluate(AXE_RUN, [list(AXE_FAILING_IMPACTS), AXE_THIRD_PARTY])
     return [f"{page.url}: {item}" for item in found]
 
 

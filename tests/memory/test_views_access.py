@@ -382,7 +382,7 @@ def test_posts_have_a_bounded_number_of_queries(
             "record_id", flat=True
         )
     )
-    with django_assert_max_num_queries(25):
+    with django_assert_max_num_queries(26):
         response = reviewer_client.post(
             reverse("memory:recall", args=[SCOPE]),
             {"query": "value slot", "limit": 10, "min_score": 0},
