@@ -110,8 +110,15 @@ def subject_lock_key(subject_id: str) -> int:
 
 
 def lock_subject(subject_id: str) -> None:
-    """Serialize appends to one subject until the current transaction ends."""
+    """Serialize appends to one subject until the current transaction ends.
+
+    On PostgreSQL the Merkle log's lock is taken first, always: a workflow that
+    locks its subject early and appends later would otherwise hold the subject
+    and wait for the tree while an append elsewhere holds the tree and waits for
+    the subject (a deadlock). One order, tree then subjects, rules that out.
+    """
     if connection.vendor == "postgresql":
+        lock_tree()
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [subject_lock_key(subject_id)])
     # SQLite: BEGIN IMMEDIATE already holds the single database write lock.

@@ -157,7 +157,7 @@ def test_the_queue_filters_by_resolution_and_counts_follow(uncertain, actions_ro
 def test_resolve_post_permissions(client, uncertain, case, django_assert_max_num_queries):
     case.sign_in(client)
     before = audit_count()
-    with django_assert_max_num_queries(20):
+    with django_assert_max_num_queries(23):
         response = client.post(
             reverse("actions:resolve", args=[uncertain]),
             {"outcome": "applied", "owner": "ops", "note": NOTE},

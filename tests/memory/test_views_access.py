@@ -382,15 +382,16 @@ def test_posts_have_a_bounded_number_of_queries(
             "record_id", flat=True
         )
     )
-    with django_assert_max_num_queries(26):
+    with django_assert_max_num_queries(28):
         response = reviewer_client.post(
             reverse("memory:recall", args=[SCOPE]),
             {"query": "value slot", "limit": 10, "min_score": 0},
         )
     assert response.status_code == 200
     # (+3: the warning and same-source checks; the reason is kept as typed; +4: each
-    # audit append is also a Merkle log append: state read, leaf, node, state write)
-    with django_assert_max_num_queries(25):
+    # audit append is also a Merkle log append: state read, leaf, node, state write;
+    # +2 on PostgreSQL: the tree and subject advisory locks)
+    with django_assert_max_num_queries(27):
         response = reviewer_client.post(
             reverse("memory:decide"),
             {"scope": SCOPE, "record_id": quarantined[0], "decision": "promote", "reason": "ok"},
@@ -416,8 +417,9 @@ def test_bulk_decision_queries_grow_only_with_the_records_ticked(
     # Then the request costs a fixed overhead plus one service call's queries per record
     # (the overhead includes the warning and same-source checks; each decision keeps its
     # reason, and a purge blanks the reasons of what it purges; each reject appends to
-    # the Merkle log and proves its receipt's inclusion)
-    with django_assert_max_num_queries(8 + 23 * len(ticked)):
+    # the Merkle log and proves its receipt's inclusion, under the log's advisory lock
+    # on PostgreSQL)
+    with django_assert_max_num_queries(8 + 25 * len(ticked)):
         response = reviewer_client.post(
             reverse("memory:bulk"),
             {
