@@ -11,27 +11,32 @@ with :func:`memory.selectors.record_detail`'s chains (visibility applies).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
 from aetnaweb import access
 from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import lock_subject
-from memory import search, services
+from memory import search
 from memory.errors import RecordNotFound, RecordStateError
 from memory.extraction import Candidate, content_digest, read_source
 from memory.models import Record, Status
 from memory.selectors import RecordDetail, record_detail
+from memory.services._common import _audit, _bump, _tally
+from memory.services.remembering import _check_text, _store_candidate
+from memory.services.results import StoredRecord, _AsDict
 
 CORRECTABLE = (Status.ACTIVE, Status.QUARANTINED)
 
 
 @dataclass(frozen=True)
-class CorrectionResult(services._AsDict):
+class CorrectionResult(_AsDict):
     corrected_id: str
-    record: services.StoredRecord
+    record: StoredRecord
     trust_tier: str
     superseded_ids: tuple[str, ...]
 
@@ -46,6 +51,59 @@ def _writable_record(principal: Principal, record_id: str) -> Record:
     if record is None or not access.may(principal, access.WRITE, record.scope):
         raise RecordNotFound(f"no record {record_id} that this caller may correct")
     return record
+
+
+def _require_correctable(record: Record) -> None:
+    if record.status not in CORRECTABLE:
+        successor = (
+            f" (correct {record.superseded_by_id} instead)" if record.superseded_by_id else ""
+        )
+        raise RecordStateError(
+            f"cannot correct {record.record_id}: it is {record.status}{successor}"
+        )
+
+
+def _supersede_corrected(
+    scope: Scope,
+    record: Record,
+    stored: StoredRecord,
+    superseded: list[str],
+    *,
+    actor: str,
+    now: datetime,
+    tally: dict[str, int],
+) -> list[str]:
+    """Trusted content: the correction replaces the corrected record itself, and says so.
+
+    ``superseded`` is what the new record already replaced in its slot;
+    returns the corrected record's ID when it is retired here too.
+    """
+    retired: list[str] = []
+    record.refresh_from_db()
+    if record.status in CORRECTABLE:  # an unkeyed or quarantined record: not a slot holder
+        was_active = record.status == Status.ACTIVE
+        Record.objects.filter(pk=record.pk).update(
+            status=Status.SUPERSEDED, superseded_by=stored.record_id, updated_at=now
+        )
+        if was_active:
+            search.unindex_records([record.pk])
+        _tally(tally, {record.status: -1, Status.SUPERSEDED: 1})
+        retired.append(record.record_id)
+    # The lineage names the record the caller corrected, whatever else the slot held.
+    Record.objects.filter(record_id=stored.record_id).update(supersedes=record.record_id)
+    _audit(
+        scope=scope,
+        event_type="memory.record_corrected",
+        actor=actor,
+        payload={
+            "record_id": record.record_id,
+            "corrected_by": stored.record_id,
+            "superseded_ids": [*superseded, *retired],
+        },
+        record_id=record.record_id,
+        mentions=[stored.record_id, *superseded, *retired],
+    )
+    return retired
 
 
 @storable_text_arguments
@@ -65,14 +123,8 @@ def correct_record(
     """
     record = _writable_record(principal, record_id)
     scope = access.require(principal, access.WRITE, record.scope)
-    if record.status not in CORRECTABLE:
-        successor = (
-            f" (correct {record.superseded_by_id} instead)" if record.superseded_by_id else ""
-        )
-        raise RecordStateError(
-            f"cannot correct {record.record_id}: it is {record.status}{successor}"
-        )
-    content = services._check_text(content, "content").strip()
+    _require_correctable(record)
+    content = _check_text(content, "content").strip()
     if content_digest(content) == record.content_digest:
         raise RecordStateError(
             f"the correction says the same as {record.record_id}: nothing to change"
@@ -85,7 +137,7 @@ def correct_record(
     candidate = Candidate(
         content=content, fact_key=record.fact_key, confidence=1.0, rule="correction"
     )
-    stored, duplicates = services._store_candidate(
+    stored, duplicates = _store_candidate(
         scope=scope,
         candidate=candidate,
         trusted=reading.trusted,
@@ -106,31 +158,10 @@ def correct_record(
         )
     superseded = list(stored.superseded_ids)
     if reading.trusted:
-        record.refresh_from_db()
-        if record.status in CORRECTABLE:  # an unkeyed or quarantined record: not a slot holder
-            was_active = record.status == Status.ACTIVE
-            Record.objects.filter(pk=record.pk).update(
-                status=Status.SUPERSEDED, superseded_by=stored.record_id, updated_at=now
-            )
-            if was_active:
-                search.unindex_records([record.pk])
-            services._tally(tally, {record.status: -1, Status.SUPERSEDED: 1})
-            superseded.append(record.record_id)
-        # The lineage names the record the caller corrected, whatever else the slot held.
-        Record.objects.filter(record_id=stored.record_id).update(supersedes=record.record_id)
-        services._audit(
-            scope=scope,
-            event_type="memory.record_corrected",
-            actor=actor_label,
-            payload={
-                "record_id": record.record_id,
-                "corrected_by": stored.record_id,
-                "superseded_ids": superseded,
-            },
-            record_id=record.record_id,
-            mentions=[stored.record_id, *superseded],
+        superseded += _supersede_corrected(
+            scope, record, stored, superseded, actor=actor_label, now=now, tally=tally
         )
-    services._bump(scope, **tally)
+    _bump(scope, **tally)
     return CorrectionResult(
         corrected_id=record.record_id,
         record=stored,

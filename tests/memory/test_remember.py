@@ -12,6 +12,7 @@ from audit.models import AuditEvent
 from memory import search, services
 from memory.errors import ExtractionError
 from memory.models import Episode, Record, ScopeStats
+from memory.services import _common
 
 S = "acme:alice:proj"
 
@@ -406,7 +407,7 @@ def test_a_failure_in_the_middle_leaves_nothing(rows, monkeypatch, failing_step)
     elif failing_step == "supersede":
         monkeypatch.setattr(search, "unindex_records", boom)
     else:
-        real = services.append_event
+        real = _common.append_event
         calls = {"n": 0}
 
         def fail_second(**kwargs):
@@ -415,7 +416,7 @@ def test_a_failure_in_the_middle_leaves_nothing(rows, monkeypatch, failing_step)
                 raise RuntimeError("disk on fire")
             return real(**kwargs)
 
-        monkeypatch.setattr(services, "append_event", fail_second)
+        monkeypatch.setattr(_common, "append_event", fail_second)
     # When remember fails after the episode and first audit row were written
     with pytest.raises(RuntimeError):
         services.remember(principal=SYSTEM, scope=S, text="My editor is helix.")

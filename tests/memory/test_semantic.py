@@ -15,6 +15,7 @@ from django.test import override_settings
 from aetnaweb.access import SYSTEM
 from memory import embeddings, search, services, vectors
 from memory.models import Record, RetrievalEvent
+from memory.services import remembering
 
 ALICE = "acme:alice:*"
 BOB = "acme:bob:*"
@@ -182,7 +183,7 @@ def test_a_failed_write_leaves_no_vector(monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(services, "_audit", broken)
+    monkeypatch.setattr(remembering, "_audit", broken)
     # When remembering
     with pytest.raises(RuntimeError):
         services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)

@@ -1,0 +1,332 @@
+"""Recall: score what ``scope`` may see, log the retrieval, return the best (or a prompt block).
+
+Gathering candidates reads the full-text and vector indexes and the
+records table here; the arithmetic is :mod:`memory.services.scoring`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
+from audit.canonical import sha256_text
+from audit.models import AuditEvent
+from memory import ranking, search, vectors
+from memory.errors import (
+    ExtractionError,
+)
+from memory.limits import (
+    MAX_BLOCK_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_LIMIT,
+)
+from memory.models import (
+    Record,
+    RetrievalEvent,
+    RetrievalHit,
+    Status,
+)
+from memory.services import scoring
+from memory.services._common import _audit, _check_limit, _context, _new_id
+from memory.services.results import RecallBlock, RecallCandidate, RecallResult
+
+RECALL_BLOCK_MIN_SCORE = 0.3
+
+
+def _check_query(query: Any) -> str:
+    if not isinstance(query, str):
+        raise ExtractionError("a recall query must be text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ExtractionError(f"a recall query may be at most {MAX_QUERY_CHARS} characters")
+    return query
+
+
+def _check_min_score(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ExtractionError("min_score must be a number from 0 to 1")
+    return float(value)
+
+
+class _CandidateRow(NamedTuple):
+    pk: int
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    status: str
+
+
+def _score_candidates(
+    scope: Scope, query: str, limit: int, min_score: float
+) -> list[RecallCandidate]:
+    terms = search.query_terms(query)
+    rows, evidence = _gather(scope, query, terms)
+    ranked = scoring.rank(evidence, term_count=len(terms))
+    return [
+        RecallCandidate(
+            record_id=rows[item.scored.pk].record_id,
+            scope=rows[item.scored.pk].scope,
+            content=rows[item.scored.pk].content,
+            fact_key=rows[item.scored.pk].fact_key,
+            trust_tier=rows[item.scored.pk].trust_tier,
+            score=item.scored.score,
+            parts=item.scored.parts,
+            rank=item.rank,
+            above_threshold=item.above_threshold,
+            returned=item.returned,
+        )
+        for item in scoring.place(ranked, limit=limit, min_score=min_score)
+    ]
+
+
+def _gather(
+    scope: Scope, query: str, terms: Sequence[str]
+) -> tuple[dict[int, _CandidateRow], list[scoring.Evidence]]:
+    """Ask both indexes for candidates; keep the active ones this scope can see, with their evidence."""
+    visible = scope.visible_strings()
+    hits = {
+        hit.pk: hit
+        for hit in search.search(visible_scopes=visible, terms=terms, limit=scoring.CANDIDATE_LIMIT)
+    }
+    # Semantic candidates beside the full-text ones (empty when the model or
+    # the vector index is unavailable: recall is then exactly lexical).
+    # A query of stop words only means nothing, by words or by meaning.
+    near = {
+        hit.pk: hit
+        for hit in (
+            vectors.search(visible_scopes=visible, query=query, limit=scoring.CANDIDATE_LIMIT)
+            if terms
+            else []
+        )
+        if ranking.semantic_part(hit.similarity) > 0 or hit.pk in hits
+    }
+    if not hits and not near:
+        return {}, []
+    # Plain rows, not model instances: recall is the hot path.
+    rows = {
+        row[0]: _CandidateRow(*row)
+        for row in Record.objects.filter(pk__in=[*hits, *near]).values_list(*_CandidateRow._fields)
+    }
+    # Segment-wise re-check of what the database returned (scopes.md): a row
+    # outside the lineage is dropped. The exact IN makes this unreachable.
+    weights: dict[str, float] = {}
+    for name in {row.scope for row in rows.values()}:
+        weights[name] = scope.weight(Scope.parse(name))
+    evidence = []
+    for pk in dict.fromkeys([*hits, *near]):
+        record = rows.get(pk)
+        expected_id = hits[pk].record_id if pk in hits else near[pk].record_id
+        if record is None or record.record_id != expected_id or record.status != Status.ACTIVE:
+            continue
+        if not weights[record.scope]:
+            continue
+        hit, neighbour = hits.get(pk), near.get(pk)
+        evidence.append(
+            scoring.Evidence(
+                pk=pk,
+                trust_tier=record.trust_tier,
+                weight=weights[record.scope],
+                raw=hit.raw if hit is not None else None,
+                matched_terms=hit.matched_terms if hit is not None else 0,
+                similarity=neighbour.similarity if neighbour is not None else None,
+            )
+        )
+    return rows, evidence
+
+
+def _log_retrieval(
+    *,
+    scope: Scope,
+    query: str,
+    limit: int,
+    min_score: float,
+    session: str,
+    actor: str,
+    purpose: str,
+    candidates: list[RecallCandidate],
+) -> tuple[RetrievalEvent, AuditEvent]:
+    query_sha256 = sha256_text(query)
+    returned_ids = [c.record_id for c in candidates if c.returned]
+    retrieval_id = _new_id("ret")
+    audit_event = _audit(
+        scope=scope,
+        event_type="memory.recall",
+        actor=actor,
+        payload={
+            "retrieval_id": retrieval_id,
+            "query_sha256": query_sha256,
+            "candidate_count": len(candidates),
+            "returned_ids": returned_ids,
+            "limit": limit,
+            "purpose": purpose,
+        },
+        session_id=session,
+        mentions=returned_ids,
+    )
+    event = RetrievalEvent.objects.create(
+        retrieval_id=retrieval_id,
+        scope=str(scope),
+        **scope.columns(),
+        session_id=session,
+        actor=actor,
+        purpose=purpose,
+        query_sha256=query_sha256,
+        query_text=query if settings.AETNAWEB_STORE_RECALL_QUERIES else "",
+        limit=limit,
+        min_score=min_score,
+        candidates=[
+            {
+                "record_id": c.record_id,
+                "scope": c.scope,
+                "rank": c.rank,
+                "score": c.score,
+                "parts": c.parts,
+                "above_threshold": c.above_threshold,
+                "returned": c.returned,
+            }
+            for c in candidates
+        ],
+        returned_ids=returned_ids,
+        audit_event_id=audit_event.event_id,
+        created_at=timezone.now(),
+    )
+    if candidates:
+        # Up to 50 rows per recall: a plain executemany keeps the ORM's
+        # per-object work off the hot path.
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {RetrievalHit._meta.db_table} "  # noqa: S608  (model metadata only)
+                "(retrieval_event_id, record_id, rank, score, returned) VALUES (%s, %s, %s, %s, %s)",
+                [(event.pk, c.record_id, c.rank, c.score, c.returned) for c in candidates],
+            )
+    return event, audit_event
+
+
+@storable_text_arguments
+@transaction.atomic
+def recall(
+    *,
+    scope: Scope | str,
+    query: str,
+    limit: int = 5,
+    min_score: float = 0.0,
+    session_id: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> RecallResult:
+    """Top ``limit`` active records visible from ``scope`` (itself and its ancestors), scored.
+
+    Every recall is logged as a retrieval event and a ``memory.recall`` audit event,
+    in the chain of ``scope`` itself; so an operator recalls only inside their own
+    subtree (an ancestor they may read is reached by recalling from below it).
+    """
+    parsed = access.require_act(principal, access.READ, scope)
+    query = _check_query(query)
+    limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
+    threshold = _check_min_score(min_score)
+    session = _context("session_id", session_id)
+    actor_label = access.audit_actor(principal, actor, default="agent")
+    candidates = _score_candidates(parsed, query, limit, threshold)
+    event, audit_event = _log_retrieval(
+        scope=parsed,
+        query=query,
+        limit=limit,
+        min_score=threshold,
+        session=session,
+        actor=actor_label,
+        purpose="recall",
+        candidates=candidates,
+    )
+    return RecallResult(str(parsed), event.retrieval_id, audit_event.event_id, tuple(candidates))
+
+
+def _block_line(candidate: RecallCandidate) -> str:
+    # Stored content may come from a promoted webpage: angle brackets are
+    # escaped so it cannot close the block or open a new one.
+    content = " ".join(candidate.content.split()).replace("<", "&lt;").replace(">", "&gt;")
+    return f"- [{candidate.record_id}] {content}"
+
+
+@storable_text_arguments
+@transaction.atomic
+def recall_block(
+    *,
+    scope: Scope | str,
+    query: str,
+    max_items: int = 5,
+    max_chars: int = 2000,
+    min_score: float = RECALL_BLOCK_MIN_SCORE,
+    session_id: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> RecallBlock:
+    """A ``<relevant_memories>`` block of at most ``max_items`` lines and ``max_chars`` characters.
+
+    Only candidates scoring at least ``min_score`` (0.3) are injected, so trust
+    and recency alone never inject; the injection is audited.
+    """
+    parsed = access.require_act(principal, access.READ, scope)
+    query = _check_query(query)
+    max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
+    max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
+    threshold = _check_min_score(min_score)
+    session = _context("session_id", session_id)
+    actor_label = access.audit_actor(principal, actor, default="agent")
+    candidates = _score_candidates(parsed, query, max_items, threshold)
+    header, footer = "<relevant_memories>\n", "</relevant_memories>"
+    lines: list[str] = []
+    injected: list[str] = []
+    used = len(header) + len(footer)
+    for candidate in candidates:
+        if not candidate.returned:
+            continue
+        line = _block_line(candidate) + "\n"
+        if used + len(line) > max_chars:
+            break
+        lines.append(line)
+        injected.append(candidate.record_id)
+        used += len(line)
+    # What the retrieval log calls "returned" is what actually reached the prompt.
+    injected_set = set(injected)
+    candidates = [
+        RecallCandidate(**{**asdict(c), "returned": c.record_id in injected_set})
+        for c in candidates
+    ]
+    event, _ = _log_retrieval(
+        scope=parsed,
+        query=query,
+        limit=max_items,
+        min_score=threshold,
+        session=session,
+        actor=actor_label,
+        purpose="recall_block",
+        candidates=candidates,
+    )
+    text = header + "".join(lines) + footer if lines else ""
+    audit_event_id = None
+    if injected:
+        audit_event = _audit(
+            scope=parsed,
+            event_type="memory.context_injected",
+            actor=actor_label,
+            payload={
+                "retrieval_id": event.retrieval_id,
+                "record_ids": injected,
+                "block_sha256": sha256_text(text),
+                "chars": len(text),
+            },
+            session_id=session,
+            mentions=injected,
+        )
+        audit_event_id = audit_event.event_id
+    return RecallBlock(str(parsed), text, tuple(injected), event.retrieval_id, audit_event_id)

@@ -1,0 +1,447 @@
+"""Remember: a message becomes an episode and the facts it states; an explicit key/value fact.
+
+``_store_candidate`` is the one place a record is created (remember,
+remember_fact, propose_facts and corrections all store through it): the
+duplicate check, quarantine of third-party content, supersession of the
+slot at this scope, the full-text index and the audit event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
+from audit.canonical import sha256_text
+from audit.services import lock_subject
+from memory import search
+from memory.errors import (
+    ExtractionError,
+)
+from memory.extraction import (
+    UNTRUSTED_CONFIDENCE_CAP,
+    Candidate,
+    SourceReading,
+    content_digest,
+    explicit_fact,
+    extract,
+    forced_note,
+    read_source,
+)
+from memory.limits import (
+    MAX_KIND_CHARS,
+    MAX_TEXT_CHARS,
+)
+from memory.models import (
+    Episode,
+    Record,
+    SourceType,
+    Status,
+    TrustTier,
+)
+from memory.services._common import _audit, _bump, _context, _new_id, _retire, _slot_holders, _tally
+from memory.services.results import RememberResult, StoredRecord
+
+
+def _visible_duplicates(scope: Scope, digest_value: str, *, trusted: bool) -> list[str]:
+    """Records with the same normalised content visible at ``scope`` (indexed by digest)."""
+    statuses = [Status.ACTIVE.value]
+    if not trusted:
+        statuses.append(Status.QUARANTINED.value)
+    visible = scope.visible_strings()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT record_id FROM {Record._meta.db_table} "  # noqa: S608  (placeholders only)
+            f"WHERE scope IN ({', '.join(['%s'] * len(visible))}) AND content_digest = %s "
+            f"AND status IN ({', '.join(['%s'] * len(statuses))}) ORDER BY id DESC LIMIT 5",
+            [*visible, digest_value, *statuses],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _corrects_local_slot(scope: Scope, fact_key: str, digest_value: str) -> bool:
+    """True when ``scope`` holds ``fact_key`` with a value other than ``digest_value``."""
+    if not fact_key:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT content_digest FROM {Record._meta.db_table} "  # noqa: S608  (model metadata only)
+            "WHERE scope = %s AND fact_key = %s AND status = %s",
+            [str(scope), fact_key, Status.ACTIVE.value],
+        )
+        held = {row[0] for row in cursor.fetchall()}
+    return bool(held) and digest_value not in held
+
+
+def _repeats(scope: Scope, candidate: Candidate, digest_value: str, *, trusted: bool) -> list[str]:
+    """The visible records this candidate would repeat (empty: store it)."""
+    duplicates = _visible_duplicates(scope, digest_value, trusted=trusted)
+    if duplicates and trusted and _corrects_local_slot(scope, candidate.fact_key, digest_value):
+        # The same words stored at an ancestor do not make this a repeat: the
+        # write scope holds another value of the slot, and dropping the
+        # correction would leave that stale value ranked first here.
+        return []
+    return duplicates
+
+
+class _Write(NamedTuple):
+    """Where and how one candidate is stored: the same for every candidate of one call."""
+
+    scope: Scope
+    trusted: bool
+    source_type: str
+    episode: Episode | None
+    session_id: str
+    turn_id: str
+    actor: str
+    now: datetime
+    kind: str
+    evidence: Sequence[str]
+    extra_payload: dict[str, Any]
+
+    @property
+    def trust_tier(self) -> str:
+        return TrustTier.TRUSTED_USER if self.trusted else TrustTier.UNTRUSTED_CONTENT
+
+    @property
+    def episode_id(self) -> str | None:
+        return self.episode.episode_id if self.episode else None
+
+
+def _store_candidate(
+    *,
+    scope: Scope,
+    candidate: Candidate,
+    trusted: bool,
+    source_type: str,
+    episode: Episode | None,
+    session_id: str,
+    turn_id: str,
+    actor: str,
+    now: datetime,
+    tally: dict[str, int],
+    kind: str = "",
+    evidence: Sequence[str] = (),
+    extra_payload: dict[str, Any] | None = None,
+) -> tuple[StoredRecord | None, list[str]]:
+    """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
+
+    Counter changes are added to ``tally``; the caller bumps them once.
+    """
+    write = _Write(
+        scope,
+        trusted,
+        source_type,
+        episode,
+        session_id,
+        turn_id,
+        actor,
+        now,
+        kind,
+        evidence,
+        extra_payload or {},
+    )
+    digest_value = content_digest(candidate.content)
+    duplicates = _repeats(scope, candidate, digest_value, trusted=trusted)
+    if duplicates:
+        _note_duplicate(write, candidate, duplicates)
+        return None, duplicates
+    return _create(write, candidate, digest_value, tally), []
+
+
+def _note_duplicate(write: _Write, candidate: Candidate, duplicates: list[str]) -> None:
+    _audit(
+        scope=write.scope,
+        event_type="memory.duplicate_ignored",
+        actor=write.actor,
+        payload={
+            "episode_id": write.episode_id,
+            "duplicate_of": duplicates,
+            "fact_key": candidate.fact_key,
+            "source_type": write.source_type,
+            "trust_tier": write.trust_tier,
+            **write.extra_payload,
+        },
+        session_id=write.session_id,
+        turn_id=write.turn_id,
+        mentions=duplicates,
+    )
+
+
+def _create(
+    write: _Write, candidate: Candidate, digest_value: str, tally: dict[str, int]
+) -> StoredRecord:
+    """Store a new record: active (superseding its slot here) if trusted, else quarantined."""
+    scope, now = write.scope, write.now
+    status = Status.ACTIVE if write.trusted else Status.QUARANTINED
+    # Quarantined content never supersedes; an active keyed record replaces the
+    # slot's holders at this scope only, and the two point at each other.
+    older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
+    record = _new_record(
+        write, candidate, status, digest_value, older[-1].record_id if older else None
+    )
+    _tally(tally, {status: 1})
+    if status == Status.ACTIVE:
+        search.index_records([(record.pk, record.record_id, record.scope, record.content)])
+    superseded_ids = _retire(scope, older, by=record.record_id, now=now, tally=tally)
+    _audit(
+        scope=scope,
+        event_type="memory.record_created" if write.trusted else "memory.record_quarantined",
+        actor=write.actor,
+        payload={
+            "record_id": record.record_id,
+            "episode_id": write.episode_id,
+            "source_type": write.source_type,
+            "trust_tier": write.trust_tier,
+            "status": status,
+            "fact_key": candidate.fact_key,
+            "superseded_ids": superseded_ids,
+            "rule": candidate.rule,
+            # Binds the exact content stored, so an edit behind the engine's back
+            # shows in verification (memory.selectors.content_binding).
+            "content_sha256": sha256_text(candidate.content),
+            **write.extra_payload,
+        },
+        session_id=write.session_id,
+        turn_id=write.turn_id,
+        record_id=record.record_id,
+        mentions=superseded_ids,
+    )
+    return StoredRecord(
+        record.record_id, status, candidate.fact_key, candidate.content, tuple(superseded_ids)
+    )
+
+
+def _new_record(
+    write: _Write, candidate: Candidate, status: str, digest_value: str, supersedes_id: str | None
+) -> Record:
+    confidence = (
+        candidate.confidence
+        if write.trusted
+        else min(candidate.confidence, UNTRUSTED_CONFIDENCE_CAP)
+    )
+    return Record.objects.create(
+        record_id=_new_id("mem"),
+        supersedes_id=supersedes_id,
+        **write.scope.columns(),
+        scope=str(write.scope),
+        episode=write.episode,
+        session_id=write.session_id,
+        turn_id=write.turn_id,
+        source_type=write.source_type,
+        trust_tier=write.trust_tier,
+        confidence=confidence,
+        status=status,
+        fact_key=candidate.fact_key,
+        kind=write.kind,
+        content=candidate.content,
+        content_digest=digest_value,
+        evidence=list(write.evidence),
+        created_at=write.now,
+        updated_at=write.now,
+    )
+
+
+def _check_text(text: Any, what: str = "text") -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ExtractionError(f"the {what} is empty: there is nothing to remember")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ExtractionError(f"the {what} is longer than {MAX_TEXT_CHARS} characters")
+    return text
+
+
+def _candidates(text: str, reading: SourceReading, *, force: bool) -> list[Candidate]:
+    """The facts a message states; with ``force``, the whole message as one note if none."""
+    if reading.trusted:
+        # Trusted user text also keeps every first-person statement as a note;
+        # third-party blocks below keep only the keyed shapes (memory-engine.md).
+        candidates = extract(text, statements=True)
+        if not candidates and force:
+            note = forced_note(text)
+            candidates = [note] if note else []
+    else:
+        candidates = [c for block in reading.texts for c in extract(block)]
+        if not candidates and force:
+            # A forced note from third-party content is still third-party content.
+            note = forced_note("\n".join(reading.texts))
+            candidates = [note] if note else []
+    return candidates
+
+
+def _ingest(
+    scope: Scope,
+    text: str,
+    reading: SourceReading,
+    *,
+    session: str,
+    turn: str,
+    actor: str,
+    trust_tier: str,
+    now: datetime,
+) -> Episode:
+    """Keep the message as an episode and chain its digest (``episode.ingested``)."""
+    episode = Episode.objects.create(
+        episode_id=_new_id("ep"),
+        scope=str(scope),
+        **scope.columns(),
+        session_id=session,
+        turn_id=turn,
+        source_type=reading.source_type,
+        text=text,
+        created_at=now,
+    )
+    _audit(
+        scope=scope,
+        event_type="episode.ingested",
+        actor=actor,
+        payload={
+            "episode_id": episode.episode_id,
+            "message_sha256": sha256_text(text),
+            "source_type": reading.source_type,
+            "trust_tier": trust_tier,
+            "chars": len(text),
+        },
+        session_id=session,
+        turn_id=turn,
+    )
+    return episode
+
+
+@storable_text_arguments
+@transaction.atomic
+def remember(
+    *,
+    scope: Scope | str,
+    text: str,
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    source_type: str | None = None,
+    force: bool = False,
+    principal: Principal,
+    actor: str | None = None,
+) -> RememberResult:
+    """Store a message as an episode and the facts it states at exactly ``scope``.
+
+    Trusted user text lands active (superseding the same slot at this scope);
+    webpage and tool content lands quarantined; duplicates are not stored twice.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    text = _check_text(text)
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    reading = read_source(text, source_type)
+    candidates = _candidates(text, reading, force=force)
+    actor_label = access.audit_actor(principal, actor, default="user")
+    trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
+
+    lock_subject(str(parsed))
+    now = timezone.now()
+    episode = _ingest(
+        parsed,
+        text,
+        reading,
+        session=session,
+        turn=turn,
+        actor=actor_label,
+        trust_tier=trust_tier,
+        now=now,
+    )
+    tally: dict[str, int] = {"episodes": 1}
+    stored: list[StoredRecord] = []
+    duplicate_of: list[str] = []
+    for candidate in candidates:
+        record, duplicates = _store_candidate(
+            scope=parsed,
+            candidate=candidate,
+            trusted=reading.trusted,
+            source_type=reading.source_type,
+            episode=episode,
+            session_id=session,
+            turn_id=turn,
+            actor=actor_label,
+            now=now,
+            tally=tally,
+        )
+        if record:
+            stored.append(record)
+        duplicate_of.extend(duplicates)
+    _bump(parsed, **tally)
+    if not candidates and not reading.trusted:
+        _audit(
+            scope=parsed,
+            event_type="memory.untrusted_source_ignored",
+            actor=actor_label,
+            payload={"episode_id": episode.episode_id, "source_type": reading.source_type},
+            session_id=session,
+            turn_id=turn,
+        )
+    return RememberResult(
+        scope=str(parsed),
+        episode_id=episode.episode_id,
+        source_type=reading.source_type,
+        trust_tier=trust_tier,
+        records=tuple(stored),
+        superseded_ids=tuple(i for r in stored for i in r.superseded_ids),
+        duplicate_of=tuple(dict.fromkeys(duplicate_of)),
+        ignored=not candidates,
+    )
+
+
+@storable_text_arguments
+@transaction.atomic
+def remember_fact(
+    *,
+    scope: Scope | str,
+    key: str,
+    value: str,
+    kind: str | None = None,
+    session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> RememberResult:
+    """Store an explicit key/value fact as a trusted active record with ``fact_key`` = key.
+
+    It supersedes the same slot at this scope, like "my <key> is <value>" does.
+    """
+    parsed = access.require(principal, access.WRITE, scope)
+    candidate = explicit_fact(key, value)
+    kind_label = kind or ""
+    if not isinstance(kind_label, str) or len(kind_label) > MAX_KIND_CHARS:
+        raise ExtractionError(f"a fact kind must be text of at most {MAX_KIND_CHARS} characters")
+    session = _context("session_id", session_id)
+    turn = _context("turn_id", turn_id)
+    lock_subject(str(parsed))
+    tally: dict[str, int] = {}
+    record, duplicates = _store_candidate(
+        scope=parsed,
+        candidate=candidate,
+        trusted=True,
+        source_type=SourceType.USER_MESSAGE,
+        episode=None,
+        session_id=session,
+        turn_id=turn,
+        actor=access.audit_actor(principal, actor, default="user"),
+        now=timezone.now(),
+        tally=tally,
+        kind=kind_label,
+        extra_payload={"kind": kind_label},
+    )
+    _bump(parsed, **tally)
+    return RememberResult(
+        scope=str(parsed),
+        episode_id=None,
+        source_type=SourceType.USER_MESSAGE,
+        trust_tier=TrustTier.TRUSTED_USER,
+        records=(record,) if record else (),
+        superseded_ids=record.superseded_ids if record else (),
+        duplicate_of=tuple(duplicates),
+        ignored=False,
+    )

@@ -1,0 +1,173 @@
+"""What the memory verbs return: frozen dataclasses with ``as_dict()`` for JSON callers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class _AsDict:
+    def as_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))  # type: ignore[call-overload]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+@dataclass(frozen=True)
+class StoredRecord(_AsDict):
+    record_id: str
+    status: str
+    fact_key: str
+    content: str
+    superseded_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RememberResult(_AsDict):
+    """What one remember did: the episode, the records made, what they replaced or repeated."""
+
+    scope: str
+    episode_id: str | None
+    source_type: str
+    trust_tier: str
+    records: tuple[StoredRecord, ...]
+    superseded_ids: tuple[str, ...]
+    duplicate_of: tuple[str, ...]
+    ignored: bool
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [record.record_id for record in self.records]
+
+
+@dataclass(frozen=True)
+class RecallCandidate(_AsDict):
+    record_id: str
+    scope: str
+    content: str
+    fact_key: str
+    trust_tier: str
+    score: float
+    parts: dict[str, float]
+    rank: int
+    above_threshold: bool
+    returned: bool
+
+
+@dataclass(frozen=True)
+class RecallResult(_AsDict):
+    """Every candidate considered (best first) and the ones returned."""
+
+    scope: str
+    retrieval_id: str
+    audit_event_id: str
+    candidates: tuple[RecallCandidate, ...]
+
+    @property
+    def returned(self) -> list[RecallCandidate]:
+        return [candidate for candidate in self.candidates if candidate.returned]
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [candidate.record_id for candidate in self.returned]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["returned_ids"] = self.record_ids
+        return data
+
+
+@dataclass(frozen=True)
+class RecallBlock(_AsDict):
+    """The ``<relevant_memories>`` block for a prompt ("" when nothing qualifies)."""
+
+    scope: str
+    text: str
+    record_ids: tuple[str, ...]
+    retrieval_id: str
+    audit_event_id: str | None
+
+
+@dataclass(frozen=True)
+class ForgetPreview(_AsDict):
+    """Exactly what a forget would purge. Writes nothing."""
+
+    scope: str
+    mode: str
+    record_ids: tuple[str, ...]
+    episode_ids: tuple[str, ...]
+    records: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class PromoteResult(_AsDict):
+    scope: str
+    record_id: str
+    status: str
+    trust_tier: str
+    superseded_ids: tuple[str, ...]
+    audit_event_id: str
+
+
+@dataclass(frozen=True)
+class ProposeResult(_AsDict):
+    scope: str
+    accepted: tuple[StoredRecord, ...]
+    duplicates: tuple[dict[str, Any], ...]
+    rejected: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ConsolidateResult(_AsDict):
+    scope: str
+    changed: bool
+    duplicates: tuple[dict[str, Any], ...]
+    keys: tuple[dict[str, Any], ...]
+    audit_event_id: str | None
+
+
+@dataclass(frozen=True)
+class Persona(_AsDict):
+    scope: str
+    text: str
+    record_ids: tuple[str, ...]
+    persona_sha256: str
+    audit_event_id: str
+
+
+@dataclass(frozen=True)
+class CaptureResult(_AsDict):
+    role: str
+    audit_event_id: str | None
+    remembered: RememberResult | None = None
+
+
+@dataclass(frozen=True)
+class Scene(_AsDict):
+    session_id: str
+    # Where this scene sits in the newest-first order: pass it as ``after`` for older ones.
+    cursor: str = ""
+    episodes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    records: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class SourceDecision(_AsDict):
+    """Every fact of one source message, decided at once."""
+
+    scope: str
+    episode_id: str
+    promoted: tuple[PromoteResult, ...]
+    receipts: tuple[dict[str, Any], ...]

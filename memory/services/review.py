@@ -1,0 +1,234 @@
+"""Review of quarantined records: promote, reject, or decide every fact of one source together."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from aetnaweb import access
+from aetnaweb.access import Principal
+from aetnaweb.scopes import Scope
+from aetnaweb.text import storable_text_arguments
+from audit.canonical import digest, sha256_text
+from audit.services import lock_subject
+from memory import search
+from memory.errors import (
+    RecordStateError,
+)
+from memory.limits import (
+    MAX_REASON_CHARS,
+)
+from memory.models import (
+    Record,
+    ReviewReason,
+    Status,
+    TrustTier,
+)
+from memory.services._common import (
+    _audit,
+    _bump,
+    _record_at,
+    _retire,
+    _slot_holders,
+    _status_deltas,
+)
+from memory.services.forgetting import _keep_receipt, _purge
+from memory.services.results import PromoteResult, SourceDecision
+
+
+def _require_quarantined(record: Record, verb: str) -> None:
+    if record.status == Status.QUARANTINED:
+        return
+    reasons: dict[str, str] = {
+        Status.ACTIVE: "it is already active (someone may have promoted it already)",
+        Status.SUPERSEDED: "it is superseded by a newer record",
+        Status.TOMBSTONED: "it was rejected or forgotten and its content purged",
+    }
+    why = reasons.get(record.status, f"its status is {record.status}")
+    raise RecordStateError(
+        f"cannot {verb} {record.record_id}: only quarantined records can be "
+        f"{'promoted' if verb == 'promote' else 'rejected'}, and {why}; "
+        "reload the review queue"
+    )
+
+
+def _reason_payload(reason: str | None) -> dict[str, Any]:
+    if reason is None or reason == "":
+        return {}
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise RecordStateError(f"a reason must be text of at most {MAX_REASON_CHARS} characters")
+    # The reason may quote content, so the chain keeps its digest only.
+    return {"reason_sha256": sha256_text(reason)}
+
+
+@storable_text_arguments
+@transaction.atomic
+def promote(
+    *,
+    scope: Scope | str,
+    record_id: str,
+    reason: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> PromoteResult:
+    """Make a quarantined record at ``scope`` active and ``user_confirmed``.
+
+    It supersedes active records with its ``fact_key`` at that scope.
+    """
+    parsed = access.require(principal, access.REVIEW, scope)
+    reason_fields = _reason_payload(reason)
+    lock_subject(str(parsed))
+    record = _record_at(parsed, record_id)
+    _require_quarantined(record, "promote")
+    now = timezone.now()
+    # Read while the record is still quarantined, so the slot holders are the
+    # others: one UPDATE then activates it and links what it replaces.
+    older = _slot_holders(parsed, record.fact_key)
+    links = {"supersedes": older[-1].record_id} if older else {}
+    Record.objects.filter(pk=record.pk).update(
+        status=Status.ACTIVE, trust_tier=TrustTier.USER_CONFIRMED, updated_at=now, **links
+    )
+    tally = _status_deltas([record], Status.ACTIVE)
+    search.index_records([(record.pk, record.record_id, record.scope, record.content)])
+    superseded_ids = _retire(parsed, older, by=record.record_id, now=now, tally=tally)
+    _bump(parsed, **tally)
+    event = _audit(
+        scope=parsed,
+        event_type="memory.record_promoted",
+        actor=access.audit_actor(principal, actor, default="system"),
+        payload={
+            "record_id": record.record_id,
+            "status": Status.ACTIVE,
+            "trust_tier": TrustTier.USER_CONFIRMED,
+            "fact_key": record.fact_key,
+            "superseded_ids": superseded_ids,
+            **reason_fields,
+        },
+        record_id=record.record_id,
+        mentions=superseded_ids,
+    )
+    _keep_reason(parsed, record.record_id, "promote", reason, event.event_id, now)
+    return PromoteResult(
+        str(parsed),
+        record.record_id,
+        Status.ACTIVE,
+        TrustTier.USER_CONFIRMED,
+        tuple(superseded_ids),
+        event.event_id,
+    )
+
+
+@storable_text_arguments
+@transaction.atomic
+def reject(
+    *,
+    scope: Scope | str,
+    record_id: str,
+    reason: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """Purge a quarantined record at ``scope`` the way forget does; return the deletion receipt."""
+    parsed = access.require(principal, access.REVIEW, scope)
+    reason_fields = _reason_payload(reason)
+    lock_subject(str(parsed))
+    record = _record_at(parsed, record_id)
+    _require_quarantined(record, "reject")
+    selector_sha256 = digest([record.record_id])
+    now = timezone.now()
+    purged_ids, episode_ids = _purge(parsed, [record], now)
+    event = _audit(
+        scope=parsed,
+        event_type="memory.record_rejected",
+        actor=access.audit_actor(principal, actor, default="system"),
+        payload={
+            "record_id": record.record_id,
+            "selector_sha256": selector_sha256,
+            "purged_record_ids": purged_ids,
+            "purged_episode_ids": episode_ids,
+            "count": len(purged_ids),
+            **reason_fields,
+        },
+        record_id=record.record_id,
+    )
+    _keep_reason(parsed, record.record_id, "reject", reason, event.event_id, now)
+    return _keep_receipt(parsed, event, selector_sha256, purged_ids, episode_ids)
+
+
+def _keep_reason(
+    scope: Scope, record_id: str, decision: str, reason: str | None, event_id: str, now: datetime
+) -> None:
+    """Keep a review reason as typed, for those who may review the scope (the chain has its
+    digest only)."""
+    if reason and reason.strip():
+        ReviewReason.objects.create(
+            scope=str(scope),
+            **scope.columns(),
+            audit_event_id=event_id,
+            record_id=record_id,
+            decision=decision,
+            reason=reason.strip(),
+            created_at=now,
+        )
+
+
+SOURCE_DECISIONS = ("promote", "reject")
+
+
+@transaction.atomic
+def decide_source(
+    *,
+    scope: Scope | str,
+    episode_id: str,
+    decisions: dict[str, str],
+    reason: str | None = None,
+    principal: Principal,
+    actor: str | None = None,
+) -> SourceDecision:
+    """Promote or reject every quarantined fact extracted from one source message, together.
+
+    A rejection purges the source text (as forget does), so deciding one fact
+    alone would leave its siblings to be judged without their source. Here the
+    decisions must name exactly the facts still waiting; promotions run first,
+    then rejections. All or nothing: any refusal writes nothing.
+    """
+    parsed = access.require(principal, access.REVIEW, scope)
+    _reason_payload(reason)
+    if not isinstance(decisions, dict) or not decisions:
+        raise RecordStateError("decide at least one fact of the source")
+    unknown = sorted({str(d) for d in decisions.values() if d not in SOURCE_DECISIONS})
+    if unknown:
+        raise RecordStateError(f"a decision is promote or reject, not {', '.join(unknown)}")
+    lock_subject(str(parsed))
+    waiting = set(
+        Record.objects.select_for_update()
+        .filter(scope=str(parsed), episode_id=episode_id, status=Status.QUARANTINED)
+        .values_list("record_id", flat=True)
+    )
+    if not waiting:
+        raise RecordStateError(
+            f"no fact from source {episode_id} awaits review at {parsed}: "
+            "it was decided already, or the ID is wrong"
+        )
+    missing, extra = sorted(waiting - set(decisions)), sorted(set(decisions) - waiting)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"also decide {', '.join(missing)} (from the same source)")
+        if extra:
+            parts.append(f"{', '.join(extra)} no longer await review from this source")
+        raise RecordStateError("; ".join(parts) + ". Nothing was changed.")
+    promoted = tuple(
+        promote(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "promote"
+    )
+    receipts = tuple(
+        reject(scope=parsed, record_id=record_id, reason=reason, principal=principal, actor=actor)
+        for record_id in sorted(waiting)
+        if decisions[record_id] == "reject"
+    )
+    return SourceDecision(str(parsed), episode_id, promoted, receipts)
