@@ -20,19 +20,9 @@ from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 from audit.services import append_event
 from memory import search, selectors
-from memory.errors import (
-    ExtractionError,
-    RecordNotFound,
-)
-from memory.limits import (
-    MAX_CONTEXT_CHARS,
-)
-from memory.models import (
-    Record,
-    RecordAuditLink,
-    ScopeStats,
-    Status,
-)
+from memory.errors import ExtractionError, RecordNotFound
+from memory.limits import MAX_CONTEXT_CHARS
+from memory.models import Record, RecordAuditLink, ScopeStats, Status
 
 
 def _new_id(prefix: str) -> str:

@@ -14,10 +14,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import lock_subject
 from memory import search
-from memory.models import (
-    Record,
-    Status,
-)
+from memory.models import Record, Status
 from memory.services._common import _audit, _bump, _status_deltas
 from memory.services.results import ConsolidateResult
 

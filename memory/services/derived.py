@@ -13,14 +13,8 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from memory import selectors
-from memory.limits import (
-    MAX_BLOCK_CHARS,
-)
-from memory.models import (
-    Episode,
-    Record,
-    Status,
-)
+from memory.limits import MAX_BLOCK_CHARS
+from memory.models import Episode, Record, Status
 from memory.services._common import _audit, _check_limit
 from memory.services.results import Persona, Scene
 

@@ -23,12 +23,7 @@ from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
 from audit.services import lock_subject
 from memory import search
-from memory.errors import (
-    ForgetPreviewStale,
-    RecordNotFound,
-    RecordStateError,
-    SelectorError,
-)
+from memory.errors import ForgetPreviewStale, RecordNotFound, RecordStateError, SelectorError
 from memory.extraction import (
     SAY_WHAT_TO_FORGET,
     Needle,
@@ -36,9 +31,7 @@ from memory.extraction import (
     utterance_needle,
     word_tokens,
 )
-from memory.limits import (
-    MAX_FORGET_RECORDS,
-)
+from memory.limits import MAX_FORGET_RECORDS
 from memory.models import (
     DeletionReceipt,
     Episode,

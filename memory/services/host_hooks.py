@@ -12,10 +12,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import AuditError, lock_subject, log_agent_event
-from memory.errors import (
-    ActionLogError,
-    CaptureError,
-)
+from memory.errors import ActionLogError, CaptureError
 from memory.services._common import _audit, _context
 from memory.services.remembering import remember
 from memory.services.results import CaptureResult

@@ -14,26 +14,15 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
-from memory.errors import (
-    ProposalError,
-)
-from memory.extraction import (
-    UNTRUSTED_CONFIDENCE_CAP,
-    Candidate,
-    normalise_key,
-)
+from memory.errors import ProposalError
+from memory.extraction import UNTRUSTED_CONFIDENCE_CAP, Candidate, normalise_key
 from memory.limits import (
     MAX_FACT_CONTENT_CHARS,
     MAX_FACT_EVIDENCE,
     MAX_KEY_CHARS,
     MAX_PROPOSED_FACTS,
 )
-from memory.models import (
-    Episode,
-    Record,
-    SourceType,
-    Status,
-)
+from memory.models import Episode, Record, SourceType, Status
 from memory.services._common import _audit, _bump
 from memory.services.remembering import _store_candidate
 from memory.services.results import ProposeResult, StoredRecord

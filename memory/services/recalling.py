@@ -21,24 +21,15 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from memory import ranking, search, vectors
-from memory.errors import (
-    ExtractionError,
-)
-from memory.limits import (
-    MAX_BLOCK_CHARS,
-    MAX_QUERY_CHARS,
-    MAX_RECALL_LIMIT,
-)
-from memory.models import (
-    Record,
-    RetrievalEvent,
-    RetrievalHit,
-    Status,
-)
+from memory.errors import ExtractionError
+from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
+from memory.models import Record, RetrievalEvent, RetrievalHit, Status
 from memory.services import scoring
 from memory.services._common import _audit, _check_limit, _context, _new_id
 from memory.services.results import RecallBlock, RecallCandidate, RecallResult
 
+# recall_block injects only candidates scoring at least this (memory-engine.md
+# "Recall"): above what trust and recency alone can reach (0.25).
 RECALL_BLOCK_MIN_SCORE = 0.3
 
 

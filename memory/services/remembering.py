@@ -22,9 +22,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
 from memory import search
-from memory.errors import (
-    ExtractionError,
-)
+from memory.errors import ExtractionError
 from memory.extraction import (
     UNTRUSTED_CONFIDENCE_CAP,
     Candidate,
@@ -35,17 +33,8 @@ from memory.extraction import (
     forced_note,
     read_source,
 )
-from memory.limits import (
-    MAX_KIND_CHARS,
-    MAX_TEXT_CHARS,
-)
-from memory.models import (
-    Episode,
-    Record,
-    SourceType,
-    Status,
-    TrustTier,
-)
+from memory.limits import MAX_KIND_CHARS, MAX_TEXT_CHARS
+from memory.models import Episode, Record, SourceType, Status, TrustTier
 from memory.services._common import _audit, _bump, _context, _new_id, _retire, _slot_holders, _tally
 from memory.services.results import RememberResult, StoredRecord
 

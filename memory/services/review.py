@@ -15,18 +15,9 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.services import lock_subject
 from memory import search
-from memory.errors import (
-    RecordStateError,
-)
-from memory.limits import (
-    MAX_REASON_CHARS,
-)
-from memory.models import (
-    Record,
-    ReviewReason,
-    Status,
-    TrustTier,
-)
+from memory.errors import RecordStateError
+from memory.limits import MAX_REASON_CHARS
+from memory.models import Record, ReviewReason, Status, TrustTier
 from memory.services._common import (
     _audit,
     _bump,
