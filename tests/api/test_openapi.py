@@ -157,8 +157,8 @@ def test_every_error_code_the_api_can_send_is_documented(document):
     }
     reasons = {
         reason
-        for module in ("memory/services.py", "memory/extraction.py")
-        for reason in re.findall(r'reason="([a-z_]+)"', (ROOT / module).read_text())
+        for module in (*ROOT.glob("memory/services/*.py"), ROOT / "memory/extraction.py")
+        for reason in re.findall(r'reason="([a-z_]+)"', module.read_text())
     }
     # Then each is in the documented list
     missing = (literal | engine | reasons) - _documented()
