@@ -12,17 +12,37 @@ Services call :func:`require` before they write; selectors filter with
 :func:`scope_q` so they never return a row the principal may not see.
 Out-of-reach objects surface as :class:`AccessDenied`, which views and the API
 turn into 404 so the existence of other tenants does not leak.
+
+This module is kernel: it imports no app. The rows it reads (grants and
+tokens) belong to the ``access`` app and reach it through two seams, so the
+rules never depend on where the data lives:
+
+- :func:`operator_principal` reads a person's grants through the user's
+  ``scope_grants`` relation (declared by ``access.models.ScopeGrant``);
+- :func:`token_principal` takes any object shaped like :class:`TokenRow`
+  (``access.models.ApiToken`` is one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from django.db import models
 from django.db.models import Q
 
-from aetnaweb.models import ApiToken, Role, ScopeGrant
 from aetnaweb.scopes import Scope
+
+
+class Role(models.TextChoices):
+    """The operator roles a grant carries; what each may do is :data:`ROLE_CAPABILITIES`."""
+
+    VIEWER = "viewer", "Viewer"
+    REVIEWER = "reviewer", "Reviewer"
+    APPROVER = "approver", "Approver"
+    AUDITOR = "auditor", "Auditor"
+    ADMIN = "admin", "Admin"
+
 
 # Capabilities ---------------------------------------------------------------
 
@@ -107,10 +127,12 @@ def audit_actor(
 
 
 def operator_principal(user: Any) -> Principal:
-    """A signed-in person, with their grants loaded once."""
+    """A signed-in person, with their grants loaded once (one query)."""
     if not getattr(user, "is_authenticated", False):
         return Principal(label="anonymous", kind="operator")
-    grants = ScopeGrant.objects.filter(user=user).values_list("scope", "role")
+    # The seam to the access app's data: the reverse relation its ScopeGrant
+    # model declares on the user, so the rules import no app.
+    grants = user.scope_grants.values_list("scope", "role")
     merged: dict[str, set[str]] = {}
     for scope, role in grants:
         merged.setdefault(scope, set()).update(ROLE_CAPABILITIES.get(role, frozenset()))
@@ -120,7 +142,27 @@ def operator_principal(user: Any) -> Principal:
     return Principal(label=user.get_username(), kind="operator", bindings=bindings, user_id=user.pk)
 
 
-def token_principal(token: ApiToken) -> Principal:
+class TokenRow(Protocol):
+    """What :func:`token_principal` reads from a token row (``access.models.ApiToken``)."""
+
+    @property
+    def pk(self) -> Any: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Any: ...
+
+    @property
+    def owner_id(self) -> int | None: ...
+
+
+def token_principal(token: TokenRow) -> Principal:
+    """An agent acting with ``token``: its one scope subtree and its capabilities."""
     caps = frozenset(token.capabilities) & TOKEN_CAPABILITIES
     return Principal(
         label=f"agent:{token.name}",

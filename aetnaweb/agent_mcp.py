@@ -36,8 +36,9 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from access import tokens
 from actions.mcp_tools import add_action_tools
-from aetnaweb import access, tokens
+from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
 from memory.mcp_server import add_memory_resources, add_memory_tools, new_server, refusal_for

@@ -1,7 +1,10 @@
 """The agent-facing HTTP JSON API, mounted at ``/api/v1/`` (OpenAPI at ``/api/v1/openapi.json``).
 
-Agents authenticate with ``Authorization: Bearer aetna_...`` (:mod:`aetnaweb.tokens`);
-there are no cookies, so there is no CSRF and no login redirect. Each app
+Agents authenticate with ``Authorization: Bearer aetna_...``; there are no
+cookies, so there is no CSRF and no login redirect. This module is kernel and
+imports no app: the bearer here reads the header and refuses what is not a
+bearer token, and the ``access`` app (which owns tokens) installs who the
+token is when ``aetnaweb/api_urls.py`` mounts it (:func:`install_token_authenticator`). Each app
 contributes a router (``memory/api.py``, ``actions/api.py``, ``audit/api.py``)
 whose endpoints parse the request, check the token's reach and call the same
 service or selector the dashboard and the commands call: one write path.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
@@ -39,11 +43,10 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer
 from pydantic import AfterValidator, ConfigDict, Field
 
-from aetnaweb import access, ratelimits, tokens
-from aetnaweb.access import AccessDenied, Principal
+from aetnaweb import access
+from aetnaweb.access import AccessDenied, Principal, TokenRow
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.limits import MAX_BODY_BYTES, MAX_CONTEXT_CHARS
-from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
 
@@ -230,25 +233,41 @@ def check_body_size(request: HttpRequest) -> None:
 # -- authentication ------------------------------------------------------------------
 
 
-class TokenBearer(HttpBearer):
-    """``Authorization: Bearer aetna_...``; the request then carries ``principal``."""
+TokenAuthenticator = Callable[[str], TokenRow]
+"""The raw bearer token -> its live token row; raises to refuse (the installer maps its errors)."""
 
-    def __call__(self, request: HttpRequest) -> ApiToken:
+
+def unauthorized(detail: str) -> ApiError:
+    return ApiError(401, "unauthorized", detail)
+
+
+class TokenBearer(HttpBearer):
+    """``Authorization: Bearer aetna_...``; the request then carries ``principal``.
+
+    Who a token is comes from :attr:`authenticator`, installed by the app that
+    owns tokens (``access.api.mount``). Until one is installed every request is
+    refused: the API fails closed, never open.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.authenticator: TokenAuthenticator | None = None
+
+    def __call__(self, request: HttpRequest) -> TokenRow:
         header = request.headers.get(self.header, "")
         scheme, _, raw = header.partition(" ")
         if not header:
-            raise tokens.TokenAuthenticationError(
-                "missing API token: send 'Authorization: Bearer <token>'"
-            )
+            raise unauthorized("missing API token: send 'Authorization: Bearer <token>'")
         if scheme.lower() != "bearer" or not raw.strip():
-            raise tokens.TokenAuthenticationError(
-                "malformed Authorization header: expected 'Bearer <token>'"
-            )
+            raise unauthorized("malformed Authorization header: expected 'Bearer <token>'")
         return self.authenticate(request, raw.strip())
 
-    def authenticate(self, request: HttpRequest, token: str) -> ApiToken:
-        api_token = tokens.authenticate(token)
-        ratelimits.consume(api_token)  # 429 before any work (aetnaweb/ratelimits.py)
+    def authenticate(self, request: HttpRequest, token: str) -> TokenRow:
+        if self.authenticator is None:
+            raise unauthorized("token authentication is not configured on this server")
+        # The authenticator also counts the request against the token's rate
+        # limit: 429 before any work.
+        api_token = self.authenticator(token)
         request.principal = access.token_principal(api_token)  # type: ignore[attr-defined]
         # Checked here, after authentication, so an anonymous caller learns
         # only "401" and an agent learns its body is too large before any
@@ -341,6 +360,14 @@ def _repair_operation(operation: dict[str, Any]) -> None:
             response["description"] = f"{response.get('description', 'Error')}. Codes: {listed}"
 
 
+token_bearer = TokenBearer()
+
+
+def install_token_authenticator(authenticator: TokenAuthenticator) -> None:
+    """Say who a bearer token is (called once, by the tokens' app when it is mounted)."""
+    token_bearer.authenticator = authenticator
+
+
 api = AetnaAPI(
     title="aetnaweb API",
     version="1",
@@ -352,7 +379,7 @@ api = AetnaAPI(
         "401 bad token, 403 missing capability, 404 outside the token's scope subtree."
     ),
     urls_namespace="api",
-    auth=TokenBearer(),
+    auth=token_bearer,
     parser=StrictJSONParser(),
     openapi_url="/openapi.json",
     docs_url=None,  # no Swagger page: it would load scripts from a CDN
@@ -412,16 +439,6 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error_response(request, exc.status_code, "http_error", str(exc))
 
 
-@api.exception_handler(tokens.TokenAuthenticationError)
-def _token_error(request: HttpRequest, exc: tokens.TokenAuthenticationError) -> HttpResponse:
-    return error_response(request, 401, "unauthorized", str(exc))
-
-
-@api.exception_handler(ratelimits.RateLimited)
-def _rate_limited(request: HttpRequest, exc: ratelimits.RateLimited) -> HttpResponse:
-    return ratelimits.too_many_requests(exc)
-
-
 @api.exception_handler(AccessDenied)
 def _access_denied(request: HttpRequest, exc: AccessDenied) -> HttpResponse:
     return _api_error(request, not_found())
@@ -461,35 +478,6 @@ def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(
         request, 500, "internal_error", "the server failed; the error has been logged"
     )
-
-
-# -- the token itself ----------------------------------------------------------------------
-
-
-class TokenOut(Schema):
-    name: str
-    token_prefix: str
-    scope: str
-    capabilities: list[str]
-    expires_at: str
-
-
-@api.get(
-    "/token",
-    response={200: TokenOut, **ERROR_RESPONSES},
-    summary="Describe the calling token",
-    tags=["token"],
-)
-def whoami(request: HttpRequest) -> dict[str, Any]:
-    """The calling token's scope subtree, capabilities and expiry (never its secret)."""
-    token: ApiToken = request.auth  # type: ignore[attr-defined]
-    return {
-        "name": token.name,
-        "token_prefix": token.token_prefix,
-        "scope": token.scope,
-        "capabilities": sorted(token.capabilities),
-        "expires_at": token.expires_at.isoformat(),
-    }
 
 
 # -- the JSON 404 for paths no router answers -------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, path, re_path
 
+from access.api import mount as mount_access
 from actions.api import mount as mount_actions
 from aetnaweb.api import api, unknown_endpoint
 from audit.api import mount as mount_audit
@@ -18,6 +19,8 @@ from memory.api import mount as mount_memory
 
 
 def _mount_app_routers() -> None:
+    # First: it installs the token authentication every other router relies on.
+    mount_access(api)
     mount_memory(api)
     mount_actions(api)
     mount_audit(api)

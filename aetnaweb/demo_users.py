@@ -20,9 +20,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from access.grants import grant_role
+from access.models import Role, ScopeGrant
 from aetnaweb.access import SYSTEM
-from aetnaweb.grants import grant_role
-from aetnaweb.models import Role, ScopeGrant
 
 ADMIN_USERNAME = "admin"
 
@@ -85,7 +85,7 @@ def _write_password(path: Path, password: str, usernames: tuple[str, ...]) -> No
 def seed_users(*, login_file: Path | None = None) -> DemoLogins:
     """Create the demo accounts and grants that are missing; idempotent.
 
-    Grants go through :func:`aetnaweb.grants.grant_role`, so they are audited
+    Grants go through :func:`access.grants.grant_role`, so they are audited
     like any other; an existing account keeps its password unless the login
     file is missing, in which case every demo account gets the new one.
     """

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from access.models import ScopeGrant
 from actions import selectors as action_selectors
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.dashboard import BarChart, bar_chart
-from aetnaweb.models import ScopeGrant
 from aetnaweb.scopes import PLATFORM, Scope
 from audit import selectors as audit_selectors
 from audit.models import Checkpoint

@@ -147,6 +147,8 @@ INSTALLED_APPS = [
     "ninja",
     "corsheaders",
     "aetnaweb",
+    # Grants, API tokens (their rate limits and idempotency keys) and sign-in lockouts.
+    "access",
     "audit",
     "memory",
     "actions",
@@ -172,7 +174,7 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Innermost: a replayed API write skips the view but passes every header above.
-    "aetnaweb.idempotency.IdempotencyMiddleware",
+    "access.idempotency.IdempotencyMiddleware",
 ]
 
 ROOT_URLCONF = "aetnaweb.urls"
@@ -292,7 +294,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
-# Login throttling (aetnaweb/lockouts.py): slowed after SLOW_AFTER failures,
+# Login throttling (access/lockouts.py): slowed after SLOW_AFTER failures,
 # refused for LOCKOUT_SECONDS at the LOCK_AFTER thresholds; per account name
 # and per client address.
 AETNAWEB_LOGIN_SLOW_AFTER = env_int("AETNAWEB_LOGIN_SLOW_AFTER", 3, minimum=1)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
-from aetnaweb import login_views, views
+from access import login_views
+from access import urls as access_urls
+from aetnaweb import views
 from aetnaweb.api_urls import api_urls
 
 # The admin's own sign-in page counts failures like /login/ does.
@@ -18,11 +21,17 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("login/", login_views.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The admin pages of the models that moved into the access app (issue 11):
+    # old bookmarks land on the new pages instead of a 404.
+    re_path(
+        r"^admin/aetnaweb/(?P<rest>(?:apitoken|scopegrant|loginthrottle|idempotencykey|ratelimitwindow)/.*)$",
+        RedirectView.as_view(url="/admin/access/%(rest)s", query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
     path("api/docs/", views.api_docs, name="api-docs"),
-    path("access/tokens/", include("aetnaweb.token_urls")),
-    path("access/lockouts/", include("aetnaweb.lockout_urls")),
+    path("access/tokens/", include(access_urls.tokens)),
+    path("access/lockouts/", include(access_urls.lockouts)),
     path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
     path("memory/", include("memory.urls")),

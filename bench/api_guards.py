@@ -50,8 +50,8 @@ def main() -> None:
         from django.test.utils import setup_test_environment
         from django.utils import timezone
 
-        from aetnaweb import ratelimits, tokens
-        from aetnaweb.models import ApiToken
+        from access import ratelimits, tokens
+        from access.models import ApiToken
 
         setup_test_environment()
         settings.ALLOWED_HOSTS = ["testserver"]

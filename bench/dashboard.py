@@ -151,8 +151,8 @@ def people() -> dict[str, object]:
     """The three signed-in people pages are timed as (created once, through the grant service)."""
     from django.contrib.auth import get_user_model
 
+    from access.grants import grant_role
     from aetnaweb.access import SYSTEM
-    from aetnaweb.grants import grant_role
 
     wanted = {
         "admin": ("platform:*:*", "admin"),

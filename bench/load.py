@@ -66,7 +66,7 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from aetnaweb import grants, tokens
+from access import grants, tokens
 from memory import services
 username, password = sys.argv[1], sys.argv[2]
 user = get_user_model().objects.create_user(username=username, password=password)

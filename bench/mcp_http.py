@@ -97,7 +97,7 @@ def main() -> None:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
         from django.utils import timezone
 
-        from aetnaweb import tokens
+        from access import tokens
 
         secret = tokens.create_token(
             principal=SYSTEM,

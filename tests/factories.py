@@ -8,7 +8,7 @@ Operators
 ---------
 ``make_operator("alice", grants=[("acme:alice:*", "reviewer")])`` creates a
 user with the password :data:`PASSWORD` and gives it each grant through the
-real service (:func:`aetnaweb.grants.grant_role`, which also writes an
+real service (:func:`access.grants.grant_role`, which also writes an
 ``access.grant_added`` audit event in the granted scope's chain: count audit
 rows after setting up, not from zero). ``login_as(client, user)`` signs the
 test client in without going through the login form.
@@ -56,8 +56,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from access.grants import grant_role
 from aetnaweb.access import SYSTEM
-from aetnaweb.grants import grant_role
 from aetnaweb.scopes import Scope
 
 PASSWORD = "pw-Operator-2718!"  # every factory user's password (tests only)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
-from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
 from tests.factories import authorizing_evidence
 

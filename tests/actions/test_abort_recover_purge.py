@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from access.models import Role
 from actions import services
 from actions.errors import ActionInputError, ActionStateError
 from actions.models import (
@@ -18,7 +19,6 @@ from actions.models import (
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import (
     SCOPE,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from access.models import ApiToken, Role
 from actions import formats, services
 from actions.approvals import ApprovalAuthority, configured_authority
 from actions.errors import (
@@ -21,7 +22,6 @@ from actions.errors import (
 from actions.models import ActionApproval, ActionTransaction
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken, Role
 from audit.canonical import digest
 from audit.models import AuditEvent
 from tests.actions.conftest import APPROVAL_KEY, SCOPE, grant, sha, table_counts, write_op

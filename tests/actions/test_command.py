@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from access.models import Role
 from actions.models import ActionOperation, ActionTransaction
-from aetnaweb.models import Role
 from tests.actions.conftest import SCOPE, child_database_url, grant, table_counts, write_op
 from tests.actions.test_journal import make_journal
 

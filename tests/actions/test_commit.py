@@ -12,6 +12,7 @@ import time
 import pytest
 from django.db import transaction
 
+from access.models import Role
 from actions import formats, services
 from actions.adapters import registered_adapter
 from actions.errors import (
@@ -32,7 +33,6 @@ from actions.models import (
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import (
     APPROVAL_KEY,

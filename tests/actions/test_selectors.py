@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from access.models import Role
 from actions import selectors, services
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
 from tests.actions.conftest import grant, stage_and_approve, write_op
 from tests.actions.fakes import scripted_op, set_script
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from access.models import ApiToken, Role
 from actions import formats, services
 from actions.errors import ActionInputError, AdapterNotRegistered
 from actions.models import (
@@ -20,7 +21,6 @@ from actions.models import (
 from actions.verification import recompute_plan
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken, Role
 from audit.canonical import digest
 from audit.models import AuditEvent
 from tests.actions.conftest import SCOPE, audit_dump, grant, sha, table_counts, write_op

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from access.models import Role
 from actions import formats, services
 from actions.errors import ActionStateError
 from actions.models import (
@@ -20,7 +21,6 @@ from actions.services import _issue_receipt
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
 from audit.canonical import digest
 from audit.models import AuditEvent
 from tests.actions.conftest import APPROVAL_KEY, SCOPE, grant, stage_and_approve, write_op

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
-from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
 
 

@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
+from access import grants, tokens
 from actions import services as action_services
-from aetnaweb import access, grants, tokens
+from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
 from aetnaweb.scopes import Scope
 from audit import checkpoints, receipts, verification

@@ -10,6 +10,7 @@ from django.template.loader import render_to_string
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
+from access.models import ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
 from aetnaweb.dashboard import (
@@ -22,7 +23,6 @@ from aetnaweb.dashboard import (
     query_string,
     render_page,
 )
-from aetnaweb.models import ScopeGrant
 from aetnaweb.scopes import Scope
 from audit.models import VerificationRun
 from audit.services import append_event, run_verification, start_verification_run

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from aetnaweb import tokens
+from access import tokens
 from aetnaweb.access import SYSTEM, TOKEN_CAPABILITIES
 
 ALL_TOKEN_CAPS = sorted(TOKEN_CAPABILITIES)

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from aetnaweb import tokens
+from access import tokens
+from access.models import ApiToken
 from aetnaweb.access import SYSTEM
 from aetnaweb.api import MAX_BODY_BYTES
-from aetnaweb.models import ApiToken
 from audit.models import AuditEvent
 from memory.models import Episode, Record
 from tests.api.conftest import ApiClient, issue_token

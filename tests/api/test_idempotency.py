@@ -1,4 +1,4 @@
-"""Idempotency-Key on API writes (aetnaweb/idempotency.py): replay, refusal, expiry, races."""
+"""Idempotency-Key on API writes (access/idempotency.py): replay, refusal, expiry, races."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from aetnaweb.models import IdempotencyKey
+from access.models import IdempotencyKey
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Record

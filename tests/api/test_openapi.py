@@ -17,8 +17,8 @@ from memory.errors import MemoryEngineError
 ROOT = Path(__file__).resolve().parents[2]
 API_MODULES = [
     "aetnaweb/api.py",
-    "aetnaweb/idempotency.py",
-    "aetnaweb/ratelimits.py",
+    "access/idempotency.py",
+    "access/ratelimits.py",
     "memory/api.py",
     "memory/api_batch.py",
     "memory/api_corrections.py",

@@ -1,4 +1,4 @@
-"""Per-token rate limits (aetnaweb/ratelimits.py): 429 with Retry-After, overrides, the token page."""
+"""Per-token rate limits (access/ratelimits.py): 429 with Retry-After, overrides, the token page."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from aetnaweb import ratelimits, tokens
+from access import ratelimits, tokens
+from access.models import ApiToken, RateLimitWindow, ScopeGrant
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken, RateLimitWindow, ScopeGrant
 from audit.models import AuditEvent
 from memory.models import Record
 from tests.api.conftest import issue_token

@@ -8,9 +8,9 @@ import json
 import pytest
 from django.db import transaction
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role, ScopeGrant
 from audit.chain import compute_event_hash
 from audit.models import AuditDailyCount, AuditEvent, AuditSubject
 from audit.services import AuditError, append_event, log_agent_event

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role, ScopeGrant
 from audit.canonical import canonical_json, digest
 from audit.checkpoints import (
     CHECKPOINT_FORMAT,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role, ScopeGrant
 from audit.canonical import digest, sha256_text
 from audit.receipts import build_deletion_receipt, verify_deletion_receipt
 from audit.services import append_event

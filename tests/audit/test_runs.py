@@ -12,9 +12,9 @@ from django.utils import timezone
 from django_tasks_db.backend import DatabaseBackend
 from django_tasks_db.models import DBTaskResult
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role, ScopeGrant
 from audit import services
 from audit.models import VerificationRun
 from audit.services import AuditError, run_verification, start_verification_run

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
-from aetnaweb.models import Role, ScopeGrant
 from audit import selectors
 from audit.canonical import canonical_json
 from audit.models import AuditDailyCount, AuditEvent, Checkpoint, VerificationRun

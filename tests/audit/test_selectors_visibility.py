@@ -15,8 +15,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from access.models import ScopeGrant
 from aetnaweb import access
-from aetnaweb.models import ScopeGrant
 from aetnaweb.scopes import Scope
 from audit import selectors
 from audit.models import AuditDailyCount, AuditSubject

@@ -330,7 +330,7 @@ def test_checkpoints_page_shows_consistency_and_flags_a_fork(
 ):
     from django.urls import reverse
 
-    from aetnaweb.models import Role
+    from access.models import Role
     from tests.actions.conftest import grant
 
     user = django_user_model.objects.create_user(username="aud", password="pw-auditor-12345")
@@ -366,7 +366,7 @@ def test_upload_shows_the_log_verdict_and_a_truncation(signer, client, django_us
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.urls import reverse
 
-    from aetnaweb.models import Role
+    from access.models import Role
     from tests.actions.conftest import grant
 
     user = django_user_model.objects.create_user(username="aud", password="pw-auditor-12345")

@@ -252,7 +252,7 @@ def test_progress_is_reported_with_running_totals(monkeypatch):
 
 
 def test_operator_needs_audit_on_the_subject(operator):
-    from aetnaweb.models import Role, ScopeGrant
+    from access.models import Role, ScopeGrant
 
     append("acme:alice:proj")
     ScopeGrant.objects.create(

@@ -30,11 +30,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from access import tokens
+from access.models import ApiToken
 from actions.models import ActionTransaction
-from aetnaweb import tokens
 from aetnaweb.access import SYSTEM
 from aetnaweb.agent_mcp import is_mcp_path
-from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 from memory import services

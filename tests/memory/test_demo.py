@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from access.models import ScopeGrant
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ScopeGrant
 from audit.receipts import verify_deletion_receipt
 from audit.verification import verify_all
 from memory import services

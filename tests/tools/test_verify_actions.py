@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from access.models import Role
 from actions import formats, services
 from actions.models import (
     ActionApproval,
@@ -29,7 +30,6 @@ from actions.models import (
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
 from audit.models import AuditEvent
 from tests.actions.conftest import APPROVAL_KEY, grant, stage_and_approve, write_op
 

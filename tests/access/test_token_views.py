@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from aetnaweb import tokens
+from access import tokens
+from access.models import ApiToken, ScopeGrant
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 

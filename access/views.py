@@ -1,8 +1,10 @@
-"""The dashboard's API-token page: list, create (secret shown once) and revoke.
+"""The access pages: API tokens (list, create with the secret shown once, revoke) and sign-in lockouts.
 
 Only operators with the admin role on a token's scope (or above it) see,
-create or revoke it; the checks live in :mod:`aetnaweb.tokens` services and
+create or revoke it; the checks live in :mod:`access.tokens` services and
 :mod:`aetnaweb.access`. A token outside the operator's reach answers 404.
+The lockouts page is for platform admins only (the rule lives in
+:mod:`access.lockouts`); anyone else gets the same 404 as a missing page.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from aetnaweb import access, ratelimits, tokens
+from access import lockouts, ratelimits, tokens
+from access.forms import CAPABILITY_HELP, TokenCreateForm
+from aetnaweb import access
 from aetnaweb.dashboard import dashboard_view, principal_for
 from aetnaweb.scopes import Scope
-from aetnaweb.token_forms import CAPABILITY_HELP, TokenCreateForm
+
+MAX_LOCKOUT_ROWS = 200
 
 
 def _page(request: HttpRequest, form: TokenCreateForm, *, status: int = 200) -> HttpResponse:
@@ -104,3 +109,32 @@ def token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
             request, f"Token {token.name} ({token.token_prefix}…) is revoked; it no longer works."
         )
     return redirect("tokens:list")
+
+
+# -- sign-in lockouts (/access/lockouts/) ---------------------------------------------
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def lockout_list(request: HttpRequest) -> HttpResponse:
+    """Who is locked out or slowed right now, with a way to clear one."""
+    rows = list(lockouts.current_throttles(principal_for(request))[:MAX_LOCKOUT_ROWS])
+    limits = lockouts.thresholds()
+    return render(
+        request,
+        "access/lockouts.html",
+        {"rows": rows, "limits": limits, "now": timezone.now(), "max_rows": MAX_LOCKOUT_ROWS},
+    )
+
+
+@require_POST
+@dashboard_view
+def lockout_clear(request: HttpRequest, throttle_id: int) -> HttpResponse:
+    try:
+        row = lockouts.clear_throttle(principal=principal_for(request), throttle_id=throttle_id)
+    except lockouts.LockoutError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Cleared: sign-in for {row.kind} {row.label} is accepted again.")
+    return redirect("lockouts:list")

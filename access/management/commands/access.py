@@ -1,6 +1,6 @@
 """``manage.py access``: operator grants and agent API tokens from the command line.
 
-Sub-verbs (each a thin wrapper over :mod:`aetnaweb.grants` or :mod:`aetnaweb.tokens`)::
+Sub-verbs (each a thin wrapper over :mod:`access.grants` or :mod:`access.tokens`)::
 
     access grant USER SCOPE ROLE
     access revoke USER SCOPE ROLE
@@ -23,9 +23,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from aetnaweb import grants, tokens
+from access import grants, tokens
+from access.models import ApiToken, Role
 from aetnaweb.access import AccessDenied, system_principal
-from aetnaweb.models import ApiToken, Role
 from aetnaweb.scopes import ScopeError
 from aetnaweb.text import UnstorableText
 

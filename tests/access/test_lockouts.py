@@ -13,9 +13,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from aetnaweb import lockouts
+from access import lockouts
+from access.models import LoginThrottle
 from aetnaweb.access import system_principal
-from aetnaweb.models import LoginThrottle
 from audit.models import AuditEvent
 from tests.factories import PASSWORD, login_as, make_operator
 

@@ -1,6 +1,6 @@
 """Django admin for grants and tokens.
 
-Grants are added and removed through :mod:`aetnaweb.grants` (validated and
+Grants are added and removed through :mod:`access.grants` (validated and
 audited like every other write); a grant is never edited in place: revoke it
 and grant again. API tokens are read-only here: they are issued and revoked
 with ``manage.py access token`` or the dashboard token page, because the
@@ -20,8 +20,9 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from aetnaweb import access, grants
-from aetnaweb.models import ApiToken, ScopeGrant
+from access import grants
+from access.models import ApiToken, ScopeGrant
+from aetnaweb import access
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
 

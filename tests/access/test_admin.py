@@ -10,13 +10,13 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from aetnaweb import tokens
+from access import tokens
+from access.models import ScopeGrant
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ScopeGrant
 from audit.models import AuditEvent
 from tests.factories import login_as, make_operator
 
-ADD = reverse("admin:aetnaweb_scopegrant_add")
+ADD = reverse("admin:access_scopegrant_add")
 
 
 def grant_admin(username: str, grants) -> object:
@@ -75,7 +75,7 @@ def test_admin_delete_revokes_through_the_service(client):
     target = make_operator("alice", [("acme:alice:*", "viewer")])
     grant = ScopeGrant.objects.get(user=target)
     login_as(client, boss)
-    url = reverse("admin:aetnaweb_scopegrant_delete", args=[grant.pk])
+    url = reverse("admin:access_scopegrant_delete", args=[grant.pk])
     assert client.post(url, {"post": "yes"}).status_code == 302
     assert not ScopeGrant.objects.filter(user=target).exists()
     event = AuditEvent.objects.get(event_type="access.grant_revoked")
@@ -88,7 +88,7 @@ def test_admin_cannot_delete_a_grant_outside_its_reach(client):
     target = make_operator("gina", [("globex:*:*", "viewer")])
     grant = ScopeGrant.objects.get(user=target)
     login_as(client, boss)
-    url = reverse("admin:aetnaweb_scopegrant_delete", args=[grant.pk])
+    url = reverse("admin:access_scopegrant_delete", args=[grant.pk])
     assert client.post(url, {"post": "yes"}).status_code == 403
     assert ScopeGrant.objects.filter(pk=grant.pk).exists()
 
@@ -99,7 +99,7 @@ def test_grants_are_never_edited_in_place(client):
     target = make_operator("alice", [("acme:alice:*", "viewer")])
     grant = ScopeGrant.objects.get(user=target)
     login_as(client, admin)
-    url = reverse("admin:aetnaweb_scopegrant_change", args=[grant.pk])
+    url = reverse("admin:access_scopegrant_change", args=[grant.pk])
     page = client.get(url)
     assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
     client.post(url, {"user": target.pk, "scope": "acme:*:*", "role": "admin"})
@@ -117,8 +117,8 @@ def test_token_admin_is_read_only_and_never_shows_the_hash(client):
         expires_at=timezone.now() + timedelta(days=3),
     )
     login_as(client, admin)
-    assert client.get(reverse("admin:aetnaweb_apitoken_add")).status_code == 403
-    page = client.get(reverse("admin:aetnaweb_apitoken_change", args=[issued.token.pk]))
+    assert client.get(reverse("admin:access_apitoken_add")).status_code == 403
+    page = client.get(reverse("admin:access_apitoken_change", args=[issued.token.pk]))
     body = page.content.decode()
     assert page.status_code == 200
     assert issued.token.token_prefix in body

@@ -19,9 +19,9 @@ from typing import Any
 
 from django.db import transaction
 
+from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import Principal
-from aetnaweb.models import Role, ScopeGrant
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import append_event

@@ -41,9 +41,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from access.models import LoginThrottle
 from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
-from aetnaweb.models import LoginThrottle
 from aetnaweb.scopes import Scope
 from audit.services import append_event
 

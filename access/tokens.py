@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from access.models import ApiToken
 from aetnaweb.access import (
     ALL_CAPABILITIES,
     TOKEN_CAPABILITIES,
@@ -29,7 +30,6 @@ from aetnaweb.access import (
     audit_actor,
     may_administer,
 )
-from aetnaweb.models import ApiToken
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text

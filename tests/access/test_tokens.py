@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from aetnaweb import access, tokens
+from access import tokens
+from access.models import ApiToken
+from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
 

@@ -1,4 +1,4 @@
-"""The sign-in page with login throttling (rules in :mod:`aetnaweb.lockouts`)."""
+"""The sign-in page with login throttling (rules in :mod:`access.lockouts`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from aetnaweb import lockouts
+from access import lockouts
 
 
 class ThrottledLoginMixin(AuthenticationForm):

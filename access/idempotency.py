@@ -32,8 +32,8 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from aetnaweb import ratelimits, tokens
-from aetnaweb.models import ApiToken, IdempotencyKey
+from access import ratelimits, tokens
+from access.models import ApiToken, IdempotencyKey
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

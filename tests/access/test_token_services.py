@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from aetnaweb import access, tokens
+from access import tokens
+from access.models import ApiToken, ScopeGrant
+from aetnaweb import access
 from aetnaweb.access import SYSTEM
-from aetnaweb.models import ApiToken, ScopeGrant
 from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 

@@ -25,7 +25,7 @@ from django.db import connection
 from django.http import HttpResponse
 from django.utils import timezone
 
-from aetnaweb.models import ApiToken, RateLimitWindow
+from access.models import ApiToken, RateLimitWindow
 
 WINDOW_SECONDS = 60
 

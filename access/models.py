@@ -1,7 +1,12 @@
-"""Who may do what where: operator scope grants and agent API tokens.
+"""Who may do what where: operator scope grants, agent API tokens and their usage, sign-in throttles.
 
-The rules that read these rows live in :mod:`aetnaweb.access`; nothing else
-decides permissions.
+The rules that read these rows live in :mod:`aetnaweb.access` (the kernel);
+nothing here decides permissions. ``Role`` is defined there too, since the
+roles are part of the rules; it is re-exported here for the model's choices.
+
+These models lived in the project package until issue 11 moved them into this
+app: each keeps its table name (``db_table``) so existing databases migrate
+without touching a row (see ``migrations/0001_initial.py``).
 """
 
 from __future__ import annotations
@@ -9,13 +14,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from aetnaweb.access import Role
 
-class Role(models.TextChoices):
-    VIEWER = "viewer", "Viewer"
-    REVIEWER = "reviewer", "Reviewer"
-    APPROVER = "approver", "Approver"
-    AUDITOR = "auditor", "Auditor"
-    ADMIN = "admin", "Admin"
+__all__ = ["ApiToken", "IdempotencyKey", "LoginThrottle", "RateLimitWindow", "Role", "ScopeGrant"]
 
 
 class ScopeGrant(models.Model):
@@ -33,6 +34,7 @@ class ScopeGrant(models.Model):
     created_by = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
+        db_table = "aetnaweb_scopegrant"  # its name from before the move: no table is renamed
         constraints = [
             models.UniqueConstraint(
                 fields=["user", "scope", "role"], name="grant_unique_user_scope_role"
@@ -81,6 +83,7 @@ class ApiToken(models.Model):
     )
 
     class Meta:
+        db_table = "aetnaweb_apitoken"  # its name from before the move: no table is renamed
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -88,7 +91,7 @@ class ApiToken(models.Model):
 
 
 class LoginThrottle(models.Model):
-    """Recent failed sign-ins for one account name or one client address (see aetnaweb.lockouts).
+    """Recent failed sign-ins for one account name or one client address (see access.lockouts).
 
     ``retry_at`` is when the next attempt is accepted: a short, growing wait
     once ``failures`` passes the slow-down threshold, the full lockout period
@@ -113,6 +116,7 @@ class LoginThrottle(models.Model):
     slowed_audited = models.BooleanField(default=False)
 
     class Meta:
+        db_table = "aetnaweb_loginthrottle"  # its name from before the move: no table is renamed
         constraints = [
             models.UniqueConstraint(fields=["kind", "key"], name="login_throttle_unique_kind_key"),
         ]
@@ -124,7 +128,7 @@ class LoginThrottle(models.Model):
 
 
 class IdempotencyKey(models.Model):
-    """The first answer to a write sent with an ``Idempotency-Key`` header (:mod:`aetnaweb.idempotency`).
+    """The first answer to a write sent with an ``Idempotency-Key`` header (:mod:`access.idempotency`).
 
     The row is inserted before the write runs (``response_status`` null: in
     flight), so the unique constraint on (token, key) lets exactly one
@@ -142,6 +146,7 @@ class IdempotencyKey(models.Model):
     response_body = models.BinaryField(null=True, blank=True)
 
     class Meta:
+        db_table = "aetnaweb_idempotencykey"  # its name from before the move: no table is renamed
         constraints = [
             models.UniqueConstraint(fields=["token", "key"], name="idempotency_unique_token_key"),
         ]
@@ -153,13 +158,14 @@ class IdempotencyKey(models.Model):
 
 
 class RateLimitWindow(models.Model):
-    """Requests a token made in one fixed one-minute window (:mod:`aetnaweb.ratelimits`)."""
+    """Requests a token made in one fixed one-minute window (:mod:`access.ratelimits`)."""
 
     token = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="+")
     window_start = models.BigIntegerField(help_text="Unix time of the window's first second")
     count = models.PositiveIntegerField(default=0)
 
     class Meta:
+        db_table = "aetnaweb_ratelimitwindow"  # its name from before the move: no table is renamed
         constraints = [
             models.UniqueConstraint(
                 fields=["token", "window_start"], name="ratelimit_unique_token_window"
