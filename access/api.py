@@ -62,6 +62,7 @@ def whoami(request: HttpRequest) -> dict[str, Any]:
 
 def mount(api: NinjaAPI) -> None:
     install_token_authenticator(authenticate_bearer)
-    api.add_exception_handler(tokens.TokenAuthenticationError, _token_error)
-    api.add_exception_handler(ratelimits.RateLimited, _rate_limited)
+    # ninja annotates a handler's argument as "the exception or its class"; it passes the instance.
+    api.add_exception_handler(tokens.TokenAuthenticationError, _token_error)  # type: ignore[arg-type]
+    api.add_exception_handler(ratelimits.RateLimited, _rate_limited)  # type: ignore[arg-type]
     api.add_router("", router)

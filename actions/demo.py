@@ -256,7 +256,7 @@ def seed_demo() -> ActionsDemoSummary:
     intent record is durable before its effect. Each plan is created
     completely or found by its session ID on the next run.
     """
-    from aetnaweb.demo_users import seed_users
+    from access.demo import seed_users
 
     summary = ActionsDemoSummary()
     seed_users()  # the demo approvers (april on acme, gus on globex); idempotent

@@ -13,9 +13,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from access import demo as demo_users
 from access import grants, tokens
 from access.models import ApiToken, ScopeGrant
-from aetnaweb import access, demo_users
+from aetnaweb import access
 from aetnaweb.access import SYSTEM
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent

@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from access.demo import seed_users
 from actions.demo import seed_demo as seed_actions
-from aetnaweb.demo_users import seed_users
 from audit.notes import ensure_demo_key
 from memory.demo import seed_demo as seed_memory
 
