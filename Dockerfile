@@ -20,6 +20,7 @@ RUN useradd --system --uid 10001 --home-dir /app aetnaweb \
 # Dependencies first, so a code change does not reinstall them.
 COPY pyproject.toml README.md ./
 COPY aetnaweb ./aetnaweb
+COPY access ./access
 COPY audit ./audit
 COPY memory ./memory
 COPY actions ./actions

@@ -7,4 +7,4 @@ class AccessConfig(AppConfig):
     """Grants, API tokens and sign-in lockouts: the data and pages behind :mod:`aetnaweb.access`."""
 
     name = "access"
-    verbose_name = "Access: grants, API tokens, sign-in lockouts"
+    verbose_name = "Access"

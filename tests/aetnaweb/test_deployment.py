@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,10 @@ def test_dockerfile_matches_the_project(dockerfile):
     assert cmd and yaml.safe_load(cmd.group(1)) == GUNICORN
     assert "AETNAWEB_ENV=production" in dockerfile and "HOST=0.0.0.0" in dockerfile
     # Every installed package and the folders settings read are copied in
-    for folder in ("aetnaweb", "audit", "memory", "actions", "templates", "static"):
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    installed = [name.rstrip("*") for name in packages["packages"]["find"]["include"]]
+    assert {"aetnaweb", "access", "audit", "memory", "actions"} <= set(installed)
+    for folder in (*installed, "templates", "static"):
         assert re.search(rf"^COPY {folder} \./{folder}$", dockerfile, re.M), folder
     assert "collectstatic" in dockerfile and re.search(r"^USER aetnaweb$", dockerfile, re.M)
     # The build-time key is scoped to one RUN, never an ENV baked into the image

@@ -83,7 +83,7 @@ RAW_BODIES = [b"", b"{", b"null", b"[]", b'{"scope": NaN}', b"\x00\x01", b'{"a":
 
 
 # Request bookkeeping, not data: a refused request still spends rate-limit budget.
-BOOKKEEPING = {"aetnaweb.RateLimitWindow"}
+BOOKKEEPING = {"access.RateLimitWindow"}
 
 
 def row_counts() -> dict[str, int]:

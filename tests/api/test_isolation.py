@@ -27,7 +27,7 @@ FOREIGN_SCOPES = [
 
 
 # Request bookkeeping, not data: a refused request still spends rate-limit budget.
-BOOKKEEPING = {"aetnaweb.RateLimitWindow"}
+BOOKKEEPING = {"access.RateLimitWindow"}
 
 
 def row_counts() -> dict[str, int]:
