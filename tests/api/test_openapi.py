@@ -19,6 +19,7 @@ API_MODULES = [
     "aetnaweb/api.py",
     "access/idempotency.py",
     "access/ratelimits.py",
+    "access/api.py",
     "memory/api.py",
     "memory/api_batch.py",
     "memory/api_corrections.py",
