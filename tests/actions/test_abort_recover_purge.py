@@ -249,7 +249,7 @@ def test_purge_needs_approve_capability(
 
 
 def test_rewriting_a_payload_clears_purged_at_pg4(actions_root):
-    from actions.services import _store_payload
+    from actions.services._ledger import _store_payload
 
     txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
         "transaction_id"

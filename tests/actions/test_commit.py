@@ -555,7 +555,7 @@ def test_commit_inside_an_open_transaction_is_refused(
 
 def test_compare_and_swap_refuses_an_unexpected_state():
     # Given a transaction already moved on by someone else
-    from actions.services import _transition
+    from actions.services._ledger import _transition
 
     with pytest.raises(ConcurrentTransitionError, match="is None, expected"):
         _transition("act_missing", ["approved"], "committing")
@@ -592,7 +592,7 @@ def test_terminal_state_and_receipt_commit_together_decision3(
     def broken(*args, **kwargs):
         raise RuntimeError("disk full while writing the receipt")
 
-    monkeypatch.setattr(services, "_issue_receipt", broken)
+    monkeypatch.setattr("actions.services._ledger._issue_receipt", broken)
     # When the plan is aborted, Then the terminal state rolls back with the receipt
     with pytest.raises(RuntimeError, match="disk full"):
         services.abort(transaction_id=txn_id, principal=approver_principal)

@@ -17,7 +17,7 @@ from actions.models import (
     ActionReceipt,
     ActionTransaction,
 )
-from actions.services import _issue_receipt
+from actions.services._ledger import _issue_receipt
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
