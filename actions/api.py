@@ -68,7 +68,7 @@ def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
                 session_id=payload.session_id,
                 turn_id=payload.turn_id,
                 principal=principal_of(request),
-            ),
+            ).as_dict(),
         )
     except ActionPolicyViolation as exc:
         raise bad_request(str(exc), field="operations", error="policy_violation") from exc
@@ -128,7 +128,9 @@ def verify_transaction(request: HttpRequest, transaction_id: str) -> dict[str, A
     if len(transaction_id) > MAX_TRANSACTION_ID:
         raise not_found()
     try:
-        return services.verify(transaction_id=transaction_id, principal=principal_of(request))
+        return services.verify(
+            transaction_id=transaction_id, principal=principal_of(request)
+        ).as_dict()
     except (TransactionNotFound, access.AccessDenied):
         raise not_found() from None
 

@@ -246,7 +246,7 @@ def _stage(name: str, scope: str, actor: str, operations: list[dict[str, Any]]) 
         principal=system_principal(),
         actor=actor,
     )
-    return patch["transaction_id"]
+    return patch.transaction_id
 
 
 def seed_demo() -> ActionsDemoSummary:

@@ -59,7 +59,7 @@ def add_action_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                     session_id=session_id,
                     turn_id=turn_id,
                     principal=principal,
-                )
+                ).as_dict()
             except ActionError as exc:
                 raise ToolError(str(exc)) from exc
 

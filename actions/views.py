@@ -217,7 +217,9 @@ def verify(request: HttpRequest, transaction_id: str) -> HttpResponse:
     principal = principal_for(request)
     txn = selectors.visible_transaction(principal, _checked_id(transaction_id))
     try:
-        report = services.verify(transaction_id=txn["transaction_id"], principal=principal)
+        report = services.verify(
+            transaction_id=txn["transaction_id"], principal=principal
+        ).as_dict()
     except TransactionNotFound as exc:
         raise Http404("not found") from exc
     if getattr(request, "htmx", False):
@@ -350,7 +352,7 @@ def commit(request: HttpRequest, transaction_id: str) -> HttpResponse:
         raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc)
-    state = result["transaction"]["state"]
+    state = result.transaction.state
     level, text = COMMIT_OUTCOMES.get(state, (messages.INFO, f"The transaction is {state}."))
     messages.add_message(request, level, text)
     return redirect("actions:detail", transaction_id=txn_id)
@@ -424,8 +426,8 @@ def purge(request: HttpRequest, transaction_id: str) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"Purged {result['purged_count']} payload(s). The receipt and the audit chain "
-                    f"still verify; the purge is audit event {result['audit_event_id']}.",
+                    f"Purged {result.purged_count} payload(s). The receipt and the audit chain "
+                    f"still verify; the purge is audit event {result.audit_event_id}.",
                 )
                 return redirect("actions:detail", transaction_id=txn_id)
         else:

@@ -148,7 +148,7 @@ def abort_with(reason: str) -> Any:
         scope=SCOPE, operations=[write_op("a.txt", "x")], principal=SYSTEM
     )
     return action_services.abort(
-        transaction_id=staged["transaction_id"], reason=reason, principal=SYSTEM
+        transaction_id=staged.transaction_id, reason=reason, principal=SYSTEM
     )
 
 

@@ -22,6 +22,8 @@ One module per workflow, re-exported here so callers import
 - :mod:`actions.services.aftercare`: compensation, ``recover``,
   ``record_resolution``, ``verify``, ``purge_payloads``
 - :mod:`actions.services.journal`: ``import_journal``
+- :mod:`actions.services.results`: the frozen result types, each with the
+  ``as_dict()`` the API, MCP and commands emit
 - :mod:`actions.services._ledger`: the shared steps (load, transition, fence,
   audit event, payloads, receipt)
 """
@@ -46,6 +48,17 @@ from actions.services.journal import (
     JOURNAL_TRANSACTION_COLUMNS,
     import_journal,
 )
+from actions.services.results import (
+    ImportedTransaction,
+    JournalImport,
+    Outcome,
+    PurgeResult,
+    RecoveryOutcome,
+    Resolution,
+    TransactionState,
+    VerificationReport,
+    WorldPatch,
+)
 from actions.services.staging import stage
 
 __all__ = [
@@ -55,6 +68,15 @@ __all__ = [
     "MAX_REASON_LENGTH",
     "RESOLUTION_OUTCOMES",
     "ActionTransaction",
+    "ImportedTransaction",
+    "JournalImport",
+    "Outcome",
+    "PurgeResult",
+    "RecoveryOutcome",
+    "Resolution",
+    "TransactionState",
+    "VerificationReport",
+    "WorldPatch",
     "_issue_receipt",
     "_store_payload",
     "_transition",

@@ -27,6 +27,7 @@ from actions.models import (
     ActionReceipt,
     ActionTransaction,
 )
+from actions.services.results import Outcome, TransactionState
 from aetnaweb import access
 from aetnaweb.access import Principal
 from audit.canonical import canonical_json, digest, sha256_text
@@ -220,18 +221,18 @@ def _finish(
     events: Iterable[tuple[str, dict[str, Any]]] = (),
     durable: bool = True,
     **fields: Any,
-) -> dict[str, Any]:
+) -> Outcome:
     """Enter a terminal state, append its events and issue the receipt: one transaction."""
     with db_transaction.atomic(durable=durable):
         _transition(txn.id, expected, terminal_state, **fields)
         for event_type, payload in events:
             _event(txn, event_type, actor, payload)
         receipt = _issue_receipt(txn.id, terminal_state, actor)
-    return {"transaction": _refreshed(txn.id), "receipt": receipt}
+    return Outcome(transaction=_refreshed(txn.id), receipt=receipt)
 
 
-def _refreshed(transaction_id: str) -> dict[str, Any]:
-    return ActionTransaction.objects.get(pk=transaction_id).as_dict()
+def _refreshed(transaction_id: str) -> TransactionState:
+    return TransactionState.load(transaction_id)
 
 
 def _context_value(name: str, value: Any) -> str | None:

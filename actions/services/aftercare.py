@@ -42,6 +42,13 @@ from actions.services._ledger import (
     _store_payload,
     _transition,
 )
+from actions.services.results import (
+    Outcome,
+    PurgeResult,
+    RecoveryOutcome,
+    Resolution,
+    VerificationReport,
+)
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal
@@ -175,7 +182,7 @@ def _record_compensation_outcome(
 
 def recover(
     *, transaction_id: str, principal: Principal, actor: str | None = None
-) -> dict[str, Any]:
+) -> RecoveryOutcome:
     """Fence a run that died mid-commit, then sweep what its crashed writes left on disk.
 
     The result is the fenced transaction and its receipt, plus ``leftovers``:
@@ -184,9 +191,12 @@ def recover(
     whether it was removed. Removal happens only after the fence committed:
     from then on no run of these operations can rename the file into place.
     """
-    result = _fence_interrupted_run(transaction_id=transaction_id, principal=principal, actor=actor)
-    result["leftovers"] = _sweep_leftovers(str(result["transaction"]["transaction_id"]))
-    return result
+    fenced = _fence_interrupted_run(transaction_id=transaction_id, principal=principal, actor=actor)
+    return RecoveryOutcome(
+        transaction=fenced.transaction,
+        receipt=fenced.receipt,
+        leftovers=tuple(_sweep_leftovers(fenced.transaction.transaction_id)),
+    )
 
 
 def _sweep_leftovers(transaction_id: str) -> list[dict[str, Any]]:
@@ -217,7 +227,7 @@ def _sweep_leftovers(transaction_id: str) -> list[dict[str, Any]]:
 @db_transaction.atomic
 def _fence_interrupted_run(
     *, transaction_id: str, principal: Principal, actor: str | None = None
-) -> dict[str, Any]:
+) -> Outcome:
     """Fence a run that died mid-commit: ``recovery_required`` with a receipt; never retries.
 
     Operations caught executing or compensating become ``uncertain``: a
@@ -292,7 +302,7 @@ def record_resolution(
     owner: str,
     principal: Principal,
     actor: str | None = None,
-) -> dict[str, Any]:
+) -> Resolution:
     """Close an uncertain or recovery_required transaction in the attention queue, audited.
 
     The transaction keeps its terminal state (ST-1); a resolution records what
@@ -348,15 +358,15 @@ def record_resolution(
             )
     except IntegrityError as exc:  # a concurrent resolution won the race
         raise ActionStateError(f"transaction {txn.id} already has a recorded resolution") from exc
-    return {
-        "transaction_id": txn.id,
-        "state": txn.state,
-        "outcome": resolution.outcome,
-        "owner": resolution.owner,
-        "resolved_by": resolution.resolved_by,
-        "audit_event_id": event.event_id,
-        "created_at": now,
-    }
+    return Resolution(
+        transaction_id=txn.id,
+        state=txn.state,
+        outcome=resolution.outcome,
+        owner=resolution.owner,
+        resolved_by=resolution.resolved_by,
+        audit_event_id=event.event_id,
+        created_at=now,
+    )
 
 
 # -- verify, purge (A11, A14) ----------------------------------------------------------
@@ -367,7 +377,7 @@ def verify(
     transaction_id: str,
     principal: Principal,
     authority: ApprovalAuthority | None = None,
-) -> dict[str, Any]:
+) -> VerificationReport:
     """V-1 for one transaction, checking signatures too when a key is configured.
 
     Read-only. Needs AUDIT or APPROVE on the plan's scope.
@@ -380,13 +390,13 @@ def verify(
         raise access.AccessDenied(f"{principal.label} may not verify actions at {txn.subject_id}")
     if authority is None:
         authority = configured_authority(required=False)
-    return verify_action(txn.id, authority=authority)
+    return VerificationReport.of(verify_action(txn.id, authority=authority))
 
 
 @db_transaction.atomic
 def purge_payloads(
     *, transaction_id: str, principal: Principal, actor: str | None = None
-) -> dict[str, Any]:
+) -> PurgeResult:
     """Blank every payload (content, before-images, adapter receipts) of a finished transaction.
 
     Refused while the transaction is open (decision 4). Digests stay, so the
@@ -411,4 +421,4 @@ def purge_payloads(
         label,
         {"purged_count": purged, "plan_hash": txn.plan_hash},
     )
-    return {"transaction_id": txn.id, "purged_count": purged, "audit_event_id": event.event_id}
+    return PurgeResult(transaction_id=txn.id, purged_count=purged, audit_event_id=event.event_id)

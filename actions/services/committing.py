@@ -42,6 +42,7 @@ from actions.services._ledger import (
     _transition,
 )
 from actions.services.aftercare import _compensate
+from actions.services.results import Outcome
 from actions.verification import verify_action
 from aetnaweb import access
 from aetnaweb.access import Principal
@@ -49,7 +50,7 @@ from audit.canonical import canonical_json, digest
 from audit.chain import utc_now_iso
 
 # What ends a run: the terminal transaction and its receipt, as ``_finish`` returns it.
-_Ended = dict[str, Any]
+_Ended = Outcome
 
 # A run in either phase may end in a terminal state (compensation moves it on).
 _RUNNING = (formats.COMMITTING, formats.COMPENSATING)
@@ -91,7 +92,7 @@ def commit(
     transaction_id: str,
     principal: Principal,
     authority: ApprovalAuthority | None = None,
-) -> dict[str, Any]:
+) -> Outcome:
     """Execute an approved plan; returns ``{transaction, receipt}`` for every terminal outcome.
 
     Every check runs before the first effect; each effect's intent is durable

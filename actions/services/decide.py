@@ -29,6 +29,7 @@ from actions.services._ledger import (
     _refreshed,
     _transition,
 )
+from actions.services.results import Outcome, TransactionState
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.text import storable_text_arguments
@@ -51,7 +52,7 @@ def approve(
     principal: Principal,
     approval: Mapping[str, Any] | None = None,
     authority: ApprovalAuthority | None = None,
-) -> dict[str, Any]:
+) -> TransactionState:
     """Sign (on the server, with the configured key) and record approval of this exact plan.
 
     The approver is the authenticated person (``principal.label``), never
@@ -130,7 +131,7 @@ def abort(
     reason: str = "",
     actor: str | None = None,
     _category: str = "aborted",
-) -> dict[str, Any]:
+) -> Outcome:
     """Abort a plan that has not started executing; returns ``{transaction, receipt}``.
 
     The reason text stays on the transaction row; the audit event records
@@ -165,7 +166,7 @@ def abort(
 
 
 @storable_text_arguments
-def deny(*, transaction_id: str, reason: str, principal: Principal) -> dict[str, Any]:
+def deny(*, transaction_id: str, reason: str, principal: Principal) -> Outcome:
     """A reviewer's refusal: an abort with a required reason, recorded as category ``denied``."""
     if not isinstance(reason, str) or not reason.strip():
         raise ActionInputError("a denial needs a reason")

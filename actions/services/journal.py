@@ -17,6 +17,7 @@ from actions.errors import (
 from actions.services._ledger import (
     _actor_label,
 )
+from actions.services.results import ImportedTransaction, JournalImport
 from aetnaweb import access
 from aetnaweb.access import Principal
 from audit.canonical import digest
@@ -82,7 +83,7 @@ def import_journal(
     principal: Principal,
     actor: str = "journal-importer",
     source_id: str | None = None,
-) -> dict[str, Any]:
+) -> JournalImport:
     """Record an external transaction journal as unverified, digest-only evidence.
 
     One ``action.source_imported`` event per journal transaction, deduplicated
@@ -99,7 +100,7 @@ def import_journal(
     source_id_digest = digest(source)
     transactions, effects_by_txn = _read_journal(journal)
 
-    imported: list[dict[str, Any]] = []
+    imported: list[ImportedTransaction] = []
     skipped: list[str] = []
     with db_transaction.atomic():
         seen = _already_imported(subject_id, source_id_digest)
@@ -117,18 +118,18 @@ def import_journal(
             )
             seen.add(source_txn_id)
             imported.append(
-                {
-                    "source_transaction_id": source_txn_id,
-                    "audit_event_id": event.event_id,
-                    "audit_event_hash": event.event_hash,
-                    "effect_count": len(effects),
-                }
+                ImportedTransaction(
+                    source_transaction_id=source_txn_id,
+                    audit_event_id=event.event_id,
+                    audit_event_hash=event.event_hash,
+                    effect_count=len(effects),
+                )
             )
-    return {
-        "source_id_digest": source_id_digest,
-        "imported": imported,
-        "skipped_transaction_ids": skipped,
-    }
+    return JournalImport(
+        source_id_digest=source_id_digest,
+        imported=tuple(imported),
+        skipped_transaction_ids=tuple(skipped),
+    )
 
 
 def _read_journal(

@@ -35,6 +35,7 @@ from actions.services._ledger import (
     _store_payload,
     _turn_value,
 )
+from actions.services.results import WorldPatch
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
@@ -141,7 +142,7 @@ def stage(
     principal: Principal,
     actor: str | None = None,
     policy: GuardPolicy | None = None,
-) -> dict[str, Any]:
+) -> WorldPatch:
     """Record an exact, hashed plan; nothing is written unless every operation prepares and passes policy.
 
     Enforce mode waits for approval; observe and preview are recorded as
@@ -194,16 +195,16 @@ def stage(
         created_at=utc_now_iso(),
     )
     _record_plan(plan, principal)
-    return {
-        "transaction_id": transaction_id,
-        "subject_id": str(subject),
-        "mode": mode,
-        "state": plan.state,
-        "plan_version": formats.PLAN_VERSION,
-        "plan_hash": plan.plan_hash,
-        "operations": body["operations"],
-        "created_at": plan.created_at,
-    }
+    return WorldPatch(
+        transaction_id=transaction_id,
+        subject_id=str(subject),
+        mode=mode,
+        state=plan.state,
+        plan_version=formats.PLAN_VERSION,
+        plan_hash=plan.plan_hash,
+        operations=tuple(body["operations"]),
+        created_at=plan.created_at,
+    )
 
 
 def _prepare_steps(

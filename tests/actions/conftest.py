@@ -116,8 +116,8 @@ def stage_and_approve(operations: list, principal: access.Principal, **kwargs) -
         principal=kwargs.pop("principal", access.SYSTEM),
         **kwargs,
     )
-    services.approve(transaction_id=patch["transaction_id"], principal=principal)
-    return patch["transaction_id"]
+    services.approve(transaction_id=patch.transaction_id, principal=principal)
+    return patch.transaction_id
 
 
 def audit_dump(subject: str = SCOPE) -> str:

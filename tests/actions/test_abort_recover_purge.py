@@ -38,12 +38,12 @@ def test_abort_from_each_open_state_ab1_ab2(actions_root, approval_key, approver
     mode = "preview" if state == "staged" else "enforce"
     txn_id = services.stage(
         principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], mode=mode
-    )["transaction_id"]
+    ).transaction_id
     if state == "approved":
         services.approve(transaction_id=txn_id, principal=approver_principal)
     result = services.abort(transaction_id=txn_id, principal=approver_principal, reason="not today")
-    assert result["transaction"]["state"] == "aborted"
-    assert result["receipt"]["terminal_state"] == "aborted"
+    assert result.transaction.state == "aborted"
+    assert result.receipt["terminal_state"] == "aborted"
     event = AuditEvent.objects.get(event_type="action.aborted")
     payload = json.loads(event.payload)
     assert event.actor == "ada"
@@ -54,9 +54,9 @@ def test_abort_from_each_open_state_ab1_ab2(actions_root, approval_key, approver
 
 
 def test_abort_by_trusted_caller_defaults_actor_user_ab2(actions_root):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     services.abort(principal=SYSTEM, transaction_id=txn_id)
     assert AuditEvent.objects.get(event_type="action.aborted").actor == "user"
 
@@ -64,9 +64,9 @@ def test_abort_by_trusted_caller_defaults_actor_user_ab2(actions_root):
 def test_abort_twice_and_after_commit_is_refused_ab1(
     actions_root, approval_key, approver_principal
 ):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     services.abort(transaction_id=txn_id, principal=approver_principal)
     before = table_counts()
     with pytest.raises(ActionStateError, match="cannot abort from aborted"):
@@ -79,9 +79,9 @@ def test_abort_twice_and_after_commit_is_refused_ab1(
 
 
 def test_deny_records_reason_text_on_row_and_only_digest_in_audit(actions_root, approver_principal):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     services.deny(
         transaction_id=txn_id, reason="touches the payroll file", principal=approver_principal
     )
@@ -93,9 +93,9 @@ def test_deny_records_reason_text_on_row_and_only_digest_in_audit(actions_root, 
 
 
 def test_deny_needs_a_reason_and_approve_capability(actions_root, django_user_model):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-viewer-1")
     grant(viewer, "acme:*:*", Role.VIEWER)
     before = table_counts()
@@ -124,7 +124,7 @@ def test_interrupted_execution_is_fenced_for_recovery(
     # When it is recovered
     result = services.recover(transaction_id=txn_id, principal=approver_principal)
     # Then it is recovery_required, the operation uncertain, no file written, and it verifies
-    assert result["transaction"]["state"] == "recovery_required"
+    assert result.transaction.state == "recovery_required"
     op = ActionOperation.objects.get(transaction_id=txn_id)
     assert op.state == "uncertain"
     assert not (actions_root / "a.txt").exists()
@@ -201,18 +201,18 @@ def test_payload_purge_keeps_receipt_and_audit_verifiable(
     # When its payloads are purged
     result = services.purge_payloads(transaction_id=txn_id, principal=approver_principal)
     # Then at least prepared + execution_receipt were purged, they read back as {}, and it verifies
-    assert result["purged_count"] >= 2
-    assert set(result) == {"transaction_id", "purged_count", "audit_event_id"}
+    assert result.purged_count >= 2
+    assert list(result.as_dict()) == ["transaction_id", "purged_count", "audit_event_id"]
     rows = ActionPayload.objects.filter(transaction_id=txn_id)
     assert all(row.payload == "{}" and row.purged_at for row in rows)
     assert all(row.payload_digest for row in rows)  # digest columns are kept
     assert verify_action(txn_id)["valid"]
     event = AuditEvent.objects.get(event_type="action.payloads_purged")
-    assert event.event_id == result["audit_event_id"] and event.actor == "ada"
-    assert json.loads(event.payload)["purged_count"] == result["purged_count"]
+    assert event.event_id == result.audit_event_id and event.actor == "ada"
+    assert json.loads(event.payload)["purged_count"] == result.purged_count
     # PG-2: purging again purges nothing but still records the event
     again = services.purge_payloads(transaction_id=txn_id, principal=approver_principal)
-    assert again["purged_count"] == 0
+    assert again.purged_count == 0
     assert AuditEvent.objects.filter(event_type="action.payloads_purged").count() == 2
 
 
@@ -229,7 +229,7 @@ def test_purging_an_open_transaction_is_refused_decision4(
     assert not ActionPayload.objects.filter(purged_at__isnull=False).exists()
     # And the approved plan can still be committed
     assert (
-        services.commit(transaction_id=txn_id, principal=approver_principal)["transaction"]["state"]
+        services.commit(transaction_id=txn_id, principal=approver_principal).transaction.state
         == "committed"
     )
 
@@ -237,9 +237,9 @@ def test_purging_an_open_transaction_is_refused_decision4(
 def test_purge_needs_approve_capability(
     actions_root, approval_key, approver_principal, django_user_model
 ):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     services.abort(transaction_id=txn_id, principal=approver_principal)
     viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-viewer-1")
     grant(viewer, SCOPE, Role.VIEWER)
@@ -251,9 +251,9 @@ def test_purge_needs_approve_capability(
 def test_rewriting_a_payload_clears_purged_at_pg4(actions_root):
     from actions.services._ledger import _store_payload
 
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     services.abort(principal=SYSTEM, transaction_id=txn_id)
     services.purge_payloads(principal=SYSTEM, transaction_id=txn_id)
     row = ActionPayload.objects.get(transaction_id=txn_id)

@@ -29,9 +29,9 @@ from tests.actions.conftest import APPROVAL_KEY, SCOPE, grant, sha, table_counts
 
 @pytest.fixture
 def staged(actions_root) -> str:
-    return services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    return services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
 
 
 def _authority() -> ApprovalAuthority:
@@ -43,7 +43,7 @@ def test_approve_records_row_state_and_event_ap5(staged, approval_key, approver_
     # When the approver approves
     result = services.approve(transaction_id=staged, principal=approver_principal)
     # Then the state moved, one row records the signed approval, one event says so
-    assert result["state"] == "approved"
+    assert result.state == "approved"
     row = ActionApproval.objects.get()
     document = row.as_approval()
     assert row.id == "apr_" + row.nonce and len(row.nonce) == 32
@@ -209,9 +209,9 @@ def test_staged_preview_plans_cannot_be_approved_ap3(
     actions_root, approval_key, approver_principal
 ):
     op = write_op("a.txt", "x")
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="preview")[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[op], mode="preview"
+    ).transaction_id
     with pytest.raises(ActionStateError, match="is staged, not awaiting_approval"):
         services.approve(transaction_id=txn_id, principal=approver_principal)
 
@@ -222,9 +222,9 @@ def test_self_approval_is_refused_decision5(actions_root, approval_key, django_u
     user = django_user_model.objects.create_user(username="root", password="pw-root-admin-1")
     grant(user, "acme:*:*", Role.ADMIN)
     principal = access.operator_principal(user)
-    txn_id = services.stage(scope=SCOPE, operations=[write_op("a.txt", "x")], principal=principal)[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        scope=SCOPE, operations=[write_op("a.txt", "x")], principal=principal
+    ).transaction_id
     before = table_counts()
     # When they try to approve it, Then separation of duties refuses
     with pytest.raises(SeparationOfDutiesError, match="another approver must approve it"):
@@ -254,7 +254,7 @@ def test_agent_owner_may_not_approve_its_agents_plan_decision5(
     )
     txn_id = services.stage(
         scope=SCOPE, operations=[write_op("a.txt", "x")], principal=access.token_principal(token)
-    )["transaction_id"]
+    ).transaction_id
     with pytest.raises(SeparationOfDutiesError):
         services.approve(transaction_id=txn_id, principal=access.operator_principal(owner))
     assert ActionApproval.objects.count() == 0
@@ -266,9 +266,9 @@ def test_operator_named_like_the_proposing_actor_is_refused(
 ):
     user = django_user_model.objects.create_user(username="agent", password="pw-agent-user-1")
     grant(user, "acme:*:*", Role.APPROVER)
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     with pytest.raises(SeparationOfDutiesError):
         services.approve(transaction_id=txn_id, principal=access.operator_principal(user))
 

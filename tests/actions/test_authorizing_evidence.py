@@ -79,7 +79,7 @@ def test_evidence_citing_the_users_stored_message_resolves(actions_root):
         scope=SCOPE,
         operations=[op_citing(evidence("episode", episode_id, sha256_text(REQUEST)))],
     )
-    assert patch["state"] == "awaiting_approval"
+    assert patch.state == "awaiting_approval"
 
 
 def test_an_active_record_in_an_ancestor_scope_resolves(actions_root):
@@ -88,7 +88,7 @@ def test_an_active_record_in_an_ancestor_scope_resolves(actions_root):
     )
     record = result.records[0]
     item = evidence("record", record.record_id, sha256_text(record.content))
-    assert services.stage(principal=SYSTEM, scope=SCOPE, operations=[op_citing(item)])["state"] == (
+    assert services.stage(principal=SYSTEM, scope=SCOPE, operations=[op_citing(item)]).state == (
         "awaiting_approval"
     )
 
@@ -140,10 +140,10 @@ def test_observe_and_preview_keep_the_claim_and_show_it_unverified(
     # Given a plan staged in a non-executing mode with a claimed authority
     forged = evidence("chat_message", "turn-99", sha256_text("anything"))
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op_citing(forged)], mode=mode)
-    assert patch["state"] == "staged"
+    assert patch.state == "staged"
     # When an approver opens it
     login_as(client, make_operator("ada", [("acme:*:*", "approver")]))
-    body = client.get(reverse("actions:detail", args=[patch["transaction_id"]])).content.decode()
+    body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
     # Then the evidence is under "Authorized by" but flagged as an unverified claim
     authorized = body.index("Authorized by</p>")
     assert authorized < body.index("Unverified claim: chat_message:turn-99", authorized)
@@ -158,11 +158,11 @@ def test_the_approval_page_shows_what_the_evidence_resolved_to(client, actions_r
         operations=[op_citing(evidence("episode", episode_id, sha256_text(REQUEST)))],
     )
     login_as(client, make_operator("ada", [("acme:*:*", "approver")]))
-    body = client.get(reverse("actions:detail", args=[patch["transaction_id"]])).content.decode()
+    body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
     assert f"Resolved: episode {episode_id}: a user message at {SCOPE}" in body
     assert "trust tier (trusted_user) match" in body
     # And once the stored message no longer says it (edited behind the engine),
     # the same page says the claim does not resolve: it is checked on every view
     Episode.objects.filter(episode_id=episode_id).update(text="Never mind.")
-    body = client.get(reverse("actions:detail", args=[patch["transaction_id"]])).content.decode()
+    body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
     assert "Unverified claim" in body

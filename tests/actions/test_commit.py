@@ -81,8 +81,8 @@ def test_exact_plan_approval_commit_and_receipt(actions_root, approval_key, appr
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the file holds the content and the transaction is committed with a receipt
     assert (actions_root / "plan.txt").read_text() == SECRET
-    assert result["transaction"]["state"] == "committed"
-    receipt = result["receipt"]
+    assert result.transaction.state == "committed"
+    receipt = result.receipt
     assert receipt["format"] == "aetna-action-receipt-v1"
     assert set(receipt) == {
         "transaction_id",
@@ -126,16 +126,16 @@ def test_exact_plan_approval_commit_and_receipt(actions_root, approval_key, appr
 def test_commit_needs_enforce_mode_cm1(actions_root, approval_key, approver_principal):
     txn_id = services.stage(
         principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], mode="preview"
-    )["transaction_id"]
+    ).transaction_id
     with pytest.raises(ActionStateError, match="observe and preview plans cannot execute"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
     assert not (actions_root / "a.txt").exists()
 
 
 def test_commit_needs_approved_state_cm2(actions_root, approval_key, approver_principal):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     with pytest.raises(ActionStateError, match="is awaiting_approval, not approved"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
     services.approve(transaction_id=txn_id, principal=approver_principal)
@@ -174,9 +174,9 @@ def test_payload_edited_in_database_prevents_execution(
 
 
 def test_missing_recorded_approval_cm4(actions_root, approval_key, approver_principal):
-    txn_id = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])[
-        "transaction_id"
-    ]
+    txn_id = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")]
+    ).transaction_id
     ActionTransaction.objects.filter(pk=txn_id).update(state="approved")
     with pytest.raises(ActionStateError, match="transaction has no recorded approval"):
         services.commit(transaction_id=txn_id, principal=approver_principal)
@@ -263,8 +263,8 @@ def test_world_state_change_invalidates_approved_patch(
     (actions_root / "a.txt").write_text("concurrent human edit")
     # When it is committed, Then it ends aborted with a receipt, nothing executes
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "aborted"
-    assert result["receipt"]["terminal_state"] == "aborted"
+    assert result.transaction.state == "aborted"
+    assert result.receipt["terminal_state"] == "aborted"
     assert (actions_root / "a.txt").read_text() == "concurrent human edit"
     txn = ActionTransaction.objects.get(pk=txn_id)
     assert txn.error_code == "precondition_changed"
@@ -286,7 +286,7 @@ def test_precondition_fails_in_loop_after_earlier_effect_compensates_ex1(
     )
     # When committed, the second finds the first's effect: the first is undone
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "compensated"
+    assert result.transaction.state == "compensated"
     assert not (actions_root / "b.txt").exists()
     one, two = _ops(txn_id)
     assert (one.state, two.state) == ("compensated", "staged")
@@ -314,7 +314,7 @@ def test_precondition_fails_in_loop_with_nothing_applied_ex1(
     txn_id = stage_and_approve([scripted_op("k", "v")], approver_principal)
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then it goes straight to compensated, with no compensating event
-    assert result["transaction"]["state"] == "compensated"
+    assert result.transaction.state == "compensated"
     assert "action.compensating" not in event_types(txn_id)
     assert _ops(txn_id)[0].state == "staged"
     assert ScriptedAdapter(scripted).read() == {}
@@ -334,7 +334,7 @@ def test_later_uncertain_effect_compensates_verified_prior_effect(
     )
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the transaction is uncertain, the write was compensated, the failing op is uncertain
-    assert result["transaction"]["state"] == "uncertain"
+    assert result.transaction.state == "uncertain"
     w, s = _ops(txn_id)
     assert (w.state, s.state) == ("compensated", "uncertain")
     assert not (scripted / "report.txt").exists()
@@ -357,7 +357,7 @@ def test_uncertain_even_when_compensation_fails_ex5(scripted, approval_key, appr
     )
     with registered_adapter("filesystem", lambda: LyingFilesystemAdapter(scripted)):
         result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "uncertain"
+    assert result.transaction.state == "uncertain"
 
 
 def test_noop_compensator_is_detected(scripted, approval_key, approver_principal):
@@ -397,7 +397,7 @@ def test_compensation_failure_gives_partial_cp4(scripted, approval_key, approver
     )
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the file write is undone, the scripted one is not: partial
-    assert result["transaction"]["state"] == "partial"
+    assert result.transaction.state == "partial"
     s, a, b = _ops(txn_id)
     assert (s.state, a.state, b.state) == ("failed", "compensated", "staged")
     assert not (scripted / "x.txt").exists()
@@ -415,7 +415,7 @@ def test_postcondition_unverified_ends_uncertain_ex7(scripted, approval_key, app
         approver_principal,
     )
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "uncertain"
+    assert result.transaction.state == "uncertain"
     w, s = _ops(txn_id)
     assert (w.state, s.state) == ("compensated", "uncertain")
     assert s.result_digest  # the execution receipt is kept and digested (EX-6)
@@ -433,8 +433,8 @@ def test_exception_in_verify_ends_uncertain_with_receipt_decision1(
     txn_id = stage_and_approve([write_op("a.txt", "x")], approver_principal)
     with registered_adapter("filesystem", lambda: RaisingVerifyFilesystemAdapter(actions_root)):
         result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "uncertain"
-    assert result["transaction"]["error_code"] == "verification_raised"
+    assert result.transaction.state == "uncertain"
+    assert result.transaction.error_code == "verification_raised"
     assert _ops(txn_id)[0].state == "uncertain"
     assert ActionAttempt.objects.get().error_code == "OSError"
     assert len(_receipts(txn_id)) == 1
@@ -450,8 +450,8 @@ def test_exception_in_revalidate_during_loop_ends_uncertain_with_receipt_decisio
     RaisingRevalidateFilesystemAdapter.calls = -2  # pre-flight twice, then the loop: a ok, b raises
     with registered_adapter("filesystem", lambda: RaisingRevalidateFilesystemAdapter(actions_root)):
         result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "uncertain"
-    assert result["transaction"]["error_code"] == "revalidation_raised"
+    assert result.transaction.state == "uncertain"
+    assert result.transaction.error_code == "revalidation_raised"
     a, b = _ops(txn_id)
     assert (a.state, b.state) == ("compensated", "uncertain")
     assert not (actions_root / "a.txt").exists()
@@ -465,7 +465,7 @@ def test_exception_in_preflight_revalidate_aborts_with_receipt(
     set_script(scripted, revalidate="raise")
     txn_id = stage_and_approve([scripted_op("k", "v")], approver_principal)
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "aborted"
+    assert result.transaction.state == "aborted"
     assert ActionAttempt.objects.count() == 0 and len(_receipts(txn_id)) == 1
 
 
@@ -482,8 +482,8 @@ def test_missing_parent_directory_is_not_dispatched_decision2(
     (actions_root / "no/such/dir").rmdir()
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the failing operation is failed (not uncertain), the first is undone: compensated
-    assert result["transaction"]["state"] == "compensated"
-    assert result["transaction"]["error_code"] == "not_dispatched"
+    assert result.transaction.state == "compensated"
+    assert result.transaction.error_code == "not_dispatched"
     a, b = _ops(txn_id)
     assert (a.state, b.state) == ("compensated", "failed")
     assert ActionAttempt.objects.get(operation=b).state == "failed"
@@ -500,7 +500,7 @@ def test_not_dispatched_alone_is_compensated_not_uncertain_decision2(
     set_script(scripted, execute="not_dispatched")
     txn_id = stage_and_approve([scripted_op("k", "v")], approver_principal)
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "compensated"
+    assert result.transaction.state == "compensated"
     assert _ops(txn_id)[0].state == "failed"
 
 
@@ -515,7 +515,7 @@ def test_not_dispatched_with_failed_compensation_is_partial_decision2(
     (scripted / "no/dir").rmdir()
     with registered_adapter("filesystem", lambda: LyingFilesystemAdapter(scripted)):
         result = services.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "partial"
+    assert result.transaction.state == "partial"
 
 
 def test_keyboard_interrupt_is_recorded_then_reraised_ex5(

@@ -48,7 +48,7 @@ from actions.errors import ActionError
 from aetnaweb.access import SYSTEM
 try:
     result = services.commit(transaction_id=sys.argv[1], principal=SYSTEM)
-    print("RESULT", result["transaction"]["state"], flush=True)
+    print("RESULT", result.transaction.state, flush=True)
 except ActionError as exc:
     print("REFUSED", type(exc).__name__, exc, flush=True)
 """
@@ -109,7 +109,7 @@ def test_commit_killed_between_intent_and_effect_is_fenced_by_recover(
     # And an operator recovers it
     result = services.recover(transaction_id=txn_id, principal=approver_principal)
     # Then it is recovery_required, the operation uncertain, and nothing was retried
-    assert result["transaction"]["state"] == "recovery_required"
+    assert result.transaction.state == "recovery_required"
     assert ActionOperation.objects.get(transaction_id=txn_id).state == "uncertain"
     assert ActionAttempt.objects.get().state == "executing"  # left as the dead run left it
     assert not (scripted / "executions.log").exists()

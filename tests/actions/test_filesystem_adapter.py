@@ -332,7 +332,7 @@ def test_delete_file_end_to_end_with_compensation(actions_root, approval_key, ap
     (actions_root / "nodir").rmdir()
     result = services.commit(transaction_id=txn_id, principal=approver_principal)
     # Then the deletion was undone and verified
-    assert result["transaction"]["state"] == "compensated"
+    assert result.transaction.state == "compensated"
     assert (actions_root / "keep.txt").read_text() == "precious"
     assert (
         ActionOperation.objects.get(transaction_id=txn_id, operation_key="d").state == "compensated"

@@ -98,8 +98,8 @@ def test_source_import_is_digest_only_and_idempotent(tmp_path):
     first = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
     second = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
     # Then the first imports one transaction and the second skips it
-    assert len(first["imported"]) == 1 and first["skipped_transaction_ids"] == []
-    assert second["imported"] == [] and second["skipped_transaction_ids"] == ["txn-1"]
+    assert len(first.imported) == 1 and first.skipped_transaction_ids == ()
+    assert second.imported == () and second.skipped_transaction_ids == ("txn-1",)
     event = AuditEvent.objects.get()
     assert event.event_type == "action.source_imported" and event.actor == "journal-importer"
     assert (event.session_id, event.turn_id) == (None, None)
@@ -129,7 +129,7 @@ def test_import_payload_shape_ij4_ij5(tmp_path):
     )
     event = AuditEvent.objects.get()
     payload = json.loads(event.payload)
-    assert result == {
+    assert result.as_dict() == {
         "source_id_digest": digest("ops-journal"),
         "imported": [
             {
@@ -174,12 +174,12 @@ def test_transactions_are_read_in_created_order_ij3(tmp_path):
         effects=[],
     )
     result = services.import_journal(principal=SYSTEM, scope=SCOPE, path=journal)
-    assert [item["source_transaction_id"] for item in result["imported"]] == ["z", "a", "b"]
+    assert [item.source_transaction_id for item in result.imported] == ["z", "a", "b"]
     # Another source with the same transaction IDs is not a duplicate
     other = services.import_journal(
         principal=SYSTEM, scope=SCOPE, path=journal, source_id="another journal"
     )
-    assert len(other["imported"]) == 3
+    assert len(other.imported) == 3
 
 
 def test_missing_file_ij1(tmp_path):

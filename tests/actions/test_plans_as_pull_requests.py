@@ -57,7 +57,7 @@ def test_every_list_and_the_plan_page_show_the_summary(client, actions_root):
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
     for page in ("actions:index", "actions:history"):
         assert "Write RELEASE_NOTES.md in demo/apollo" in client.get(reverse(page)).content.decode()
-    detail = client.get(reverse("actions:detail", args=[patch["transaction_id"]]))
+    detail = client.get(reverse("actions:detail", args=[patch.transaction_id]))
     assert "<h1>Write RELEASE_NOTES.md in demo/apollo</h1>" in detail.content.decode()
 
 
@@ -99,10 +99,10 @@ def plans(actions_root):
     two = services.stage(
         principal=SYSTEM, scope=SCOPE, operations=[write_op("b.txt", "2")], actor="agent:beta"
     )
-    ActionTransaction.objects.filter(pk=one["transaction_id"]).update(
+    ActionTransaction.objects.filter(pk=one.transaction_id).update(
         created_at="2026-01-05T10:00:00+00:00"
     )
-    return one["transaction_id"], two["transaction_id"]
+    return one.transaction_id, two.transaction_id
 
 
 def ids(page) -> list[str]:
@@ -187,7 +187,7 @@ def test_the_plan_page_escapes_diff_text(client, actions_root):
         actor=AGENT,
     )
     client.force_login(make_operator("ada", [("acme:*:*", "approver")]))
-    html = client.get(reverse("actions:detail", args=[patch["transaction_id"]])).content.decode()
+    html = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html.replace("<mark>", "").replace(
         "</mark>", ""

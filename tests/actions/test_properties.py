@@ -36,7 +36,7 @@ def test_no_content_before_image_or_reason_in_the_audit_table(
     services.commit(transaction_id=txn_id, principal=approver_principal)
     other = services.stage(
         principal=SYSTEM, scope=SCOPE, operations=[write_op("file.txt", before)]
-    )["transaction_id"]
+    ).transaction_id
     services.deny(transaction_id=other, reason=reason, principal=approver_principal)
     # Then neither content, nor the before-image (plain or base64), nor the reason is audited
     dump = audit_dump()

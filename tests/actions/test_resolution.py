@@ -69,7 +69,7 @@ def test_a_resolution_is_recorded_and_audited_without_changing_the_state(uncerta
         NOTE,
         principal.label,
     )
-    event = AuditEvent.objects.get(event_id=result["audit_event_id"])
+    event = AuditEvent.objects.get(event_id=result.audit_event_id)
     assert event.event_type == "action.resolution_recorded"
     assert event.actor == principal.label and event.record_id == uncertain
     payload = json.loads(event.payload)
@@ -82,7 +82,7 @@ def test_a_resolution_is_recorded_and_audited_without_changing_the_state(uncerta
 def test_recovery_required_takes_a_resolution_too(actions_root, approval_key):
     txn_id = interrupted_write()
     services.recover(principal=SYSTEM, transaction_id=txn_id)
-    assert resolve(txn_id, outcome="not_applied")["state"] == "recovery_required"
+    assert resolve(txn_id, outcome="not_applied").state == "recovery_required"
 
 
 @pytest.mark.django_db

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _stage(scope: str, path: str = "a.txt", content: str = "x") -> str:
-    return services.stage(principal=SYSTEM, scope=scope, operations=[write_op(path, content)])[
-        "transaction_id"
-    ]
+    return services.stage(
+        principal=SYSTEM, scope=scope, operations=[write_op(path, content)]
+    ).transaction_id
 
 
 def _operator(django_user_model, name: str, *grants: tuple[str, str]) -> access.Principal:
@@ -112,7 +112,7 @@ def test_detail_flags_self_proposed_plans(actions_root, approval_key, django_use
     admin = _operator(django_user_model, "root", ("acme:*:*", Role.ADMIN))
     txn_id = services.stage(
         scope="acme:alice:proj", operations=[write_op("a.txt", "x")], principal=admin
-    )["transaction_id"]
+    ).transaction_id
     detail = selectors.transaction_detail(admin, txn_id)
     assert detail["self_proposed"] is True and detail["permissions"]["approve"] is False
 

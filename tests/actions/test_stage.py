@@ -105,9 +105,9 @@ def test_stable_dependency_order_and_ordinals_p2(actions_root):
         write_op("d.txt", "d", key="d"),
     ]
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=ops)
-    assert [op["key"] for op in patch["operations"]] == ["a", "b", "c", "d"]
-    assert [op["ordinal"] for op in patch["operations"]] == [0, 1, 2, 3]
-    by_key = {op["key"]: op for op in patch["operations"]}
+    assert [op["key"] for op in patch.operations] == ["a", "b", "c", "d"]
+    assert [op["ordinal"] for op in patch.operations] == [0, 1, 2, 3]
+    by_key = {op["key"]: op for op in patch.operations}
     # depends_on lists operation IDs, not keys (F-1)
     assert by_key["c"]["depends_on"] == [by_key["b"]["id"]]
     assert ActionDependency.objects.get().depends_on_operation_id == by_key["b"]["id"]
@@ -117,7 +117,7 @@ def test_stable_dependency_order_and_ordinals_p2(actions_root):
 def test_ids_digests_and_idempotency_keys_p3_p5_c3(actions_root):
     (actions_root / "a.txt").write_text("old")
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("./a.txt", "new")])
-    txn_id = patch["transaction_id"]
+    txn_id = patch.transaction_id
     assert txn_id.startswith("act_") and len(txn_id) == 4 + 32
     op = ActionOperation.objects.get(transaction_id=txn_id)
     assert op.id.startswith("op_") and len(op.id) == 3 + 32
@@ -154,7 +154,7 @@ def test_plan_hash_is_over_the_world_patch_body_p7_f1(actions_root):
         session_id="s1",
         turn_id=3,
     )
-    txn = ActionTransaction.objects.get(pk=patch["transaction_id"])
+    txn = ActionTransaction.objects.get(pk=patch.transaction_id)
     body = recompute_plan(txn)
     assert set(body) == {
         "format",
@@ -167,7 +167,7 @@ def test_plan_hash_is_over_the_world_patch_body_p7_f1(actions_root):
         "operations",
     }
     assert body["format"] == "aetna-world-patch-v1" and body["plan_version"] == 1
-    assert digest(body) == txn.plan_hash == patch["plan_hash"]
+    assert digest(body) == txn.plan_hash == patch.plan_hash
     assert set(body["operations"][0]) == {
         "id",
         "key",
@@ -203,7 +203,7 @@ def test_evidence_is_sorted_in_the_plan_f1(actions_root):
         op["evidence"][0],
     ]
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
-    relations = [(e["relation"], e["kind"]) for e in patch["operations"][0]["evidence"]]
+    relations = [(e["relation"], e["kind"]) for e in patch.operations[0]["evidence"]]
     assert relations == [
         ("authorized_by", "episode"),
         ("informed_by", "doc"),
@@ -220,7 +220,7 @@ def test_one_transaction_writes_rows_and_proposed_event_p8_ae1(actions_root):
         session_id="sess",
         turn_id=7,
     )
-    txn = ActionTransaction.objects.get(pk=patch["transaction_id"])
+    txn = ActionTransaction.objects.get(pk=patch.transaction_id)
     assert txn.state == "awaiting_approval" and txn.mode == "enforce"
     assert txn.created_at == txn.updated_at and txn.terminal_at is None
     assert (txn.session_id, txn.turn_id, txn.actor_id) == ("sess", "t7", "agent")  # P-9
@@ -254,13 +254,14 @@ def test_turn_id_string_is_kept_p9(actions_root):
     patch = services.stage(
         principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")], turn_id="turn-9"
     )
-    assert ActionTransaction.objects.get(pk=patch["transaction_id"]).turn_id == "turn-9"
+    assert ActionTransaction.objects.get(pk=patch.transaction_id).turn_id == "turn-9"
 
 
 @pytest.mark.django_db
 def test_world_patch_return_value_p10(actions_root):
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("a.txt", "x")])
-    assert set(patch) == {
+    # The JSON the API and the command emit: P-10's keys, in this order
+    assert list(patch.as_dict()) == [
         "transaction_id",
         "subject_id",
         "mode",
@@ -269,7 +270,7 @@ def test_world_patch_return_value_p10(actions_root):
         "plan_hash",
         "operations",
         "created_at",
-    }
+    ]
 
 
 @pytest.mark.django_db
@@ -280,14 +281,14 @@ def test_observe_records_patch_and_evidence_only_preview_keeps_payload_e1_decisi
     observed = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="observe")
     previewed = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op], mode="preview")
     # Then both are staged, neither awaits approval
-    assert observed["state"] == previewed["state"] == "staged"
+    assert observed.state == previewed.state == "staged"
     # And observe keeps no prepared payload, preview does (the reviewer's diff)
-    assert not ActionPayload.objects.filter(transaction_id=observed["transaction_id"]).exists()
+    assert not ActionPayload.objects.filter(transaction_id=observed.transaction_id).exists()
     assert ActionPayload.objects.filter(
-        transaction_id=previewed["transaction_id"], kind="prepared"
+        transaction_id=previewed.transaction_id, kind="prepared"
     ).exists()
     assert (
-        ActionEvidence.objects.filter(operation__transaction_id=observed["transaction_id"]).count()
+        ActionEvidence.objects.filter(operation__transaction_id=observed.transaction_id).count()
         == 1
     )
 
@@ -299,7 +300,7 @@ def test_read_only_in_enforce_needs_no_authority_but_awaits_approval_po2(scripte
     op = scripted_op("k", "v", effect_class="read_only")
     op["evidence"] = []
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[op])
-    assert patch["state"] == "awaiting_approval"
+    assert patch.state == "awaiting_approval"
 
 
 @pytest.mark.django_db
@@ -364,7 +365,7 @@ def test_token_stage_records_agent_label_and_owner(actions_root, django_user_mod
         principal=access.token_principal(token),
         actor="someone-else",
     )
-    txn = ActionTransaction.objects.get(pk=patch["transaction_id"])
+    txn = ActionTransaction.objects.get(pk=patch.transaction_id)
     # Then the actor is the token's own label, and its owner is recorded
     assert txn.actor_id == "agent:bot"
     assert (txn.proposer_kind, txn.proposed_by_user_id, txn.proposed_by_token_id) == (
@@ -381,7 +382,7 @@ def test_operator_with_admin_role_may_stage(actions_root, django_user_model):
     patch = services.stage(
         scope=SCOPE, operations=[write_op("a.txt", "x")], principal=access.operator_principal(user)
     )
-    txn = ActionTransaction.objects.get(pk=patch["transaction_id"])
+    txn = ActionTransaction.objects.get(pk=patch.transaction_id)
     assert (txn.actor_id, txn.proposed_by_user_id) == ("root", user.pk)
 
 

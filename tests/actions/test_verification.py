@@ -180,9 +180,9 @@ def test_receipt_issue_is_idempotent_and_checks_state_r1(committed, actions_root
     with transaction.atomic():
         assert _issue_receipt(committed, "committed", "agent") == first
     assert ActionReceipt.objects.count() == 1
-    open_txn = services.stage(principal=SYSTEM, scope=SCOPE, operations=[write_op("c.txt", "z")])[
-        "transaction_id"
-    ]
+    open_txn = services.stage(
+        principal=SYSTEM, scope=SCOPE, operations=[write_op("c.txt", "z")]
+    ).transaction_id
     with (
         pytest.raises(
             ActionStateError, match="cannot issue aborted receipt for transaction in state"
@@ -225,12 +225,12 @@ def test_receipt_content_r2_r3_f3(committed):
 
 
 def test_verify_service_permissions(committed, django_user_model, approver_principal):
-    assert services.verify(transaction_id=committed, principal=approver_principal)["valid"]
+    assert services.verify(transaction_id=committed, principal=approver_principal).valid
     auditor = django_user_model.objects.create_user(username="aud", password="pw-aud-auditor-1")
     grant(auditor, "acme:*:*", Role.AUDITOR)
-    assert services.verify(transaction_id=committed, principal=access.operator_principal(auditor))[
-        "valid"
-    ]
+    assert services.verify(
+        transaction_id=committed, principal=access.operator_principal(auditor)
+    ).valid
     viewer = django_user_model.objects.create_user(username="vic", password="pw-vic-viewer-1")
     grant(viewer, "acme:*:*", Role.VIEWER)
     with pytest.raises(access.AccessDenied):

@@ -25,7 +25,7 @@ def stage_write(path: str = "notes.txt", content: str = "hello\n", scope: str = 
     patch = services.stage(
         principal=SYSTEM, scope=scope, operations=[write_op(path, content)], actor=AGENT
     )
-    return patch["transaction_id"]
+    return patch.transaction_id
 
 
 def other_approver(username: str = "olga") -> access.Principal:

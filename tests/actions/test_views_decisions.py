@@ -68,7 +68,7 @@ def test_queue_lists_waiting_plans_oldest_first_and_marks_own_proposals(
         scope=SCOPE,
         operations=[write_op("mine.txt", "x")],
         principal=access.operator_principal(admin),
-    )["transaction_id"]
+    ).transaction_id
     theirs = stage_write()
     login_as(client, admin)
     # When they open the queue
@@ -143,11 +143,11 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
     )
     patch = services.stage(principal=SYSTEM, scope=SCOPE, operations=[operation], actor=AGENT)
     # When the approver opens it
-    response = client.get(reverse("actions:detail", args=[patch["transaction_id"]]))
+    response = client.get(reverse("actions:detail", args=[patch.transaction_id]))
     body = response.content.decode()
     # Then it shows the exact plan hash, and that the shown plan hashes to it
     assert response.status_code == 200
-    assert patch["plan_hash"] in body
+    assert patch.plan_hash in body
     assert "the plan below hashes to exactly this value" in body
     assert "aetna-world-patch-v1" in body
     # And the diff of the file write, line by line, with line numbers and the changed word
@@ -226,7 +226,7 @@ def test_a_user_cannot_approve_their_own_proposal(client, actions_root, approval
         scope=SCOPE,
         operations=[write_op("mine.txt", "x")],
         principal=access.operator_principal(admin),
-    )["transaction_id"]
+    ).transaction_id
     login_as(client, admin)
     # When they open it, the Approve button is disabled and says why
     page = client.get(reverse("actions:detail", args=[txn_id])).content.decode()
@@ -523,7 +523,7 @@ def test_purge_erases_payloads_and_keeps_the_receipt_verifiable(
     assert "secret content" not in body
     assert "The payload was purged" in body
     # And the receipt still verifies
-    assert services.verify(principal=SYSTEM, transaction_id=txn_id)["valid"]
+    assert services.verify(principal=SYSTEM, transaction_id=txn_id).valid
 
 
 @pytest.mark.django_db
@@ -551,7 +551,7 @@ def test_history_filters_by_state_and_scope(client, actions_root, approval_key, 
     done = aborted_write()
     elsewhere = services.stage(
         principal=SYSTEM, scope="acme:bob:proj", operations=[write_op("b.txt", "b")], actor=AGENT
-    )["transaction_id"]
+    ).transaction_id
     url = reverse("actions:history")
     by_state = client.get(url, {"state": "aborted"}).content.decode()
     assert done[:16] in by_state and waiting[:16] not in by_state

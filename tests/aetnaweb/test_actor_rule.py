@@ -166,7 +166,7 @@ def test_actions_stage_and_abort_record_the_principal_not_a_claimed_actor(
     )
     assert last_actor("action.proposed") == TOKEN.label
     action_services.abort(
-        transaction_id=staged["transaction_id"], principal=operator, actor="user", reason="no"
+        transaction_id=staged.transaction_id, principal=operator, actor="user", reason="no"
     )
     assert last_actor("action.aborted") == operator.label
 

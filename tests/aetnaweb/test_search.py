@@ -38,7 +38,7 @@ def world(db, tmp_path, settings, authorizing_messages):
         "bob": bob.record_id,
         "globex": globex.record_id,
         "recall": recall.retrieval_id,
-        "txn": txn["transaction_id"],
+        "txn": txn.transaction_id,
     }
 
 

@@ -305,7 +305,7 @@ def test_plan_page_renders_a_stored_surrogate_path(client, actions_root):
         )
     login_as(client, make_operator("ada", [("acme:*:*", "approver")]))
     # When the plan page is opened
-    response = client.get(reverse("actions:detail", args=[patch["transaction_id"]]))
+    response = client.get(reverse("actions:detail", args=[patch.transaction_id]))
     # Then it renders, with a replacement character for the surrogate
     assert response.status_code == 200
     assert f"n{REPLACEMENT}tes.txt" in response.content.decode("utf-8")

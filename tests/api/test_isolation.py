@@ -75,7 +75,7 @@ def foreign_data(actions_root, settings, tmp_path):
             "record_id": remembered.records[0].record_id,
             "quarantined_id": quarantined.records[0].record_id,
             "episode_id": remembered.episode_id,
-            "transaction_id": patch["transaction_id"],
+            "transaction_id": patch.transaction_id,
         }
     return data
 

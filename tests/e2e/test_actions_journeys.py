@@ -82,7 +82,7 @@ def stage_config_change(root: Path) -> str:
         session_id="sess-42",
         turn_id=7,
     )
-    return patch["transaction_id"]
+    return patch.transaction_id
 
 
 def test_approve_commit_and_verify_a_file_write(page, actions_root):
@@ -152,7 +152,7 @@ def test_the_proposer_cannot_approve_and_a_reviewer_denies(page, actions_root):
             }
         ],
         principal=access.operator_principal(root_user),
-    )["transaction_id"]
+    ).transaction_id
     # When they open their own plan, the Approve button is disabled and says why
     sign_in(page, root_user)
     page.goto(f"/actions/{txn_id}/")
@@ -183,7 +183,7 @@ def test_attention_queue_and_purge_confirmation(page, actions_root, monkeypatch)
             }
         ],
         actor=AGENT,
-    )["transaction_id"]
+    ).transaction_id
     olga = make_operator("olga", [("acme:*:*", "approver")])
     ada = make_operator("ada", [("acme:*:*", "approver")])
     for txn_id in (done, failed):

@@ -134,7 +134,7 @@ def test_tool_catches_plan_edited_after_commit(root, ada, database, tool, capsys
     assert code == 1
     assert out.startswith(f"FAIL {txn_id}")
     assert "persisted action plan does not match its plan hash" in out
-    assert not services.verify(principal=SYSTEM, transaction_id=txn_id)["valid"]
+    assert not services.verify(principal=SYSTEM, transaction_id=txn_id).valid
 
 
 def _edit_prepared_payload(txn: str, *, fresh_digest: bool) -> None:

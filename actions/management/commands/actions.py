@@ -173,7 +173,7 @@ class Command(BaseCommand):
             principal=system_principal(),
             actor=options["actor"],
         )
-        self._emit(patch)
+        self._emit(patch.as_dict())
 
     def _show(self, options: dict[str, Any]) -> None:
         principal = self._principal(options.get("as_user"))
@@ -203,7 +203,7 @@ class Command(BaseCommand):
             principal=principal,
             authority=self._authority(options),
         )
-        self._emit(result)
+        self._emit(result.as_dict())
 
     def _deny(self, options: dict[str, Any]) -> None:
         principal = self._principal(options["as_user"])
@@ -212,7 +212,7 @@ class Command(BaseCommand):
                 transaction_id=options["transaction_id"],
                 reason=options["reason"],
                 principal=principal,
-            )
+            ).as_dict()
         )
 
     def _commit(self, options: dict[str, Any]) -> None:
@@ -222,7 +222,7 @@ class Command(BaseCommand):
             principal=principal,
             authority=self._authority(options),
         )
-        self._emit(result)
+        self._emit(result.as_dict())
 
     def _abort(self, options: dict[str, Any]) -> None:
         principal = self._principal(options["as_user"])
@@ -231,12 +231,16 @@ class Command(BaseCommand):
                 transaction_id=options["transaction_id"],
                 principal=principal,
                 reason=options.get("reason") or "",
-            )
+            ).as_dict()
         )
 
     def _recover(self, options: dict[str, Any]) -> None:
         principal = self._principal(options["as_user"])
-        self._emit(services.recover(transaction_id=options["transaction_id"], principal=principal))
+        self._emit(
+            services.recover(
+                transaction_id=options["transaction_id"], principal=principal
+            ).as_dict()
+        )
 
     def _verify(self, options: dict[str, Any]) -> None:
         principal = self._principal(options.get("as_user"))
@@ -245,18 +249,20 @@ class Command(BaseCommand):
             principal=principal,
             authority=self._authority(options),
         )
-        if report["valid"]:
-            self.stdout.write(f"OK   {report['transaction_id']}")
+        if report.valid:
+            self.stdout.write(f"OK   {report.transaction_id}")
             return
-        self.stdout.write(f"FAIL {report['transaction_id']}")
-        for failure in report["failures"]:
+        self.stdout.write(f"FAIL {report.transaction_id}")
+        for failure in report.failures:
             self.stdout.write(f"     - {failure}")
         raise CommandError("verification failed", returncode=1)
 
     def _purge(self, options: dict[str, Any]) -> None:
         principal = self._principal(options["as_user"])
         self._emit(
-            services.purge_payloads(transaction_id=options["transaction_id"], principal=principal)
+            services.purge_payloads(
+                transaction_id=options["transaction_id"], principal=principal
+            ).as_dict()
         )
 
     def _import_journal(self, options: dict[str, Any]) -> None:
@@ -266,5 +272,5 @@ class Command(BaseCommand):
                 path=options["path"],
                 principal=system_principal(),
                 actor=options["actor"],
-            )
+            ).as_dict()
         )
