@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,137 +264,153 @@ def seed_demo() -> ActionsDemoSummary:
     root = _root()
     authority = _demo_authority(summary)
     april, gus = _operator("april"), _operator("gus")
-
-    if not _exists("release-notes"):
-        notes = root / DEMO_DIR / "apollo" / "RELEASE_NOTES.md"
-        if not notes.exists():
-            notes.write_text(RELEASE_NOTES_BEFORE)
-        _stage(
-            "release-notes",
-            "acme:alice:apollo",
-            "agent:apollo-assistant",
-            [
-                {
-                    "key": "notes",
-                    "adapter": "filesystem",
-                    "operation": "write_text",
-                    "arguments": {
-                        "path": f"{DEMO_DIR}/apollo/RELEASE_NOTES.md",
-                        "content": RELEASE_NOTES_AFTER,
-                    },
-                    "evidence": [
-                        _said("chat:alice:apollo:turn-12"),
-                        _read("doc:apollo:changelog-2.4.1"),
-                    ],
-                }
-            ],
-        )
-        summary.created.append("release-notes")
-
-    if not _exists("zephyr-runners"):
-        txn_id = _stage(
-            "zephyr-runners",
-            "acme:bob:zephyr",
-            "agent:zephyr-assistant",
-            [
-                {
-                    "key": "runners",
-                    "adapter": "filesystem",
-                    "operation": "write_text",
-                    "arguments": {
-                        "path": f"{DEMO_DIR}/zephyr/runners.txt",
-                        "content": "zephyr builds: arm64 runners (pool ci-arm-2)\n",
-                    },
-                    "evidence": [_said("chat:bob:zephyr:turn-4")],
-                }
-            ],
-        )
-        services.approve(transaction_id=txn_id, principal=april, authority=authority)
-        services.commit(transaction_id=txn_id, principal=april, authority=authority)
-        summary.created.append("zephyr-runners")
-
-    if not _exists("deploy-webhook"):
-        with registered_adapter("demo_webhook", DemoWebhookAdapter):
-            txn_id = _stage(
-                "deploy-webhook",
-                "acme:alice:apollo",
-                "agent:apollo-assistant",
-                [
-                    {
-                        "key": "window",
-                        "adapter": "filesystem",
-                        "operation": "write_text",
-                        "arguments": {
-                            "path": f"{DEMO_DIR}/apollo/deploy-window.txt",
-                            "content": "Tuesdays 14:00 UTC\n",
-                        },
-                        "evidence": [_said("chat:alice:apollo:turn-15")],
-                    },
-                    {
-                        "key": "notify",
-                        "adapter": "demo_webhook",
-                        "operation": "post",
-                        "arguments": {"target": "https://hooks.example.org/apollo-deploys"},
-                        "evidence": [_said("chat:alice:apollo:turn-15")],
-                        "depends_on": ["window"],
-                    },
-                ],
-            )
-            services.approve(transaction_id=txn_id, principal=april, authority=authority)
-            services.commit(transaction_id=txn_id, principal=april, authority=authority)
-        summary.created.append("deploy-webhook")
-
-    if not _exists("ledger-export"):
-        txn_ref: dict[str, str] = {}
-
-        def fence() -> None:
-            services.recover(transaction_id=txn_ref["id"], principal=gus)
-
-        with registered_adapter("demo_export", lambda: DemoExportAdapter(fence)):
-            txn_ref["id"] = _stage(
-                "ledger-export",
-                "globex:carol:ledger",
-                "agent:ledger-assistant",
-                [
-                    {
-                        "key": "export",
-                        "adapter": "demo_export",
-                        "operation": "export",
-                        "arguments": {"target": "erp://globex/ledger/2026-Q1"},
-                        "evidence": [_said("chat:carol:ledger:turn-8")],
-                    }
-                ],
-            )
-            services.approve(transaction_id=txn_ref["id"], principal=gus, authority=authority)
-            # The late answer of a fenced run is refused: that is the point.
-            with contextlib.suppress(ConcurrentTransitionError):
-                services.commit(transaction_id=txn_ref["id"], principal=gus, authority=authority)
-        summary.created.append("ledger-export")
-
-    if not _exists("payroll-cleanup"):
-        txn_id = _stage(
-            "payroll-cleanup",
-            "globex:carol:ledger",
-            "agent:ledger-assistant",
-            [
-                {
-                    "key": "cleanup",
-                    "adapter": "filesystem",
-                    "operation": "delete_file",
-                    "arguments": {"path": f"{DEMO_DIR}/ledger/payroll-2025.csv"},
-                    "evidence": [_said("chat:carol:ledger:turn-9"), _read("web:forum-post-77")],
-                }
-            ],
-        )
-        services.deny(
-            transaction_id=txn_id,
-            reason="Payroll files are kept for seven years; do not delete.",
-            principal=gus,
-        )
-        summary.created.append("payroll-cleanup")
+    plans: list[tuple[str, Callable[[], None]]] = [
+        ("release-notes", lambda: _seed_release_notes(root)),
+        ("zephyr-runners", lambda: _seed_zephyr_runners(april, authority)),
+        ("deploy-webhook", lambda: _seed_deploy_webhook(april, authority)),
+        ("ledger-export", lambda: _seed_ledger_export(gus, authority)),
+        ("payroll-cleanup", lambda: _seed_payroll_cleanup(gus)),
+    ]
+    for name, seed in plans:
+        if not _exists(name):
+            seed()
+            summary.created.append(name)
 
     for txn in ActionTransaction.objects.filter(session_id__startswith=SESSION_PREFIX).order_by(
         "created_at"
     ):
         summary.states[(txn.session_id or "").removeprefix(SESSION_PREFIX)] = txn.state
     return summary
+
+
+def _seed_release_notes(root: Path) -> None:
+    """Awaiting approval: a release-notes rewrite the reviewer sees as a diff."""
+    notes = root / DEMO_DIR / "apollo" / "RELEASE_NOTES.md"
+    if not notes.exists():
+        notes.write_text(RELEASE_NOTES_BEFORE)
+    _stage(
+        "release-notes",
+        "acme:alice:apollo",
+        "agent:apollo-assistant",
+        [
+            {
+                "key": "notes",
+                "adapter": "filesystem",
+                "operation": "write_text",
+                "arguments": {
+                    "path": f"{DEMO_DIR}/apollo/RELEASE_NOTES.md",
+                    "content": RELEASE_NOTES_AFTER,
+                },
+                "evidence": [
+                    _said("chat:alice:apollo:turn-12"),
+                    _read("doc:apollo:changelog-2.4.1"),
+                ],
+            }
+        ],
+    )
+
+
+def _seed_zephyr_runners(april: Principal, authority: ApprovalAuthority) -> None:
+    """Committed: a one-file change, approved and run."""
+    txn_id = _stage(
+        "zephyr-runners",
+        "acme:bob:zephyr",
+        "agent:zephyr-assistant",
+        [
+            {
+                "key": "runners",
+                "adapter": "filesystem",
+                "operation": "write_text",
+                "arguments": {
+                    "path": f"{DEMO_DIR}/zephyr/runners.txt",
+                    "content": "zephyr builds: arm64 runners (pool ci-arm-2)\n",
+                },
+                "evidence": [_said("chat:bob:zephyr:turn-4")],
+            }
+        ],
+    )
+    services.approve(transaction_id=txn_id, principal=april, authority=authority)
+    services.commit(transaction_id=txn_id, principal=april, authority=authority)
+
+
+def _seed_deploy_webhook(april: Principal, authority: ApprovalAuthority) -> None:
+    """A file write and a webhook that depends on it, approved and run."""
+    with registered_adapter("demo_webhook", DemoWebhookAdapter):
+        txn_id = _stage(
+            "deploy-webhook",
+            "acme:alice:apollo",
+            "agent:apollo-assistant",
+            [
+                {
+                    "key": "window",
+                    "adapter": "filesystem",
+                    "operation": "write_text",
+                    "arguments": {
+                        "path": f"{DEMO_DIR}/apollo/deploy-window.txt",
+                        "content": "Tuesdays 14:00 UTC\n",
+                    },
+                    "evidence": [_said("chat:alice:apollo:turn-15")],
+                },
+                {
+                    "key": "notify",
+                    "adapter": "demo_webhook",
+                    "operation": "post",
+                    "arguments": {"target": "https://hooks.example.org/apollo-deploys"},
+                    "evidence": [_said("chat:alice:apollo:turn-15")],
+                    "depends_on": ["window"],
+                },
+            ],
+        )
+        services.approve(transaction_id=txn_id, principal=april, authority=authority)
+        services.commit(transaction_id=txn_id, principal=april, authority=authority)
+
+
+def _seed_ledger_export(gus: Principal, authority: ApprovalAuthority) -> None:
+    """Recovery required: an export whose run is fenced while it is still out."""
+    txn_ref: dict[str, str] = {}
+
+    def fence() -> None:
+        services.recover(transaction_id=txn_ref["id"], principal=gus)
+
+    with registered_adapter("demo_export", lambda: DemoExportAdapter(fence)):
+        txn_ref["id"] = _stage(
+            "ledger-export",
+            "globex:carol:ledger",
+            "agent:ledger-assistant",
+            [
+                {
+                    "key": "export",
+                    "adapter": "demo_export",
+                    "operation": "export",
+                    "arguments": {"target": "erp://globex/ledger/2026-Q1"},
+                    "evidence": [_said("chat:carol:ledger:turn-8")],
+                }
+            ],
+        )
+        services.approve(transaction_id=txn_ref["id"], principal=gus, authority=authority)
+        # The late answer of a fenced run is refused: that is the point.
+        with contextlib.suppress(ConcurrentTransitionError):
+            services.commit(transaction_id=txn_ref["id"], principal=gus, authority=authority)
+
+
+def _seed_payroll_cleanup(gus: Principal) -> None:
+    """Denied: a payroll-file deletion that forum advice suggested."""
+    txn_id = _stage(
+        "payroll-cleanup",
+        "globex:carol:ledger",
+        "agent:ledger-assistant",
+        [
+            {
+                "key": "cleanup",
+                "adapter": "filesystem",
+                "operation": "delete_file",
+                "arguments": {"path": f"{DEMO_DIR}/ledger/payroll-2025.csv"},
+                "evidence": [_said("chat:carol:ledger:turn-9"), _read("web:forum-post-77")],
+            }
+        ],
+    )
+    services.deny(
+        transaction_id=txn_id,
+        reason="Payroll files are kept for seven years; do not delete.",
+        principal=gus,
+    )

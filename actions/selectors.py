@@ -333,37 +333,16 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
     if txn is None or not access.may(principal, access.READ, txn.subject_id):
         raise access.AccessDenied(f"no visible guarded-action transaction {transaction_id!r}")
     operations = list(ActionOperation.objects.filter(transaction_id=txn.id).order_by("ordinal"))
-    op_ids = [op.id for op in operations]
-    depends: dict[str, list[str]] = defaultdict(list)
-    for operation_id, depends_on in ActionDependency.objects.filter(
-        operation_id__in=op_ids
-    ).values_list("operation_id", "depends_on_operation_id"):
-        depends[operation_id].append(depends_on)
-    evidence: dict[str, list[ActionEvidence]] = defaultdict(list)
-    for row in ActionEvidence.objects.filter(operation_id__in=op_ids):
-        evidence[row.operation_id].append(row)
     payloads = _payloads(txn.id)
     now = datetime.now(UTC)
     receipt_row = (
         ActionReceipt.objects.filter(transaction_id=txn.id).order_by("-created_at", "-id").first()
     )
-    may_approve = access.may(principal, access.APPROVE, txn.subject_id)
     self_proposed = txn.proposed_by(principal)
     resolution = ActionResolution.objects.filter(transaction_id=txn.id).first()
-    try:
-        approval_enabled = configured_authority(required=False) is not None
-    except ActionError:
-        approval_enabled = False
-    op_views = [
-        _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
-    ]
+    approval_enabled = _approval_enabled()
+    op_views = _operation_views(txn, operations, payloads)
     authorized = [item for op in op_views for item in op["authorized_by"]]
-    # Resolved now, on every view: the approver sees what each claim points at
-    # today (a message forgotten since staging no longer authorizes anything).
-    for item, authority in zip(
-        authorized, resolve_authorities(txn.subject_id, authorized), strict=True
-    ):
-        item["authority"] = authority.as_dict()
     informed = [item for op in op_views for item in op["informed_by"]]
     plan = _plan_body(txn, op_views)
     return {
@@ -377,46 +356,19 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
             _approval_view(row, now)
             for row in ActionApproval.objects.filter(transaction_id=txn.id).order_by("created_at")
         ],
-        "attempts": [
-            {
-                "attempt_id": row.id,
-                "operation_id": row.operation_id,
-                "phase": row.phase,
-                "attempt_number": row.attempt_number,
-                "state": row.state,
-                "idempotency_key": row.idempotency_key,
-                "provider_request_id": row.provider_request_id,
-                "error_code": row.error_code,
-                "error_digest": row.error_digest,
-                "started_at": row.started_at,
-                "finished_at": row.finished_at,
-            }
-            for row in ActionAttempt.objects.filter(transaction_id=txn.id).order_by(
-                "started_at", "id"
-            )
-        ],
+        "attempts": _attempt_views(txn.id),
         "receipt": json.loads(receipt_row.receipt_json) if receipt_row else None,
         "payloads_purged": bool(payloads) and all(row.purged_at for row in payloads.values()),
         "attention": _attention_text(txn, operations, payloads)
         if txn.state in ATTENTION_STATES
         else [],
-        "permissions": {
-            "approve": may_approve
-            and principal.is_operator
-            and not self_proposed
-            and approval_enabled
-            and txn.state == formats.AWAITING_APPROVAL,
-            "deny": may_approve and txn.state in formats.ABORTABLE_STATES,
-            "commit": may_approve
-            and approval_enabled
-            and txn.state == formats.APPROVED
-            and txn.mode == formats.MODE_ENFORCE,
-            "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
-            "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
-            "resolve": may_approve and txn.state in ATTENTION_STATES and resolution is None,
-            "purge": may_approve and txn.is_terminal,
-            "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
-        },
+        "permissions": _detail_permissions(
+            principal,
+            txn,
+            self_proposed=self_proposed,
+            approval_enabled=approval_enabled,
+            resolved=resolution is not None,
+        ),
         "self_proposed": self_proposed,
         "approval_enabled": approval_enabled,
         "resolution": _resolution_view(resolution) if resolution else None,
@@ -430,6 +382,93 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
                 for op in operations
             ]
         ),
+    }
+
+
+def _approval_enabled() -> bool:
+    """Whether an approval key is configured (a broken one counts as none: the page says so)."""
+    try:
+        return configured_authority(required=False) is not None
+    except ActionError:
+        return False
+
+
+def _operation_views(
+    txn: ActionTransaction,
+    operations: list[ActionOperation],
+    payloads: dict[tuple[str, str], ActionPayload],
+) -> list[dict[str, Any]]:
+    """Each operation with its dependencies, evidence and preview; authority resolved now."""
+    op_ids = [op.id for op in operations]
+    depends: dict[str, list[str]] = defaultdict(list)
+    for operation_id, depends_on in ActionDependency.objects.filter(
+        operation_id__in=op_ids
+    ).values_list("operation_id", "depends_on_operation_id"):
+        depends[operation_id].append(depends_on)
+    evidence: dict[str, list[ActionEvidence]] = defaultdict(list)
+    for row in ActionEvidence.objects.filter(operation_id__in=op_ids):
+        evidence[row.operation_id].append(row)
+    op_views = [
+        _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
+    ]
+    authorized = [item for op in op_views for item in op["authorized_by"]]
+    # Resolved now, on every view: the approver sees what each claim points at
+    # today (a message forgotten since staging no longer authorizes anything).
+    for item, authority in zip(
+        authorized, resolve_authorities(txn.subject_id, authorized), strict=True
+    ):
+        item["authority"] = authority.as_dict()
+    return op_views
+
+
+def _attempt_views(transaction_id: str) -> list[dict[str, Any]]:
+    """Every execute and compensate attempt, in the order they started."""
+    return [
+        {
+            "attempt_id": row.id,
+            "operation_id": row.operation_id,
+            "phase": row.phase,
+            "attempt_number": row.attempt_number,
+            "state": row.state,
+            "idempotency_key": row.idempotency_key,
+            "provider_request_id": row.provider_request_id,
+            "error_code": row.error_code,
+            "error_digest": row.error_digest,
+            "started_at": row.started_at,
+            "finished_at": row.finished_at,
+        }
+        for row in ActionAttempt.objects.filter(transaction_id=transaction_id).order_by(
+            "started_at", "id"
+        )
+    ]
+
+
+def _detail_permissions(
+    principal: Principal,
+    txn: ActionTransaction,
+    *,
+    self_proposed: bool,
+    approval_enabled: bool,
+    resolved: bool,
+) -> dict[str, bool]:
+    """Which buttons the page offers; the services check each again when it is pressed."""
+    may_approve = access.may(principal, access.APPROVE, txn.subject_id)
+    return {
+        "approve": may_approve
+        and principal.is_operator
+        and not self_proposed
+        and approval_enabled
+        and txn.state == formats.AWAITING_APPROVAL,
+        "deny": may_approve and txn.state in formats.ABORTABLE_STATES,
+        "commit": may_approve
+        and approval_enabled
+        and txn.state == formats.APPROVED
+        and txn.mode == formats.MODE_ENFORCE,
+        "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
+        "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
+        "resolve": may_approve and txn.state in ATTENTION_STATES and not resolved,
+        "purge": may_approve and txn.is_terminal,
+        "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
     }
 
 
