@@ -153,6 +153,37 @@ def _next_attempt(operation_id: str, phase: str) -> int:
     return max(numbers, default=0) + 1
 
 
+def _begin_attempt(
+    txn: ActionTransaction,
+    op: ActionOperation,
+    *,
+    phase: str,
+    fenced_state: str,
+    op_state: str,
+    idempotency_key: str,
+) -> tuple[int, str]:
+    """Inside the caller's durable transaction: fence, record the attempt as executing, move the op.
+
+    Execution (EX-2, EX-3) and compensation (CP-3) both make the attempt
+    durable this way before the adapter is called.
+    """
+    number = _next_attempt(op.id, phase)
+    attempt_key = formats.attempt_id(op.id, phase, number)
+    _fence(txn.id, [fenced_state])
+    ActionAttempt.objects.create(
+        id=attempt_key,
+        transaction_id=txn.id,
+        operation_id=op.id,
+        phase=phase,
+        attempt_number=number,
+        state=formats.ATTEMPT_EXECUTING,
+        idempotency_key=idempotency_key,
+        started_at=utc_now_iso(),
+    )
+    _set_operation(op.id, state=op_state)
+    return number, attempt_key
+
+
 def _issue_receipt(txn_id: str, terminal_state: str, actor: str) -> dict[str, Any]:
     """R-1..R-3: idempotent; bound to an ``action.receipt_issued`` event in the same transaction."""
     existing = (

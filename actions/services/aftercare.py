@@ -30,6 +30,7 @@ from actions.models import (
 )
 from actions.services._ledger import (
     _actor_label,
+    _begin_attempt,
     _error_digest,
     _event,
     _fence,
@@ -37,7 +38,6 @@ from actions.services._ledger import (
     _load,
     _load_for,
     _load_payload,
-    _next_attempt,
     _set_operation,
     _store_payload,
     _transition,
@@ -84,21 +84,15 @@ def _compensate(
 
 def _record_compensation_intent(txn: ActionTransaction, op: ActionOperation) -> tuple[int, str]:
     """CP-3: the compensation attempt is durable before the adapter is called."""
-    number = _next_attempt(op.id, formats.PHASE_COMPENSATE)
-    attempt_key = formats.attempt_id(op.id, formats.PHASE_COMPENSATE, number)
     with db_transaction.atomic(durable=True):
-        _fence(txn.id, [formats.COMPENSATING])
-        ActionAttempt.objects.create(
-            id=attempt_key,
-            transaction_id=txn.id,
-            operation_id=op.id,
+        number, attempt_key = _begin_attempt(
+            txn,
+            op,
             phase=formats.PHASE_COMPENSATE,
-            attempt_number=number,
-            state=formats.ATTEMPT_EXECUTING,
+            fenced_state=formats.COMPENSATING,
+            op_state=formats.OP_COMPENSATING,
             idempotency_key=op.compensation_key,
-            started_at=utc_now_iso(),
         )
-        _set_operation(op.id, state=formats.OP_COMPENSATING)
     return number, attempt_key
 
 

@@ -30,13 +30,13 @@ from actions.models import (
     ActionTransaction,
 )
 from actions.services._ledger import (
+    _begin_attempt,
     _error_digest,
     _event,
     _fence,
     _finish,
     _load_for,
     _load_payload,
-    _next_attempt,
     _set_operation,
     _store_payload,
     _transition,
@@ -319,21 +319,15 @@ def _revalidate(run: _Run, op: ActionOperation) -> _Ended | None:
 
 def _record_intent(txn: ActionTransaction, op: ActionOperation) -> tuple[int, str]:
     """EX-2, EX-3: the intent is durable before the adapter is called."""
-    number = _next_attempt(op.id, formats.PHASE_EXECUTE)
-    attempt_key = formats.attempt_id(op.id, formats.PHASE_EXECUTE, number)
     with db_transaction.atomic(durable=True):
-        _fence(txn.id, [formats.COMMITTING])
-        ActionAttempt.objects.create(
-            id=attempt_key,
-            transaction_id=txn.id,
-            operation_id=op.id,
+        number, attempt_key = _begin_attempt(
+            txn,
+            op,
             phase=formats.PHASE_EXECUTE,
-            attempt_number=number,
-            state=formats.ATTEMPT_EXECUTING,
+            fenced_state=formats.COMMITTING,
+            op_state=formats.OP_EXECUTING,
             idempotency_key=op.idempotency_key,
-            started_at=utc_now_iso(),
         )
-        _set_operation(op.id, state=formats.OP_EXECUTING)
         _event(
             txn,
             "action.effect_executing",

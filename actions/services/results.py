@@ -9,7 +9,7 @@ order ``formats.receipt_sha256`` hashes), carried as is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from actions.models import ActionTransaction
@@ -37,47 +37,17 @@ class TransactionState:
 
     @classmethod
     def of(cls, txn: ActionTransaction) -> TransactionState:
-        return cls(
-            transaction_id=txn.id,
-            subject_id=txn.subject_id,
-            actor_id=txn.actor_id,
-            mode=txn.mode,
-            state=txn.state,
-            plan_version=txn.plan_version,
-            plan_hash=txn.plan_hash,
-            policy_hash=txn.policy_hash,
-            session_id=txn.session_id,
-            turn_id=txn.turn_id,
-            error_code=txn.error_code,
-            error_digest=txn.error_digest,
-            created_at=txn.created_at,
-            updated_at=txn.updated_at,
-            terminal_at=txn.terminal_at,
-        )
+        # The model's as_dict() is the one place the key names and order live.
+        values: dict[str, Any] = txn.as_dict()
+        return cls(**values)
 
     @classmethod
     def load(cls, transaction_id: str) -> TransactionState:
         return cls.of(ActionTransaction.objects.get(pk=transaction_id))
 
     def as_dict(self) -> dict[str, Any]:
-        # The same keys, in the same order, as ActionTransaction.as_dict().
-        return {
-            "transaction_id": self.transaction_id,
-            "subject_id": self.subject_id,
-            "actor_id": self.actor_id,
-            "mode": self.mode,
-            "state": self.state,
-            "plan_version": self.plan_version,
-            "plan_hash": self.plan_hash,
-            "policy_hash": self.policy_hash,
-            "session_id": self.session_id,
-            "turn_id": self.turn_id,
-            "error_code": self.error_code,
-            "error_digest": self.error_digest,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "terminal_at": self.terminal_at,
-        }
+        # The same keys, in the same order, as ActionTransaction.as_dict() (fields follow it).
+        return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
