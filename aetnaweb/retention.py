@@ -164,7 +164,7 @@ def _sweep(job: Job, progress: Progress) -> dict[str, Any]:
             actor=job.started_by,
             payload={"job": job.pk, "removed": counts, "policy": job.params.get("policy")},
         )
-    return {"dry_run": False, "removed": counts}
+    return {"dry_run": False, "removed": {name: counts[name] for name in CATEGORIES}}
 
 
 def _delete(rows: QuerySet[Any]) -> int:

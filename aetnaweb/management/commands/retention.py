@@ -59,5 +59,6 @@ class Command(BaseCommand):
             raise CommandError(f"retention job {job.pk} failed: {job.error}")
         removed = job.result.get("removed", {})
         verb_done = "would remove" if job.result.get("dry_run") else "removed"
-        summary = ", ".join(f"{count} {name}" for name, count in removed.items())
+        # In the documented order (a jsonb column does not keep key order).
+        summary = ", ".join(f"{removed.get(name, 0)} {name}" for name in retention.CATEGORIES)
         self.stdout.write(f"retention job {job.pk}: {verb_done} {summary}")
