@@ -367,8 +367,12 @@ class Command(BaseCommand):
             if options[name] is not None:
                 raise CommandError(f"--{name} cannot be used with --async (use --scope)")
         scope = _scope(options["scope"], "--scope") if options["scope"] is not None else None
-        bounds = {name: _instant(options[name], f"--{name}") for name in ("since", "until")}
-        job = start_export(principal=access.system_principal(), scope=scope, **bounds)
+        job = start_export(
+            principal=access.system_principal(),
+            scope=scope,
+            since=_instant(options["since"], "--since"),
+            until=_instant(options["until"], "--until"),
+        )
         job.refresh_from_db()
         where = exports_dir()
         if job.has_file:  # the immediate backend ran it on commit
