@@ -84,6 +84,7 @@ def start_retention(
     return job
 
 
+@storable_text_arguments
 def run_retention_now(
     *, principal: Principal, dry_run: bool = False, started_by: str | None = None
 ) -> Job:

@@ -311,3 +311,10 @@ def test_the_exports_page_query_count_is_bounded(client, auditor, django_assert_
         start_export(principal=operator_principal(auditor), scope=ALICE)
     with django_assert_max_num_queries(12):
         assert client.get(reverse("audit:exports")).status_code == 200
+
+
+def test_the_job_page_query_count_is_bounded(client, auditor, django_assert_max_num_queries):
+    append(ALICE)
+    job = run_export(start_export(principal=operator_principal(auditor), scope=ALICE).pk)
+    with django_assert_max_num_queries(8):
+        assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 200

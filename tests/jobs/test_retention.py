@@ -227,3 +227,12 @@ def test_the_maintenance_page_query_count_is_bounded(client, django_assert_max_n
         retention.run_retention_now(principal=SYSTEM, dry_run=True)
     with django_assert_max_num_queries(15):
         assert client.get(reverse("maintenance:index")).status_code == 200
+
+
+def test_a_malformed_actor_is_refused_and_writes_nothing():
+    from aetnaweb.text import UnstorableText
+
+    for call in (retention.start_retention, retention.run_retention_now):
+        with pytest.raises(UnstorableText):
+            call(principal=SYSTEM, started_by="cron\x00")
+    assert not Job.objects.exists()
