@@ -50,3 +50,14 @@ def test_a_job_may_be_retried_when_it_failed_or_went_silent():
     assert job.may_retry
     job.status = "done"
     assert not job.may_retry and not job.has_file
+
+
+def test_an_export_folder_inside_the_static_folder_stops_start_up(settings, tmp_path):
+    from jobs.checks import export_dir_is_not_public
+
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.AETNAWEB_EXPORT_DIR = tmp_path / "exports"
+    assert export_dir_is_not_public() == []
+    settings.AETNAWEB_EXPORT_DIR = tmp_path / "static" / "exports"
+    [error] = export_dir_is_not_public()
+    assert error.id == "jobs.E001" and "served to anyone" in error.msg
