@@ -33,10 +33,10 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from access.models import IdempotencyKey, LoginThrottle, RateLimitWindow
+from access.ratelimits import WINDOW_SECONDS
 from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
-from aetnaweb.models import IdempotencyKey, LoginThrottle, RateLimitWindow
-from aetnaweb.ratelimits import WINDOW_SECONDS
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import append_event

@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from access.models import ScopeGrant
 from aetnaweb.access import SYSTEM, AccessDenied, operator_principal
-from aetnaweb.models import ScopeGrant
 from audit.exports import ExportError, run_export, start_export
 from audit.models import AuditEvent
 from audit.tasks import export_job

@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from access.models import IdempotencyKey, LoginThrottle, RateLimitWindow
+from access.tokens import create_token
 from aetnaweb import retention
 from aetnaweb.access import SYSTEM, AccessDenied, operator_principal
-from aetnaweb.models import IdempotencyKey, LoginThrottle, RateLimitWindow
-from aetnaweb.tokens import create_token
 from audit.exports import run_export, start_export
 from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.services import create_checkpoint, run_verification, start_verification_run
