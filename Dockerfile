@@ -21,6 +21,7 @@ RUN useradd --system --uid 10001 --home-dir /app aetnaweb \
 COPY pyproject.toml README.md ./
 COPY aetnaweb ./aetnaweb
 COPY access ./access
+COPY jobs ./jobs
 COPY audit ./audit
 COPY memory ./memory
 COPY actions ./actions

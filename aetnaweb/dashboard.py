@@ -71,6 +71,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "review": access.has_capability_anywhere(principal, access.REVIEW),
             "audit": access.has_capability_anywhere(principal, access.AUDIT),
             "tokens": bool(access.administered_scopes(principal)),
+            "maintenance": bool(access.administered_scopes(principal)),
         }
     }
 

@@ -9,7 +9,9 @@ process can import it safely. ``python -m aetnaweb.instance`` (run by
   passes ``SECRET_KEY`` or ``SECRET_KEY_FILE`` instead; never generated there);
 - ``<data>/approval_key``: the development HMAC key that signs action
   approvals (``make run`` points ``AETNAWEB_APPROVAL_KEY_FILE`` at it);
-- ``<data>/staticfiles``: the folder WhiteNoise serves collected files from.
+- ``<data>/staticfiles``: the folder WhiteNoise serves collected files from;
+- ``<data>/exports`` (mode 0700): audit export files, downloaded only through
+  a login- and grant-checked view.
 
 This module imports nothing from Django, so it runs before settings can load.
 """
@@ -35,6 +37,10 @@ def data_dir() -> Path:
 
 def static_root() -> Path:
     return Path(os.environ.get("STATIC_ROOT", data_dir() / "staticfiles"))
+
+
+def exports_dir() -> Path:
+    return Path(os.environ.get("AETNAWEB_EXPORT_DIR", data_dir() / "exports"))
 
 
 def secret_key_path() -> Path:
@@ -77,6 +83,10 @@ def ensure_development_files() -> list[Path]:
     # 32 random bytes as hex: the approval authority needs at least 32 bytes.
     if _create_secret_file(approval_key_path(), secrets.token_hex(32)):
         created.append(approval_key_path())
+    exports = exports_dir()
+    if not exports.is_dir():
+        exports.mkdir(parents=True, exist_ok=True, mode=0o700)
+        created.append(exports)
     root = static_root()
     if not root.is_dir():
         root.mkdir(parents=True, exist_ok=True)

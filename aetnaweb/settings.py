@@ -37,6 +37,10 @@ Environment variables:
 - ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
   answer is replayed (default 86400); ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``:
   after how long a key still in flight may run again (default 120).
+- ``AETNAWEB_EXPORT_DIR``: where audit export files are written (default
+  ``<data>/exports``; never a static folder: files download through a checked view).
+- ``AETNAWEB_RETENTION_*``: how long the retention run keeps operational rows
+  (see docs/operators.md, "Retention"; evidence is never removed).
 
 A number that does not parse stops start-up with a sentence naming the variable.
 """
@@ -149,6 +153,7 @@ INSTALLED_APPS = [
     "aetnaweb",
     # Grants, API tokens (their rate limits and idempotency keys) and sign-in lockouts.
     "access",
+    "jobs",
     "audit",
     "memory",
     "actions",
@@ -284,6 +289,20 @@ if AETNAWEB_TASKS_BACKEND not in TASK_BACKENDS:
 TASKS = {
     "default": {"BACKEND": TASK_BACKENDS[AETNAWEB_TASKS_BACKEND], "QUEUES": ["default"]},
 }
+
+# Export files (audit exports written by a task worker). Created by
+# `python -m aetnaweb.instance` or the first export, never at import.
+AETNAWEB_EXPORT_DIR = Path(os.environ.get("AETNAWEB_EXPORT_DIR", instance.exports_dir()))
+
+# Retention (aetnaweb/retention.py, `manage.py retention run`): how long
+# operational rows are kept. Audit events, checkpoints, receipts and the
+# Merkle tree are evidence and are never removed.
+AETNAWEB_RETENTION_EXPORT_DAYS = env_int("AETNAWEB_RETENTION_EXPORT_DAYS", 7, minimum=1)
+AETNAWEB_RETENTION_TASK_RESULT_DAYS = env_int("AETNAWEB_RETENTION_TASK_RESULT_DAYS", 7, minimum=1)
+AETNAWEB_RETENTION_JOB_DAYS = env_int("AETNAWEB_RETENTION_JOB_DAYS", 90, minimum=1)
+AETNAWEB_RETENTION_LOGIN_THROTTLE_DAYS = env_int(
+    "AETNAWEB_RETENTION_LOGIN_THROTTLE_DAYS", 30, minimum=1
+)
 
 # --- Auth -------------------------------------------------------------------
 

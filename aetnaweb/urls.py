@@ -32,6 +32,8 @@ urlpatterns = [
     path("api/docs/", views.api_docs, name="api-docs"),
     path("access/tokens/", include(access_urls.tokens)),
     path("access/lockouts/", include(access_urls.lockouts)),
+    path("maintenance/", include("aetnaweb.maintenance_urls")),
+    path("jobs/", include("jobs.urls")),
     path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
     path("memory/", include("memory.urls")),

@@ -127,6 +127,48 @@ class EventFilterForm(StorableTextMixin, forms.Form):
         return bool(self.is_bound and self.is_valid() and self.filters())
 
 
+class ExportRequestForm(StorableTextMixin, forms.Form):
+    """Ask for an export file: a scope's subtree (empty: every chain) and an optional time range."""
+
+    scope = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="This scope's chain and every chain under it; empty for every chain.",
+        widget=forms.TextInput(attrs={"placeholder": "tenant:user:project", "autocomplete": "off"}),
+    )
+    since = forms.DateTimeField(
+        required=False,
+        input_formats=DATETIME_FORMATS,
+        label="From (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+    until = forms.DateTimeField(
+        required=False,
+        input_formats=DATETIME_FORMATS,
+        label="Until (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+    def clean_scope(self) -> str:
+        return clean_scope_value(self.cleaned_data.get("scope", ""))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since >= until:
+            self.add_error("until", "“Until” must be after “From”.")
+        return cleaned
+
+    def request(self) -> dict[str, Any]:
+        """The cleaned request as keyword arguments for ``audit.exports.start_export``."""
+        data = self.cleaned_data
+        return {
+            "scope": data.get("scope") or None,
+            "since": data["since"].astimezone(UTC) if data.get("since") else None,
+            "until": data["until"].astimezone(UTC) if data.get("until") else None,
+        }
+
+
 class VerifyChainForm(StorableTextMixin, forms.Form):
     """Start a verification run over one scope's chains."""
 

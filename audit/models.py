@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models.functions import Upper
-from django.utils import timezone
+
+from jobs.models import JobStatus
 
 
 class AuditEvent(models.Model):
@@ -135,7 +136,7 @@ class Checkpoint(models.Model):
         return f"checkpoint {self.checkpoint_sha256[:12]} ({self.subject_count} subjects)"
 
 
-class VerificationRun(models.Model):
+class VerificationRun(JobStatus, models.Model):
     """One verification of a scope's chains (or of every chain), with its progress.
 
     The dashboard polls this row while the run is ``running``; a run whose
@@ -149,7 +150,8 @@ class VerificationRun(models.Model):
         FAILED = "failed", "Failed"
         ERROR = "error", "Error (did not finish)"
 
-    STALE_AFTER_SECONDS = 300
+    # Queued / running / stale read the same way as every background job.
+    PROGRESS_FIELDS = ("events_checked", "total_events")
 
     scope = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (null = every chain)
     tenant = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (null for all/platform)
@@ -173,30 +175,6 @@ class VerificationRun(models.Model):
 
     def __str__(self) -> str:
         return f"verification #{self.pk} of {self.scope or 'every chain'}: {self.status}"
-
-    @property
-    def is_running(self) -> bool:
-        return self.status == self.Status.RUNNING
-
-    @property
-    def is_stale(self) -> bool:
-        """Still marked running but silent for minutes: the process that ran it is gone."""
-        if not self.is_running:
-            return False
-        return (timezone.now() - self.heartbeat_at).total_seconds() > self.STALE_AFTER_SECONDS
-
-    @property
-    def is_queued(self) -> bool:
-        """Recorded but not yet picked up by a task worker (its first act is a heartbeat)."""
-        return self.is_running and self.heartbeat_at == self.started_at
-
-    @property
-    def progress_percent(self) -> int:
-        if not self.is_running:
-            return 100
-        if not self.total_events:
-            return 0
-        return min(99, int(100 * self.events_checked / self.total_events))
 
 
 class AuditTreeLeaf(models.Model):

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", views.explorer, name="explorer"),
     path("events/<str:event_id>/", views.event_detail, name="event"),
     path("export.jsonl", views.export, name="export"),
+    path("exports/", views.exports, name="exports"),
     path("verify/", views.verify_start, name="verify"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("checkpoints/", views.checkpoints, name="checkpoints"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -24,7 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
@@ -41,7 +42,14 @@ from audit import merkle, selectors, tree
 from audit.canonical import canonical_json
 from audit.chain import row_event_hash
 from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
-from audit.forms import EventFilterForm, EvidenceUpload, EvidenceUploadForm, VerifyChainForm
+from audit.exports import ExportError, start_export
+from audit.forms import (
+    EventFilterForm,
+    EvidenceUpload,
+    EvidenceUploadForm,
+    ExportRequestForm,
+    VerifyChainForm,
+)
 from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.readable import event_summary
 from audit.receipts import verify_deletion_receipt
@@ -49,6 +57,8 @@ from audit.selectors import readable
 from audit.services import AuditError, create_checkpoint, start_verification_run
 from audit.status import ChainStatus, may_see_checkpoint, status_from_run
 from audit.verification import COLUMNS
+from jobs import selectors as job_selectors
+from jobs.models import Job
 
 EVENTS_PER_PAGE = 50
 CHECKPOINTS_PER_PAGE = 20
@@ -325,6 +335,56 @@ def export_filtered(principal: Principal, filters: dict[str, Any]) -> Iterator[s
         if page.next_before is None:
             return
         before = page.next_before
+
+
+# -- export files ----------------------------------------------------------------------
+
+RECENT_EXPORTS = 20
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def exports(request: HttpRequest) -> HttpResponse:
+    """The Exports page: ask for an export file (POST queues a job) and see your recent ones.
+
+    The direct "Export JSONL" link of the explorer streams small selections;
+    this queues the work for a task worker and offers the file, with its
+    SHA-256, once it is written.
+    """
+    principal = principal_for(request)
+    _require_anywhere(principal, access.AUDIT)
+    if request.method == "POST":
+        form = ExportRequestForm(request.POST)
+        if form.is_valid():
+            wanted = form.request()
+            target = Scope.parse(wanted["scope"]) if wanted["scope"] else Scope.platform()
+            if not access.may(principal, access.AUDIT, target):
+                # A form error, not a 404: the page is the person's own, and the
+                # message reveals nothing they did not type.
+                form.add_error(
+                    "scope",
+                    "You do not audit this scope; choose one of yours: "
+                    + (", ".join(str(s) for s in access.granted_scopes(principal, access.AUDIT))),
+                )
+            else:
+                try:
+                    job = start_export(principal=principal, **wanted)
+                except ExportError as exc:
+                    form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+                else:
+                    return redirect("jobs:detail", job_id=job.pk)
+        status = 400
+    else:
+        initial = {name: request.GET[name] for name in ("scope",) if request.GET.get(name)}
+        form = ExportRequestForm(initial=initial)
+        status = 200
+    context = {
+        "form": form,
+        "jobs": job_selectors.recent_jobs(principal, kind=Job.Kind.EXPORT, limit=RECENT_EXPORTS),
+        "export_days": settings.AETNAWEB_RETENTION_EXPORT_DAYS,
+    }
+    return render_page(request, "audit/exports.html", context, status=status)
 
 
 # -- verification runs -----------------------------------------------------------------

@@ -20,3 +20,10 @@ def _fast_password_hashing(settings):
 def operator(django_user_model):
     """A plain signed-in-able user with no grants."""
     return django_user_model.objects.create_user(username="operator", password="pw-operator-1")
+
+
+@pytest.fixture(autouse=True)
+def _export_dir(settings, tmp_path):
+    """Never let a test write export files into the development data folder."""
+    settings.AETNAWEB_EXPORT_DIR = tmp_path / "exports"
+    return settings.AETNAWEB_EXPORT_DIR

@@ -73,7 +73,7 @@ def test_dockerfile_matches_the_project(dockerfile):
     # Every installed package and the folders settings read are copied in
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     installed = [name.rstrip("*") for name in packages["packages"]["find"]["include"]]
-    assert {"aetnaweb", "access", "audit", "memory", "actions"} <= set(installed)
+    assert {"aetnaweb", "access", "jobs", "audit", "memory", "actions"} <= set(installed)
     for folder in (*installed, "templates", "static"):
         assert re.search(rf"^COPY {folder} \./{folder}$", dockerfile, re.M), folder
     assert "collectstatic" in dockerfile and re.search(r"^USER aetnaweb$", dockerfile, re.M)

@@ -150,9 +150,11 @@ def test_the_setup_step_creates_private_keys_once(tmp_path):
     key = (tmp_path / "secret_key").read_text()
     approval = (tmp_path / "approval_key").read_text()
     second = run(tmp_path, "-m", "aetnaweb.instance")
-    # Then the first created both keys (owner-only) and the static folder, the second nothing
+    # Then the first created both keys (owner-only), the exports and static folders, the
+    # second nothing
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    assert first.stdout.count("created") == 3 and second.stdout == ""
+    assert first.stdout.count("created") == 4 and second.stdout == ""
+    assert (tmp_path / "exports").stat().st_mode & 0o777 == 0o700
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "approval_key").stat().st_mode & 0o777 == 0o600
     assert len(key) >= 64 and len(bytes.fromhex(approval)) == 32

@@ -624,6 +624,8 @@ def test_run_page_says_a_queued_run_waits_for_a_task_worker(client):
     )
     body = client.get(reverse("audit:run", args=[run.pk])).content.decode()
     assert "No task worker picked it up" in body and "db_worker" in body
+    # With a retry button that asks for the same scope again
+    assert "Retry: verify acme:*:* again" in body and 'name="scope" value="acme:*:*"' in body
     # And after a worker ran it, the page shows the verdict
     run_verification(run.pk)
     body = client.get(reverse("audit:run", args=[run.pk])).content.decode()

@@ -201,12 +201,15 @@ def screenshot(page: Any, name: str, *, narrow: bool = False, full_page: bool = 
 
 
 @pytest.fixture
-def task_worker(transactional_db: None) -> Iterator[subprocess.Popen[str]]:
-    """A real `manage.py db_worker` on the test database, as `make serve` runs one."""
+def task_worker(transactional_db: None, _export_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """A real `manage.py db_worker` on the test database, as `make serve` runs one.
+
+    It writes export files where the live server (this process) reads them.
+    """
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.2"],
         cwd=REPO,
-        env=subprocess_env(),
+        env=subprocess_env() | {"AETNAWEB_EXPORT_DIR": str(_export_dir)},
         # Its log is not read; a pipe nobody drains would stall it.
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -5,6 +5,8 @@
     manage.py audit verify [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     manage.py audit checkpoint [--sink FILE]                 pin every chain, append to the sink
     manage.py audit export [--subject S] [--out FILE]        JSON Lines of the rows
+    manage.py audit export --async [--scope S] [--since T] [--until T]
+                                                  queue a file export (a worker writes it)
     manage.py audit keygen NAME --out FILE                   a checkpoint signing key (0600)
     manage.py audit public-key                               the verifier key to publish
     manage.py audit prove-consistency OLD NEW [--json]       does NEW extend OLD? (fork check)
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +42,13 @@ from audit.checkpoints import (
     read_checkpoint_lines,
     verify_checkpoints,
 )
+from audit.exports import ExportError, start_export
 from audit.models import Checkpoint
 from audit.receipts import verify_deletion_receipt
 from audit.services import AuditError, create_checkpoint, log_agent_event
 from audit.verification import verify_all, verify_subject
 from audit.witness import witness_cosign
+from jobs.services import exports_dir
 
 
 class _OneLineParser(CommandParser):
@@ -134,6 +139,15 @@ class Command(BaseCommand):
         export = verbs.add_parser("export", help="the rows as JSON Lines, by sequence")
         export.add_argument("--subject")
         export.add_argument("--out", help="write to FILE instead of stdout")
+        export.add_argument(
+            "--async",
+            dest="queued",
+            action="store_true",
+            help="queue an export of a subtree for the task worker (file under AETNAWEB_EXPORT_DIR)",
+        )
+        export.add_argument("--scope", help="with --async: the subtree to export (default: all)")
+        export.add_argument("--since", help="with --async: events created at or after (ISO 8601)")
+        export.add_argument("--until", help="with --async: events created before (ISO 8601)")
 
     def handle(self, *args: Any, verb: str, **options: Any) -> None:
         handler = getattr(self, "_" + verb.replace("-", "_"))
@@ -145,6 +159,7 @@ class Command(BaseCommand):
             notes.NoteError,
             access.AccessDenied,
             UnstorableText,
+            ExportError,
         ) as exc:
             raise CommandError(str(exc)) from exc
 
@@ -315,6 +330,12 @@ class Command(BaseCommand):
         self.stdout.write(cosigned, ending="")
 
     def _export(self, options: dict[str, Any]) -> None:
+        if options["queued"]:
+            self._export_queued(options)
+            return
+        for name in ("scope", "since", "until"):
+            if options[name] is not None:
+                raise CommandError(f"--{name} needs --async (the streamed export takes --subject)")
         subject = options["subject"]
         if subject is not None:
             subject = _scope(subject, "--subject")
@@ -340,6 +361,39 @@ class Command(BaseCommand):
             Path(temporary).unlink(missing_ok=True)
             raise
         self.stderr.write(f"exported {count} events to {out}")
+
+    def _export_queued(self, options: dict[str, Any]) -> None:
+        for name in ("subject", "out"):
+            if options[name] is not None:
+                raise CommandError(f"--{name} cannot be used with --async (use --scope)")
+        scope = _scope(options["scope"], "--scope") if options["scope"] is not None else None
+        job = start_export(
+            principal=access.system_principal(),
+            scope=scope,
+            since=_instant(options["since"], "--since"),
+            until=_instant(options["until"], "--until"),
+        )
+        job.refresh_from_db()
+        where = exports_dir()
+        if job.has_file:  # the immediate backend ran it on commit
+            self.stdout.write(f"{where / job.file_name}  sha256 {job.file_sha256}")
+        elif job.status == job.Status.ERROR:
+            raise CommandError(f"export job {job.pk} failed: {job.error}")
+        else:
+            self.stdout.write(
+                f"queued export job {job.pk}; a task worker (manage.py db_worker) writes it "
+                f"under {where}; see /jobs/{job.pk}/"
+            )
+
+
+def _instant(raw: str | None, what: str) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise CommandError(f"{what} is not an ISO-8601 date or time: {raw[:40]!r}") from exc
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _readable(event: Any) -> str:

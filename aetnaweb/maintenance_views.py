@@ -1,0 +1,98 @@
+"""The Maintenance page: retention runs and semantic reindexes, queued for the task worker.
+
+Admins only (of some scope for a reindex there; of the whole platform for
+retention and for reindexing every scope); anyone else gets a 404. The work
+runs in ``manage.py db_worker``, never in the web process; each start
+redirects to the job's page, which shows progress and the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from aetnaweb import access, retention
+from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.dashboard import dashboard_view, principal_for, render_page
+from aetnaweb.maintenance_forms import ReindexForm, RetentionForm
+from aetnaweb.scopes import Scope
+from jobs import selectors as job_selectors
+from jobs.models import Job
+from jobs.services import JobError
+from memory import vectors
+from memory.reindexing import start_reindex
+
+RECENT = 10
+
+
+def _require_some_admin(principal: Principal) -> None:
+    if not access.administered_scopes(principal):
+        raise AccessDenied(f"{principal.label} administers no scope")
+
+
+def _page(
+    request: HttpRequest,
+    *,
+    reindex_form: ReindexForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    principal = principal_for(request)
+    _require_some_admin(principal)
+    platform_admin = access.may_administer(principal, Scope.platform())
+    context: dict[str, Any] = {
+        "platform_admin": platform_admin,
+        "administered": [str(scope) for scope in access.administered_scopes(principal)],
+        "policy": retention.policy(),
+        "retention_form": RetentionForm(),
+        "retention_jobs": job_selectors.recent_jobs(
+            principal, kind=Job.Kind.RETENTION, limit=RECENT
+        ),
+        "reindex_form": reindex_form or ReindexForm(),
+        "reindex_jobs": job_selectors.recent_jobs(principal, kind=Job.Kind.REINDEX, limit=RECENT),
+        "semantic": vectors.status(),
+    }
+    last = context["retention_jobs"][0] if context["retention_jobs"] else None
+    context["last_retention"] = last
+    context["last_counts"] = sorted((last.result.get("removed") or {}).items()) if last else []
+    return render_page(request, "maintenance/index.html", context, status=status)
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def index(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+@require_POST
+@dashboard_view
+def retention_start(request: HttpRequest) -> HttpResponse:
+    """Queue a retention run (platform admins); the job's page shows what it removed."""
+    principal = principal_for(request)
+    form = RetentionForm(request.POST)
+    form.is_valid()  # one optional checkbox: any input is valid
+    job = retention.start_retention(
+        principal=principal, dry_run=bool(form.cleaned_data.get("dry_run"))
+    )
+    return redirect("jobs:detail", job_id=job.pk)
+
+
+@require_POST
+@dashboard_view
+def reindex_start(request: HttpRequest) -> HttpResponse:
+    """Queue a semantic reindex of one scope (its admins) or every scope (platform admins)."""
+    principal = principal_for(request)
+    _require_some_admin(principal)
+    form = ReindexForm(request.POST)
+    if not form.is_valid():
+        return _page(request, reindex_form=form, status=400)
+    try:
+        job = start_reindex(principal=principal, scope=form.cleaned_data["scope"] or None)
+    except JobError as exc:
+        form.add_error("scope", str(exc))
+        return _page(request, reindex_form=form, status=400)
+    return redirect("jobs:detail", job_id=job.pk)

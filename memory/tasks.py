@@ -1,0 +1,13 @@
+"""The memory engine's long work, as django.tasks tasks run by ``manage.py db_worker``."""
+
+from __future__ import annotations
+
+from django.tasks import task
+
+from memory.reindexing import run_reindex
+
+
+@task()
+def reindex_job(job_id: int) -> str:
+    """Run reindex job ``job_id`` and return its final status."""
+    return run_reindex(job_id).status
