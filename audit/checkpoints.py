@@ -100,6 +100,7 @@ def log_head() -> dict[str, Any]:
     v1 reader that does not know it still checks the rest. The caller holds
     the tree lock so the head and the pinned chains describe one moment.
     """
+    tree.integrate_pending()  # the head covers every event committed so far
     size = tree.tree_size()
     root = tree.root_at(size)
     head: dict[str, Any] = {"tree_size": size, "root_hash": base64.b64encode(root).decode()}

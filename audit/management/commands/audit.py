@@ -231,9 +231,10 @@ class Command(BaseCommand):
             problems += self._verdict(not failures, f"receipt {path}", failures)
         if subject is None:
             log_failures = tree.verify_log()
-            problems += self._verdict(
-                not log_failures, f"merkle log ({tree.tree_size()} leaves)", log_failures
-            )
+            waiting = tree.pending_count()
+            label = f"merkle log ({tree.tree_size()} leaves"
+            label += f", {waiting} newer events wait for the next batch)" if waiting else ")"
+            problems += self._verdict(not log_failures, label, log_failures)
         events = sum(report.events_checked for report in reports)
         if problems:
             raise CommandError(
