@@ -6,7 +6,8 @@ Usage::
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json [--public-key KEY]
-    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]
+    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]   (from the API,
+        the checkpoints page or audit prove-consistency --json)
 
 Opens the SQLite database read-only (or loads a ``manage.py audit export``
 file, one row per line, into a private in-memory database: the way to check a
@@ -1039,20 +1040,51 @@ def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple
     return failures, verdict
 
 
+def _bundle_side(bundle: dict[str, Any], side: str) -> tuple[int, bytes, str | None]:
+    """(tree size, root, note) of one side of a bundle; ``ValueError`` when malformed.
+
+    A signed side is its note; a ``<side>_head`` beside it must name the same
+    size and root. An unsigned side (note null) is its head alone.
+    """
+    note, head = bundle.get(side), bundle.get(f"{side}_head")
+    head_size = head_root = None
+    if head is not None:
+        if not isinstance(head, dict) or type(head.get("tree_size")) is not int:
+            raise ValueError(f"{side}_head needs an integer tree_size and a base64 root_hash")
+        head_size = head["tree_size"]
+        head_root = base64.b64decode(head.get("root_hash", ""), validate=True)
+    if note is None:
+        if head_size is None or head_root is None or len(head_root) != 32:
+            raise ValueError(f"the {side} checkpoint has neither a note nor a head")
+        return head_size, head_root, None
+    _, size, root, _, _ = parse_note(note)
+    if head_size is not None and (head_size, head_root) != (size, root):
+        raise ValueError(f"{side}_head names a different tree size or root than its note")
+    return size, root, note
+
+
 def verify_consistency_bundle(bundle: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
-    """An ``audit prove-consistency --json`` bundle: two checkpoint notes and the proof."""
+    """A consistency bundle (``audit prove-consistency --json``, the API, the checkpoints page).
+
+    Both checkpoints (signed notes, or unsigned heads), then the RFC 9162
+    proof that the newer tree extends the older one. The bundle's own
+    ``consistent``/``failures`` are the server's say-so and are ignored.
+    """
     if not isinstance(bundle, dict) or not isinstance(bundle.get("proof"), list):
         return ["consistency bundle needs old, new and proof"], "not signed"
     try:
-        _, old_size, old_root, _, _ = parse_note(bundle.get("old"))
-        _, new_size, new_root, _, _ = parse_note(bundle.get("new"))
+        old_size, old_root, old_note = _bundle_side(bundle, "old")
+        new_size, new_root, new_note = _bundle_side(bundle, "new")
         proof = [base64.b64decode(item, validate=True) for item in bundle["proof"]]
     except (ValueError, TypeError, binascii.Error) as exc:
         return [f"consistency bundle is malformed: {exc}"], "not signed"
-    verdicts = {note_signature_verdict(bundle[k], key) for k in ("old", "new")}
-    verdict = verdicts.pop() if len(verdicts) == 1 else "invalid"
+    verdicts = {
+        "not signed" if note is None else note_signature_verdict(note, key)
+        for note in (old_note, new_note)
+    }
+    verdict = verdicts.pop() if len(verdicts) == 1 else "mixed: " + ", ".join(sorted(verdicts))
     failures = []
-    if verdict == "invalid":
+    if "invalid" in verdict:
         failures.append("a checkpoint in the bundle is not signed by the given key")
     try:
         verify_consistency(old_size, new_size, old_root, new_root, proof)

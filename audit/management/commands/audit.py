@@ -274,7 +274,7 @@ class Command(BaseCommand):
             row = Checkpoint.objects.filter(pk=int(reference)).first()
             if row is None:
                 raise CommandError(f"no checkpoint with ID {reference}")
-            return LogHead.parse(row.document)
+            return LogHead.parse(row.document, checkpoint_id=row.pk)
         return LogHead.parse(_read(reference, "checkpoint"))
 
     def _prove_consistency(self, options: dict[str, Any]) -> None:
