@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aetnaweb.access import SYSTEM
-from audit import selectors
+from audit import notes, selectors
 from audit.models import Checkpoint
 from audit.services import create_checkpoint
 from tests.audit.conftest import append
@@ -16,7 +16,6 @@ from tests.audit.test_consistency_bundles import (
     check_offline,
     checkpoint_after,
     fork,
-    signer,  # noqa: F401  (a fixture)
 )
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +24,16 @@ PATH = "/audit/checkpoints/consistency"
 
 
 @pytest.fixture
-def pair(signer):  # noqa: F811  (the fixture imported above)
+def signer(tmp_path, settings) -> notes.SignerKey:
+    key = notes.SignerKey.generate("aetnaweb.test/audit")
+    path = tmp_path / "checkpoint_key"
+    notes.write_private_key(path, key)
+    settings.AETNAWEB_CHECKPOINT_KEY_FILE = str(path)
+    return key
+
+
+@pytest.fixture
+def pair(signer):
     """Two signed checkpoints pinning alice's chain only."""
     principal = alice_auditor_principal()
     return checkpoint_after(2, principal=principal), checkpoint_after(3, principal=principal)
@@ -35,7 +43,7 @@ def test_an_auditor_token_gets_the_bundle_and_the_tool_verifies_it(
     make_api,
     pair,
     signer,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ):
     old, new = pair
     response = make_api("acme:alice:*", ["audit"]).get(PATH, {"old": old.pk, "new": new.pk})
@@ -48,7 +56,7 @@ def test_an_auditor_token_gets_the_bundle_and_the_tool_verifies_it(
     assert latest.data["new_head"]["checkpoint_id"] == new.pk
 
 
-def test_a_fork_is_a_200_that_says_so(make_api, pair, signer):  # noqa: F811
+def test_a_fork_is_a_200_that_says_so(make_api, pair, signer):
     old, new = pair
     fork(old, signer)
     response = make_api("acme:alice:*", ["audit"]).get(PATH, {"old": old.pk, "new": new.pk})
