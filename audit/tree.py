@@ -68,30 +68,6 @@ def split_frontier(text: str) -> list[bytes]:
     return [bytes.fromhex(text[i : i + 64]) for i in range(0, len(text), 64)]
 
 
-def append_leaf(
-    cursor: object, *, sequence: int, event_hash: str, state: tuple[int, str] | None = None
-) -> int:
-    """Add the event at ``sequence`` as the next leaf now; returns its leaf index.
-
-    The one-leaf form of :func:`integrate_pending` (tests and tools that
-    build a tree leaf by leaf). ``cursor`` is the caller's open cursor; the
-    caller holds the tree lock. ``state`` is (size, frontier) when the caller
-    already read it in the same transaction.
-    """
-    if state is None:
-        state = _read_state(cursor)
-    size, frontier_text = state
-    leaves, nodes, frontier = _extend(split_frontier(frontier_text), size, [(sequence, event_hash)])
-    _write_batch(cursor, leaves, nodes, size + 1, frontier)
-    return size
-
-
-def _read_state(cursor: object) -> tuple[int, str]:
-    cursor.execute(_STATE_SQL)  # type: ignore[attr-defined]
-    row = cursor.fetchone()  # type: ignore[attr-defined]
-    return (int(row[0]), row[1] or "") if row else (0, "")
-
-
 def _extend(
     frontier: list[bytes], size: int, events: Iterable[tuple[int, str]]
 ) -> tuple[list[tuple[int, int, str]], list[tuple[int, str]], list[bytes]]:
