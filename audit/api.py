@@ -1,9 +1,10 @@
 """HTTP endpoints for auditor tokens, under ``/api/v1/audit/`` (capability ``audit``).
 
 Verify the chains inside the token's subtree, export their events as JSON
-Lines, and create a checkpoint of them to keep elsewhere. A token only ever
-sees the chains of its own subtree: chains elsewhere are neither verified,
-exported nor pinned, and naming one is a 404.
+Lines, create a checkpoint of them to keep elsewhere, and fetch the
+consistency bundle between two checkpoints. A token only ever sees the
+chains of its own subtree: chains elsewhere are neither verified, exported
+nor pinned, and naming one (or a checkpoint pinning one) is a 404.
 """
 
 from __future__ import annotations
@@ -13,20 +14,23 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import NinjaAPI, Query, Router, Schema
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
+    ApiError,
     ScopeStr,
     document_error_codes,
+    not_found,
     principal_of,
     require,
     require_capability,
 )
 from audit import selectors
 from audit.canonical import canonical_json
-from audit.checkpoints import CheckpointError
+from audit.checkpoints import CONSISTENCY_BUNDLE_FORMAT, CheckpointError
+from audit.models import Checkpoint
 from audit.services import create_checkpoint
 from audit.verification import verify_subjects
 
@@ -159,8 +163,121 @@ def checkpoint(request: HttpRequest) -> HttpResponse:
     return response
 
 
+_ROOT_EXAMPLE = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+_NOTE_EXAMPLE = (
+    "example.org/audit\n{size}\n" + _ROOT_EXAMPLE + "\n\n"
+    "\u2014 example.org/audit AbCdEf3oJ1f0VxqQmJx0k9Q...=\n"
+)
+_BUNDLE_EXAMPLE: dict[str, Any] = {
+    "format": CONSISTENCY_BUNDLE_FORMAT,
+    "old": _NOTE_EXAMPLE.format(size=12),
+    "new": _NOTE_EXAMPLE.format(size=40),
+    "old_head": {
+        "checkpoint_id": 3,
+        "created_at": "2026-05-01T09:00:00.000000Z",
+        "checkpoint_sha256": "9f2c...64 hex",
+        "tree_size": 12,
+        "root_hash": _ROOT_EXAMPLE,
+        "signed": True,
+    },
+    "new_head": {
+        "checkpoint_id": 7,
+        "created_at": "2026-05-02T09:00:00.000000Z",
+        "checkpoint_sha256": "41be...64 hex",
+        "tree_size": 40,
+        "root_hash": _ROOT_EXAMPLE,
+        "signed": True,
+    },
+    "proof": [_ROOT_EXAMPLE, _ROOT_EXAMPLE, _ROOT_EXAMPLE],
+    "consistent": True,
+    "fork": False,
+    "failures": [],
+    "signatures": {"old": "verified", "new": "verified"},
+}
+_MAX_ID = 2**63 - 1
+
+
+class ConsistencyQuery(Schema):
+    old: int = Field(
+        ..., ge=1, le=_MAX_ID, description="ID of the older checkpoint (as the dashboard lists it)."
+    )
+    new: int | None = Field(
+        None,
+        ge=1,
+        le=_MAX_ID,
+        description="ID of the newer checkpoint; default: the newest one the token may see.",
+    )
+
+
+class LogHeadOut(Schema):
+    checkpoint_id: int
+    created_at: str
+    checkpoint_sha256: str
+    tree_size: int
+    root_hash: str = Field(description="Base64 of the 32-byte RFC 6962 root.")
+    signed: bool
+
+
+class ConsistencyBundleOut(Schema):
+    """A self-contained consistency bundle (docs/auditors.md), checked offline with
+    ``python3 tools/verify_audit.py --consistency BUNDLE --public-key KEY``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_BUNDLE_EXAMPLE]})
+
+    format: str = Field(description=f"Always {CONSISTENCY_BUNDLE_FORMAT}.")
+    old: str | None = Field(description="The older checkpoint's signed note; null if unsigned.")
+    new: str | None = Field(description="The newer checkpoint's signed note; null if unsigned.")
+    old_head: LogHeadOut
+    new_head: LogHeadOut
+    proof: list[str] = Field(description="RFC 9162 consistency proof, base64 hashes.")
+    consistent: bool = Field(description="This server's verdict: NEW extends OLD.")
+    fork: bool = Field(description="True when the log cannot show NEW extends OLD (rewritten).")
+    failures: list[str] = Field(description="Why not consistent (a FORK line, a bad signature).")
+    signatures: dict[str, str] = Field(
+        description="Each note's signature by this server's key: verified, invalid, "
+        "not signed, or not checked (no key configured here)."
+    )
+
+
+@router.get(
+    "/checkpoints/consistency",
+    response={200: ConsistencyBundleOut, 503: ERROR_RESPONSES[400], **ERROR_RESPONSES},
+    summary="Prove that a newer checkpoint extends an older one (or flag a fork)",
+    operation_id="checkpoint_consistency_bundle",
+)
+def consistency(request: HttpRequest, params: Query[ConsistencyQuery]) -> dict[str, Any]:
+    """The consistency bundle between checkpoint ``old`` and checkpoint ``new`` (default:
+    the newest the token may see): both signed notes, their sizes and roots, and the
+    RFC 9162 proof from this log. Keep it with your checkpoints and check it offline with
+    ``tools/verify_audit.py --consistency``. A fork (the log no longer extends the older
+    checkpoint) is a 200 with ``consistent: false, fork: true`` and the reason. Both must
+    be checkpoints that pin only chains the token may audit, else 404. Capability ``audit``."""
+    require_capability(request, access.AUDIT)
+    try:
+        return selectors.consistency_bundle(
+            principal_of(request), old_id=params.old, new_id=params.new
+        )
+    except Checkpoint.DoesNotExist as exc:
+        raise not_found() from exc
+    except CheckpointError as exc:
+        if exc.field is None:  # the server's own key could not be read
+            raise ApiError(503, "checkpoint_unavailable", str(exc)) from exc
+        raise ApiError(400, "checkpoint_not_provable", str(exc), exc.field) from exc
+
+
 def mount(api: NinjaAPI) -> None:
     api.add_router("/audit/", router)
     document_error_codes(
-        503, {"checkpoint_unavailable": "the server could not keep its own checkpoint copy"}
+        503,
+        {
+            "checkpoint_unavailable": "the server could not keep its own checkpoint copy, or"
+            " read its checkpoint key"
+        },
+    )
+    document_error_codes(
+        400,
+        {
+            "checkpoint_not_provable": "no consistency proof answers this pair (a checkpoint "
+            "from before the Merkle log, the older one given as new, an empty log)"
+        },
     )

@@ -29,11 +29,22 @@ from audit.chain import utc_now_iso
 from audit.models import AuditSubject
 
 CHECKPOINT_FORMAT = "aetnamem-checkpoint-v1"
+CONSISTENCY_BUNDLE_FORMAT = "aetnaweb-consistency-bundle-v1"
+# The failures of prove_consistency that mean a rewritten history, not a bad signature.
+FORK_PREFIXES = ("FORK:", "this log cannot prove")
 _LOOKUP_BATCH = 500
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be issued, or input that is not a v1 checkpoint file."""
+    """A checkpoint that cannot be issued, or input that is not a v1 checkpoint file.
+
+    ``field`` names the request argument at fault when there is one (``old``,
+    ``new``), so the API and the page can point at it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def checkpoint_digest(document: dict[str, Any]) -> str:
@@ -100,6 +111,7 @@ def log_head() -> dict[str, Any]:
     v1 reader that does not know it still checks the rest. The caller holds
     the tree lock so the head and the pinned chains describe one moment.
     """
+    tree.integrate_pending()  # the head covers every event committed so far
     size = tree.tree_size()
     root = tree.root_at(size)
     head: dict[str, Any] = {"tree_size": size, "root_hash": base64.b64encode(root).decode()}
@@ -312,9 +324,14 @@ class LogHead:
     size: int
     root: bytes
     note: str | None = None
+    # Where the head came from, for a bundle's reader: the stored checkpoint's
+    # ID, created_at and checkpoint_sha256 (empty for a bare note).
+    source: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def from_document(cls, document: dict[str, Any]) -> LogHead:
+    def from_document(
+        cls, document: dict[str, Any], *, checkpoint_id: int | None = None
+    ) -> LogHead:
         log = document.get("log")
         if not isinstance(log, dict):
             raise CheckpointError("this checkpoint predates the Merkle log: it has no log head")
@@ -322,15 +339,34 @@ class LogHead:
             root = base64.b64decode(log["root_hash"], validate=True)
         except (binascii.Error, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError("the checkpoint's log root_hash is not base64") from exc
-        return cls(int(log["tree_size"]), root, log.get("note") or None)
+        source = {
+            "checkpoint_id": checkpoint_id,
+            "created_at": document.get("created_at"),
+            "checkpoint_sha256": document.get("checkpoint_sha256"),
+        }
+        return cls(
+            int(log["tree_size"]),
+            root,
+            log.get("note") or None,
+            tuple((key, value) for key, value in source.items() if value is not None),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The head as a bundle carries it: size, base64 root, where it came from."""
+        return {
+            **dict(self.source),
+            "tree_size": self.size,
+            "root_hash": base64.b64encode(self.root).decode(),
+            "signed": self.note is not None,
+        }
 
     @classmethod
-    def parse(cls, text: str) -> LogHead:
+    def parse(cls, text: str, *, checkpoint_id: int | None = None) -> LogHead:
         """A checkpoint note, or the last v1 JSON line of a checkpoint file."""
         if text.lstrip().startswith("{"):
             lines = [line for line in text.splitlines() if line.strip()]
             document = parse_checkpoint_line(lines[-1], line_number=len(lines))
-            return cls.from_document(document)
+            return cls.from_document(document, checkpoint_id=checkpoint_id)
         try:
             note = notes.parse_checkpoint(text)
         except notes.NoteError as exc:
@@ -350,12 +386,31 @@ class ConsistencyVerdict:
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def fork(self) -> bool:
+        """The log cannot show that NEW extends OLD: one of the two histories was rewritten."""
+        return any(failure.startswith(FORK_PREFIXES) for failure in self.failures)
+
     def bundle(self, old: LogHead, new: LogHead) -> dict[str, Any]:
-        """What ``tools/verify_audit.py --consistency`` checks offline."""
+        """The self-contained bundle ``tools/verify_audit.py --consistency`` checks offline.
+
+        ``old`` and ``new`` are the signed notes (null for an unsigned head; the
+        keys and the ``proof`` are what earlier bundles held, so a witness reads
+        either); ``old_head``/``new_head`` give each size and root in the clear
+        and which checkpoint it came from. ``consistent`` and ``failures`` are
+        this server's verdict, for a reader: the tool recomputes its own.
+        """
         return {
+            "format": CONSISTENCY_BUNDLE_FORMAT,
             "old": old.note,
             "new": new.note,
+            "old_head": old.describe(),
+            "new_head": new.describe(),
             "proof": [base64.b64encode(node).decode() for node in self.proof],
+            "consistent": self.ok,
+            "fork": self.fork,
+            "failures": list(self.failures),
+            "signatures": dict(self.signatures),
         }
 
 

@@ -240,6 +240,10 @@ def log_proof_for(event: AuditEvent) -> dict[str, Any]:
     no signing key configured the head is given unsigned (``root_hash``), and a
     holder can check inclusion but not who vouches for the root.
     """
+    # The event's own transaction holds the tree lock: integrating the pending
+    # batch (this event included) here is what makes it a leaf to prove.
+    tree.lock_tree()  # already held (re-entrant); says so where it matters
+    tree.integrate_pending()
     found = tree.proof_for_sequence(event.sequence)
     if found is None:
         raise tree.TreeError(f"event #{event.sequence} is not a leaf of the Merkle log")

@@ -36,7 +36,7 @@ from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
-from audit.checkpoints import CHECKPOINT_FORMAT
+from audit.checkpoints import CHECKPOINT_FORMAT, CheckpointError, LogHead, prove_consistency
 from audit.models import (
     AuditDailyCount,
     AuditEvent,
@@ -498,3 +498,49 @@ def latest_checkpoint(principal: Principal) -> Checkpoint | None:
         except Checkpoint.DoesNotExist:
             continue
     return None
+
+
+def _log_head_of(checkpoint: Checkpoint, which: str) -> LogHead:
+    try:
+        return LogHead.parse(checkpoint.document, checkpoint_id=checkpoint.pk)
+    except CheckpointError as exc:
+        raise CheckpointError(
+            f"checkpoint {checkpoint.pk} predates the Merkle log: it has no log head to prove "
+            "anything about; pick a later one",
+            field=which,
+        ) from exc
+
+
+def consistency_bundle(principal: Principal, *, old_id: int, new_id: int | None) -> dict[str, Any]:
+    """The offline bundle proving that checkpoint ``new_id`` extends ``old_id``, or flagging a fork.
+
+    ``new_id`` ``None`` means the newest checkpoint the principal may see. Both
+    must be checkpoints the principal may see (else ``Checkpoint.DoesNotExist``,
+    a 404 that never says which); a request no proof can answer (a checkpoint
+    from before the log, the older one given second, an empty log) is a
+    :class:`CheckpointError` naming the argument. A fork is an answer, not an
+    error: the bundle says ``"consistent": false, "fork": true`` and why.
+    """
+    old_checkpoint = get_checkpoint(principal, old_id)
+    new_checkpoint = (
+        get_checkpoint(principal, new_id) if new_id is not None else latest_checkpoint(principal)
+    )
+    if new_checkpoint is None:  # the recent ones all pin chains beyond the principal's grants
+        raise CheckpointError(
+            "none of the newest checkpoints is one you may see: name the newer one (new)",
+            field="new",
+        )
+    old, new = _log_head_of(old_checkpoint, "old"), _log_head_of(new_checkpoint, "new")
+    if old.size > new.size:
+        raise CheckpointError(
+            f"checkpoint {old_checkpoint.pk} has {old.size} leaves and checkpoint "
+            f"{new_checkpoint.pk} {new.size}: give the older (smaller) one as old",
+            field="old",
+        )
+    if old.size == 0:
+        raise CheckpointError(
+            f"checkpoint {old_checkpoint.pk} is of an empty log: every log extends it, so there "
+            "is nothing to prove; pick a later one",
+            field="old",
+        )
+    return prove_consistency(old, new).bundle(old, new)

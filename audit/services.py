@@ -11,8 +11,11 @@ subject so that no two writers chain onto the same head:
 - PostgreSQL: a transaction-scoped advisory lock keyed on the subject is taken
   before the head is read and released at commit or rollback.
 
-Every event is also the next leaf of the global Merkle log (:mod:`audit.tree`),
-in the same transaction. The tree is one for all subjects, so on PostgreSQL
+Every event is also the next leaf of the global Merkle log (:mod:`audit.tree`):
+its row fixes the leaf, and the leaf and tree nodes are written in batches
+(every ``tree.INTEGRATE_EVERY`` events, and before a checkpoint or a receipt's
+proof). Leaf order is sequence order only because every append takes the
+tree lock before its row gets a sequence. The tree is one for all subjects, so on PostgreSQL
 the tree lock is taken first, before the subject lock: a transaction that
 appends to several subjects then never holds a subject lock while waiting
 for the tree (no lock-order deadlock).
@@ -24,6 +27,7 @@ import hashlib
 import logging
 import os
 import time
+from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -43,7 +47,7 @@ from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
-from audit.tree import append_leaf, lock_tree
+from audit.tree import after_append, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
 logger = logging.getLogger(__name__)
@@ -65,17 +69,31 @@ MAX_CONTEXT_LENGTH = MAX_CONTEXT_CHARS  # one bound for session/turn IDs in ever
 MAX_ACTOR_LENGTH = 150
 MAX_EVENT_TYPE_LENGTH = 100
 
-# The chain head and the Merkle log's state in one round trip.
+# The chain head and the Merkle log's newest leaf in one round trip (index
+# seeks only): the append decides from the latter whether a batch is due.
+# While the tree is empty, events count from the oldest one, so the decision
+# is the same on a fresh database and on one whose sequences start high.
 _HEAD_SQL = (
     "SELECT (SELECT event_hash FROM audit_log WHERE subject_id = %s"
     " ORDER BY sequence DESC LIMIT 1),"
-    " (SELECT size FROM audit_tree_state WHERE id = 1),"
-    " (SELECT frontier FROM audit_tree_state WHERE id = 1)"
+    " COALESCE((SELECT MAX(sequence) FROM audit_tree_leaf),"
+    " (SELECT MIN(sequence) - 1 FROM audit_log))"
 )
+_PREIMAGE_COLUMNS = (
+    "event_id",
+    "subject_id",
+    "event_type",
+    "created_at",
+    "actor",
+    "session_id",
+    "turn_id",
+    "record_id",
+    "prev_hash",
+)
+_INSERT_COLUMNS = (*_PREIMAGE_COLUMNS[:-1], "payload", "prev_hash", "event_hash")
 _INSERT_SQL = (
-    "INSERT INTO audit_log (event_id, subject_id, event_type, created_at, actor, session_id,"
-    " turn_id, record_id, payload, prev_hash, event_hash)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING sequence"
+    f"INSERT INTO audit_log ({', '.join(_INSERT_COLUMNS)})"  # noqa: S608  (constant column names)
+    f" VALUES ({', '.join(['%s'] * len(_INSERT_COLUMNS))}) RETURNING sequence"
 )
 # ON CONFLICT ... DO UPDATE reads the same on SQLite (3.24+) and PostgreSQL.
 # No race on the conflict: the subject lock is already held.
@@ -134,6 +152,117 @@ def _check_context(name: str, value: str | None) -> str | None:
     return value
 
 
+@dataclass(frozen=True)
+class _EventInput:
+    """An append's arguments once every one of them passed its check."""
+
+    scope: Scope
+    subject_id: str
+    event_type: str
+    actor: str
+    payload: dict[str, Any]
+    payload_text: str
+    session_id: str | None
+    turn_id: str | None
+    record_id: str | None
+
+
+def _check_event_type(event_type: Any) -> str:
+    if (
+        not isinstance(event_type, str)
+        or len(event_type) > MAX_EVENT_TYPE_LENGTH
+        or not EVENT_TYPE_RE.fullmatch(event_type)
+    ):
+        raise AuditError(
+            f"invalid event type {event_type!r}: expected dotted lower-case words "
+            f"of at most {MAX_EVENT_TYPE_LENGTH} characters",
+            field="event_type",
+        )
+    return event_type
+
+
+def _checked_input(
+    subject: Scope | str,
+    event_type: str,
+    actor: str,
+    payload: dict[str, Any],
+    context: tuple[str | None, str | None, str | None],
+) -> _EventInput:
+    """Every argument of an append checked, before any lock is taken or row written."""
+    try:
+        scope = Scope.parse(subject)
+    except ScopeError as exc:
+        raise AuditError(f"audit subject refused: {exc}") from exc
+    _check_event_type(event_type)
+    _check_actor(actor)
+    if not isinstance(payload, dict):
+        raise AuditError("an audit payload must be a JSON object", field="payload")
+    try:
+        payload_text = check_round_trip(payload)
+    except CanonicalJSONError as exc:
+        raise AuditError(f"audit payload refused: {exc}", field="payload") from exc
+    session_id, turn_id, record_id = context
+    return _EventInput(
+        scope=scope,
+        subject_id=str(scope),
+        event_type=event_type,
+        actor=actor,
+        payload=payload,
+        payload_text=payload_text,
+        session_id=_check_context("session_id", session_id),
+        turn_id=_check_context("turn_id", turn_id),
+        record_id=_check_context("record_id", record_id),
+    )
+
+
+def _insert_event(cursor: Any, event: _EventInput) -> tuple[AuditEvent, int | None]:
+    """Chain the event onto its subject's head and insert it; (the row, the newest leaf's sequence).
+
+    Raw SQL on the hot path: the ORM's query building cost more than the
+    database work (audit append is on every memory write).
+    """
+    cursor.execute(_HEAD_SQL, [event.subject_id])
+    head, last_leaf_sequence = cursor.fetchone()
+    row = AuditEvent(
+        event_id=new_event_id(),
+        subject_id=event.subject_id,
+        event_type=event.event_type,
+        created_at=utc_now_iso(),
+        actor=event.actor,
+        session_id=event.session_id,
+        turn_id=event.turn_id,
+        record_id=event.record_id,
+        payload=event.payload_text,
+        prev_hash=head,
+    )
+    row.event_hash = compute_event_hash(
+        **{name: getattr(row, name) for name in _PREIMAGE_COLUMNS}, payload=event.payload
+    )
+    cursor.execute(_INSERT_SQL, [getattr(row, name) for name in _INSERT_COLUMNS])
+    row.sequence = cursor.fetchone()[0]
+    return row, last_leaf_sequence
+
+
+def _count_event(cursor: Any, event: _EventInput, row: AuditEvent) -> None:
+    """The dashboard's bookkeeping: the subject index and the day's and the type's counters."""
+    scope = event.scope
+    cursor.execute(
+        _SUBJECT_UPSERT_SQL,
+        [
+            row.subject_id,
+            scope.tenant,
+            scope.user,
+            scope.project,
+            row.sequence,
+            row.event_hash,
+            row.created_at,
+        ],
+    )
+    day = connection.ops.adapt_datefield_value(date.fromisoformat(row.created_at[:10]))
+    cursor.execute(_DAILY_UPSERT_SQL, [row.subject_id, day])
+    cursor.execute(_TYPE_UPSERT_SQL, [row.subject_id, row.event_type])
+
+
 @storable_text_arguments
 def append_event(
     *,
@@ -148,105 +277,19 @@ def append_event(
     """Append one event to ``subject``'s chain inside the caller's transaction.
 
     Payloads hold digests, IDs and structure, never content (audit-log-v1
-    "What payloads may contain"); that is the caller's duty.
+    "What payloads may contain"); that is the caller's duty. The event joins
+    the Merkle log with the next batch (:func:`audit.tree.after_append`).
     """
     if not transaction.get_connection().in_atomic_block:
         raise AuditError("append_event must be called inside the caller's transaction.atomic()")
-    try:
-        scope = Scope.parse(subject)
-    except ScopeError as exc:
-        raise AuditError(f"audit subject refused: {exc}") from exc
-    subject_id = str(scope)
-    if (
-        not isinstance(event_type, str)
-        or len(event_type) > MAX_EVENT_TYPE_LENGTH
-        or not EVENT_TYPE_RE.fullmatch(event_type)
-    ):
-        raise AuditError(
-            f"invalid event type {event_type!r}: expected dotted lower-case words "
-            f"of at most {MAX_EVENT_TYPE_LENGTH} characters",
-            field="event_type",
-        )
-    _check_actor(actor)
-    if not isinstance(payload, dict):
-        raise AuditError("an audit payload must be a JSON object", field="payload")
-    try:
-        payload_text = check_round_trip(payload)
-    except CanonicalJSONError as exc:
-        raise AuditError(f"audit payload refused: {exc}", field="payload") from exc
-    session_id = _check_context("session_id", session_id)
-    turn_id = _check_context("turn_id", turn_id)
-    record_id = _check_context("record_id", record_id)
-
-    lock_tree()
-    lock_subject(subject_id)
-    event_id = new_event_id()
-    created_at = utc_now_iso()
-    # Raw SQL on the hot path: the ORM's query building cost more than the
-    # database work (audit append is on every memory write).
+    event = _checked_input(subject, event_type, actor, payload, (session_id, turn_id, record_id))
+    # Tree lock first, then the subject's (lock_subject takes both, in that order).
+    lock_subject(event.subject_id)
     with connection.cursor() as cursor:
-        cursor.execute(_HEAD_SQL, [subject_id])
-        head, tree_size, frontier = cursor.fetchone()
-        tree_state = (int(tree_size or 0), frontier or "")
-        event_hash = compute_event_hash(
-            event_id=event_id,
-            subject_id=subject_id,
-            event_type=event_type,
-            created_at=created_at,
-            actor=actor,
-            session_id=session_id,
-            turn_id=turn_id,
-            record_id=record_id,
-            payload=payload,
-            prev_hash=head,
-        )
-        cursor.execute(
-            _INSERT_SQL,
-            [
-                event_id,
-                subject_id,
-                event_type,
-                created_at,
-                actor,
-                session_id,
-                turn_id,
-                record_id,
-                payload_text,
-                head,
-                event_hash,
-            ],
-        )
-        sequence = cursor.fetchone()[0]
-        append_leaf(cursor, sequence=sequence, event_hash=event_hash, state=tree_state)
-        cursor.execute(
-            _SUBJECT_UPSERT_SQL,
-            [
-                subject_id,
-                scope.tenant,
-                scope.user,
-                scope.project,
-                sequence,
-                event_hash,
-                created_at,
-            ],
-        )
-        day = connection.ops.adapt_datefield_value(date.fromisoformat(created_at[:10]))
-        cursor.execute(_DAILY_UPSERT_SQL, [subject_id, day])
-        cursor.execute(_TYPE_UPSERT_SQL, [subject_id, event_type])
-    return AuditEvent(
-        sequence=sequence,
-        event_id=event_id,
-        subject_id=subject_id,
-        event_type=event_type,
-        created_at=created_at,
-        actor=actor,
-        session_id=session_id,
-        turn_id=turn_id,
-        record_id=record_id,
-        payload=payload_text,
-        prev_hash=head,
-        event_hash=event_hash,
-    )
+        row, last_leaf_sequence = _insert_event(cursor, event)
+        after_append(cursor, sequence=row.sequence, last_leaf_sequence=last_leaf_sequence)
+        _count_event(cursor, event, row)
+    return row
 
 
 AGENT_EVENT_PREFIX = "agent."

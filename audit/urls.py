@@ -18,6 +18,11 @@ urlpatterns = [
     path("checkpoints/", views.checkpoints, name="checkpoints"),
     path("checkpoints/create/", views.checkpoint_create, name="checkpoint_create"),
     path("checkpoints/verify/", views.evidence_verify, name="evidence_verify"),
+    path(
+        "checkpoints/consistency.json",
+        views.checkpoint_consistency,
+        name="checkpoint_consistency",
+    ),
     path("checkpoints/all.jsonl", views.checkpoint_download_all, name="checkpoint_download_all"),
     path(
         "checkpoints/<int:checkpoint_id>.jsonl",

@@ -282,22 +282,48 @@ class _ChainWalker:
             reports.append(report)
         return reports
 
+    def _canonical_payload_text(self, payload_text: Any) -> str:
+        """The payload's canonical text, or ``ValueError`` naming what is wrong with it.
+
+        Most payloads are stored flat and canonical: recognized by one regular
+        expression, not parsed. Payloads repeat few key sets: one already seen
+        in ascending order is a set lookup, not a sort (the set is capped:
+        constant memory). Anything else goes through the C scanner and
+        encoder, and what they refuse to :func:`_canonical_payload`, which
+        names the problem.
+        """
+        if type(payload_text) is str:
+            match = _flat_canonical(payload_text)
+            if match is not None:
+                groups = match.groups()
+                ordered = self._ordered_keys
+                if groups in ordered:
+                    return payload_text
+                keys = groups[: len(groups) - groups.count(None)]
+                if keys == tuple(sorted(set(keys))):
+                    if len(ordered) < _ORDERED_KEY_SETS:
+                        ordered.add(groups)
+                    return payload_text
+        try:
+            value, end = _scan_once(payload_text, 0)
+            if end != len(payload_text) or type(value) is not dict:
+                raise ValueError
+            return str(_encode_payload(value, 0)[0])
+        except (StopIteration, ValueError, TypeError):
+            return _canonical_payload(payload_text)
+
     def feed(self, rows: Iterable[tuple[Any, ...]]) -> int:
         """Check ``rows``; returns how many were read.
 
         The loop body is the whole cost of verification, so it is written
         flat: local names, one f-string for the preimage (the same bytes as
         ``canonical_json`` of the preimage dict, which the tests check
-        against :func:`audit.chain.compute_event_hash`), no calls but C ones
-        on the common path. A payload the one-scan path cannot take goes to
-        :func:`_canonical_payload`, which names the problem.
+        against :func:`audit.chain.compute_event_hash`), one Python call per
+        row (the payload's canonical text), C calls otherwise.
         """
         q = _quote
-        scan = _scan_once
-        encode = _encode_payload
         sha256 = hashlib.sha256
-        flat = _flat_canonical
-        ordered = self._ordered_keys
+        canonical = self._canonical_payload_text
         states = self._state
         count = 0
         for row in rows:
@@ -319,51 +345,25 @@ class _ChainWalker:
             state = states.get(subject_id)
             if state is None:
                 state = self._open(subject_id, sequence)
-            # Most payloads are stored flat and canonical: recognized, not parsed.
-            payload = None
-            if type(payload_text) is str:
-                match = flat(payload_text)
-                if match is not None:
-                    # Payloads repeat few key sets: one already seen in ascending order
-                    # is a set lookup, not a sort (the set is capped: constant memory).
-                    groups = match.groups()
-                    if groups in ordered:
-                        payload = payload_text
-                    else:
-                        keys = groups[: len(groups) - groups.count(None)]
-                        if keys == tuple(sorted(set(keys))):
-                            payload = payload_text
-                            if len(ordered) < _ORDERED_KEY_SETS:
-                                ordered.add(groups)
-            if payload is None:
-                try:
-                    value, end = scan(payload_text, 0)
-                    if end != len(payload_text) or type(value) is not dict:
-                        raise ValueError
-                    payload = encode(value, 0)[0]
-                except (StopIteration, ValueError, TypeError):
-                    try:
-                        payload = _canonical_payload(payload_text)
-                    except ValueError as exc:
-                        payload = None
-                        _fail(state[3], sequence, str(exc))
-            if payload is not None:
-                try:
-                    preimage = (
-                        f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
-                        f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
-                        f'"payload":{payload},'
-                        f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
-                        f'"record_id":{"null" if record_id is None else q(record_id)},'
-                        f'"session_id":{"null" if session_id is None else q(session_id)},'
-                        f'"subject_id":{q(subject_id)},'
-                        f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
-                    )
-                except TypeError:  # a column holding a number or bytes instead of text
-                    _fail(state[3], sequence, NOT_TEXT)
-                else:
-                    if sha256(preimage.encode()).hexdigest() != event_hash:
-                        _fail(state[3], sequence, BAD_HASH)
+            try:
+                payload = canonical(payload_text)
+                preimage = (
+                    f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
+                    f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
+                    f'"payload":{payload},'
+                    f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
+                    f'"record_id":{"null" if record_id is None else q(record_id)},'
+                    f'"session_id":{"null" if session_id is None else q(session_id)},'
+                    f'"subject_id":{q(subject_id)},'
+                    f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
+                )
+            except TypeError:  # a column holding a number or bytes instead of text
+                _fail(state[3], sequence, NOT_TEXT)
+            except ValueError as exc:  # the payload, worded by _canonical_payload
+                _fail(state[3], sequence, str(exc))
+            else:
+                if sha256(preimage.encode()).hexdigest() != event_hash:
+                    _fail(state[3], sequence, BAD_HASH)
             # A subject's first event expects a null prev_hash, which is the
             # state's starting value, so one comparison covers both rules.
             if prev_hash != state[0]:

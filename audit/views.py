@@ -495,8 +495,8 @@ def _with_consistency(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]
     older_of = {cp.pk: older for cp, older in pairwise(heads)}
     rows = []
     for cp in checkpoints:
-        row: dict[str, Any] = {"checkpoint": cp, "extends": None, "why": ""}
         older = older_of.get(cp.pk)
+        row: dict[str, Any] = {"checkpoint": cp, "extends": None, "why": "", "older": older}
         if older is not None and cp.pk not in pairs:
             row["extends"] = older.tree_size == 0  # a shrunken log cannot extend the older one
             row["why"] = "" if row["extends"] else "the log is smaller than an older checkpoint"
@@ -598,6 +598,49 @@ def checkpoint_download(request: HttpRequest, checkpoint_id: int) -> StreamingHt
         iter([checkpoint.document + "\n"]),
         f"checkpoint-{stamp}-{checkpoint.checkpoint_sha256[:12]}.jsonl",
     )
+
+
+def _checkpoint_id(request: HttpRequest, name: str, *, required: bool) -> int | None:
+    raw = request.GET.get(name, "")
+    if not raw and not required:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 2**63:
+        raise CheckpointError(f"{name} must be a checkpoint ID (a positive integer)", field=name)
+    return int(raw)
+
+
+@require_GET
+@dashboard_view
+def checkpoint_consistency(request: HttpRequest) -> HttpResponse:
+    """The consistency bundle between checkpoints ``old`` and ``new``, as a JSON download.
+
+    The same bundle as the API's, checked offline by ``tools/verify_audit.py
+    --consistency``. A fork is downloadable too: it is the evidence.
+    """
+    principal = principal_for(request)
+    _require_anywhere(principal, access.AUDIT)
+    try:
+        old_id = _checkpoint_id(request, "old", required=True)
+        new_id = _checkpoint_id(request, "new", required=False)
+        assert old_id is not None  # required=True
+        bundle = selectors.consistency_bundle(principal, old_id=old_id, new_id=new_id)
+    except Checkpoint.DoesNotExist as exc:
+        raise Http404("no such checkpoint") from exc
+    except CheckpointError as exc:
+        # Plain text (never rendered as HTML): the reason, for the person who clicked.
+        return HttpResponse(
+            f"{exc.field or 'checkpoint'}: {exc}\n",
+            status=400 if exc.field else 503,
+            content_type="text/plain; charset=utf-8",
+        )
+    old_head, new_head = bundle["old_head"], bundle["new_head"]
+    response = HttpResponse(canonical_json(bundle) + "\n", content_type="application/json")
+    response["Content-Disposition"] = (
+        f'attachment; filename="consistency-{old_head["checkpoint_id"]}'
+        f'-{new_head["checkpoint_id"]}.json"'
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_GET

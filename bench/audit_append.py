@@ -1,12 +1,21 @@
-"""Benchmark: audit appends per second on SQLite, one writer and four writer processes.
+"""Benchmark: audit appends per second on SQLite, with and without the Merkle log.
 
-    .venv/bin/python bench/audit_append.py [--appends 5000] [--writers 4]
+    .venv/bin/python bench/audit_append.py [--appends 5000] [--writers 4] [--rounds 3]
 
 Each append is its own transaction (``transaction.atomic()`` around
-``append_event``), as a memory write is: BEGIN IMMEDIATE, read the chain head,
-insert, update the subject index and the day's counter, append the event as a
-leaf of the Merkle log (read the frontier, write the leaf and the nodes it
-completes, write the frontier), commit. The database is a temporary file; the
+``append_event``), as a memory write is: BEGIN IMMEDIATE, read the chain head
+(and the newest leaf's sequence), insert, update the subject index and the
+day's and type's counters, commit; every ``tree.INTEGRATE_EVERY`` events the
+append also integrates the waiting events into the Merkle log (leaves and
+nodes in bulk, the frontier once).
+
+One writer runs ``--rounds`` rounds alternating two modes on fresh databases:
+*with the tree* (the code as shipped) and *without* (``--no-tree`` baseline:
+the Merkle log step of the append is skipped, which is today's linear-chain
+append), and prints appends per CPU-second for each and the ratio of the
+medians (issue 14's target: with >= 80% of without). Alternating rounds keeps
+a shared machine's noise from favouring one mode. Then ``--writers`` processes
+append concurrently (with the tree). The databases are temporary files; the
 chains and the Merkle log are verified at the end.
 """
 
@@ -56,12 +65,59 @@ def worker_main(directory: Path, worker: int, count: int) -> None:
     append_many(count, worker)
 
 
-def main() -> None:
-    from aetnaweb.access import SYSTEM
+def one_writer_round(appends: int, *, tree_on: bool) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) for ``appends`` appends on a fresh database."""
+    from audit import services
 
+    with tempfile.TemporaryDirectory(prefix="aetnaweb-bench-round-") as tmp:
+        _switch_database(Path(tmp))
+        original = services.after_append
+        if not tree_on:
+            services.after_append = lambda cursor, **kwargs: 0  # type: ignore[assignment]
+        try:
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            append_many(appends)
+            return time.perf_counter() - wall, cpu_seconds() - cpu
+        finally:
+            services.after_append = original  # type: ignore[assignment]
+
+
+def _switch_database(directory: Path) -> None:
+    """Point the default connection at a fresh, migrated database in ``directory``."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    connection.close()
+    connection.settings_dict["NAME"] = str(directory / "bench.sqlite3")
+    call_command("migrate", verbosity=0)
+
+
+def compare_modes(appends: int, rounds: int) -> None:
+    """One writer, with and without the tree, alternating; medians and their ratio."""
+    import statistics
+
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(rounds):
+        for tree_on in (False, True):
+            wall, cpu = one_writer_round(appends, tree_on=tree_on)
+            rates[tree_on].append(appends / cpu)
+            label = "with the tree   " if tree_on else "without (--no-tree)"
+            print(
+                f"  1 writer, {label}: {appends:,} appends in {wall:.2f} s = "
+                f"{appends / wall:,.0f}/s  (cpu {cpu:.2f} s = {appends / cpu:,.0f} per cpu-second)"
+            )
+    with_tree, without = statistics.median(rates[True]), statistics.median(rates[False])
+    print(
+        f"  median per cpu-second: with the tree {with_tree:,.0f}, without {without:,.0f}:"
+        f" ratio {with_tree / without:.0%}"
+    )
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--appends", type=int, default=5000, help="appends per writer")
     parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per mode")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--directory", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -74,18 +130,18 @@ def main() -> None:
         configure_django(directory)
         from django.db import connection
 
+        from aetnaweb.access import SYSTEM
+        from audit import tree
         from audit.verification import verify_all
 
         print(
-            f"append benchmark (SQLite, WAL, synchronous=NORMAL): {connection.settings_dict['NAME']}"
+            "append benchmark (SQLite, WAL, synchronous=NORMAL,"
+            f" a batch every {tree.INTEGRATE_EVERY} events)"
         )
-        wall, cpu = time.perf_counter(), cpu_seconds()
+        compare_modes(args.appends, args.rounds)
+        _switch_database(directory)
+        print(f"  concurrent writers on {connection.settings_dict['NAME']}")
         append_many(args.appends)
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
-        print(
-            f"  1 writer:  {args.appends:,} appends in {wall:.2f} s = {args.appends / wall:,.0f}/s"
-            f"  (cpu {cpu:.2f} s = {args.appends / cpu:,.0f} per cpu-second)"
-        )
 
         env = benchmark_environment(directory)
         workers = [
@@ -126,8 +182,6 @@ def main() -> None:
         expected = total + args.appends
         status = "ok" if report.ok and report.events_checked == expected else "FAILED"
         print(f"  chains verified after the run: {status} ({report.events_checked:,} events)")
-        from audit import tree
-
         log_failures = tree.verify_log()
         print(
             f"  Merkle log verified: {'ok' if not log_failures else 'FAILED'}"

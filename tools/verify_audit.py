@@ -6,7 +6,8 @@ Usage::
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json [--public-key KEY]
-    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]
+    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]   (from the API,
+        the checkpoints page or audit prove-consistency --json)
 
 Opens the SQLite database read-only (or loads a ``manage.py audit export``
 file, one row per line, into a private in-memory database: the way to check a
@@ -291,23 +292,62 @@ class ChainResult:
         return lines
 
 
+def _payload_reader() -> Callable[[Any], str]:
+    """A function: a stored payload's canonical text, or ``ValueError`` naming the problem.
+
+    Most payloads are stored flat and canonical: recognized
+    (``_is_flat_canonical``), not parsed, and hashed as stored. Payloads
+    repeat few key sets: one already seen in ascending order is a set lookup,
+    not a sort (the set is capped: constant memory, one per walk). Any other
+    payload is scanned and re-encoded; what that path cannot take goes to
+    ``_canonical_payload``, which names the problem.
+    """
+    ordered: set[tuple[str | None, ...]] = set()
+    flat, scan, encode = _flat_canonical, _scan_once, _encode_payload
+
+    def canonical(payload_text: Any) -> str:
+        if type(payload_text) is str:
+            match = flat(payload_text)
+            if match is not None:
+                groups = match.groups()
+                if groups in ordered:
+                    return payload_text
+                keys = groups[: len(groups) - groups.count(None)]
+                if keys == tuple(sorted(set(keys))):
+                    if len(ordered) < _ORDERED_KEY_SETS:
+                        ordered.add(groups)
+                    return payload_text
+        try:
+            value, end = scan(payload_text, 0)
+            if end != len(payload_text) or type(value) is not dict:
+                raise ValueError
+            return str(encode(value, 0)[0])
+        except (StopIteration, ValueError, TypeError):
+            return _canonical_payload(payload_text)
+
+    return canonical
+
+
+def _open_chain(subject_id: Any, sequence: Any) -> list[Any]:
+    """A new chain's state: [last event_hash, events seen, result]."""
+    name = subject_id if isinstance(subject_id, str) else repr(subject_id)
+    state = [None, 0, ChainResult(subject_id=name)]
+    if not is_canonical_subject(subject_id):
+        state[2].fail(sequence, BAD_SUBJECT)
+    return state
+
+
 def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
     """The chain rule over rows in ascending sequence, any number of subjects.
 
     Written flat because it is the whole cost: local names, one f-string per
     preimage (byte for byte ``canonical_json`` of the preimage dict, as
-    ``verify_event_hash`` computes it), only C calls on the common path: a
-    flat canonical payload is recognized (``_is_flat_canonical``) and hashed
-    as stored, any other is scanned and re-encoded; a payload the one-scan
-    path cannot take goes to ``_canonical_payload``, which names the problem.
+    ``verify_event_hash`` computes it), one Python call per row (the
+    payload's canonical text, ``_payload_reader``), C calls otherwise.
     """
     q = _quote
-    scan = _scan_once
-    encode = _encode_payload
     sha256 = hashlib.sha256
-    flat = _flat_canonical
-    ordered: set[tuple[str | None, ...]] = set()
-    # subject -> [last event_hash, events seen, result]
+    canonical = _payload_reader()
     states: dict[Any, list[Any]] = {}
     for row in rows:
         (
@@ -326,56 +366,26 @@ def _walk(rows: Iterable[Sequence[Any]]) -> list[ChainResult]:
         ) = row
         state = states.get(subject_id)
         if state is None:
-            name = subject_id if isinstance(subject_id, str) else repr(subject_id)
-            state = [None, 0, ChainResult(subject_id=name)]
-            states[subject_id] = state
-            if not is_canonical_subject(subject_id):
-                state[2].fail(sequence, BAD_SUBJECT)
-        # Most payloads are stored flat and canonical: recognized, not parsed.
-        payload = None
-        if type(payload_text) is str:
-            match = flat(payload_text)
-            if match is not None:
-                # Payloads repeat few key sets: one already seen in ascending order
-                # is a set lookup, not a sort (the set is capped: constant memory).
-                groups = match.groups()
-                if groups in ordered:
-                    payload = payload_text
-                else:
-                    keys = groups[: len(groups) - groups.count(None)]
-                    if keys == tuple(sorted(set(keys))):
-                        payload = payload_text
-                        if len(ordered) < _ORDERED_KEY_SETS:
-                            ordered.add(groups)
-        if payload is None:
-            try:
-                value, end = scan(payload_text, 0)
-                if end != len(payload_text) or type(value) is not dict:
-                    raise ValueError
-                payload = encode(value, 0)[0]
-            except (StopIteration, ValueError, TypeError):
-                try:
-                    payload = _canonical_payload(payload_text)
-                except ValueError as exc:
-                    payload = None
-                    state[2].fail(sequence, str(exc))
-        if payload is not None:
-            try:
-                preimage = (
-                    f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
-                    f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
-                    f'"payload":{payload},'
-                    f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
-                    f'"record_id":{"null" if record_id is None else q(record_id)},'
-                    f'"session_id":{"null" if session_id is None else q(session_id)},'
-                    f'"subject_id":{q(subject_id)},'
-                    f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
-                )
-            except TypeError:  # a column holding a number or bytes instead of text
-                state[2].fail(sequence, NOT_TEXT)
-            else:
-                if sha256(preimage.encode()).hexdigest() != event_hash:
-                    state[2].fail(sequence, BAD_HASH)
+            state = states[subject_id] = _open_chain(subject_id, sequence)
+        try:
+            payload = canonical(payload_text)
+            preimage = (
+                f'{{"actor":{q(actor)},"created_at":{q(created_at)},'
+                f'"event_id":{q(event_id)},"event_type":{q(event_type)},'
+                f'"payload":{payload},'
+                f'"prev_hash":{"null" if prev_hash is None else q(prev_hash)},'
+                f'"record_id":{"null" if record_id is None else q(record_id)},'
+                f'"session_id":{"null" if session_id is None else q(session_id)},'
+                f'"subject_id":{q(subject_id)},'
+                f'"turn_id":{"null" if turn_id is None else q(turn_id)}}}'
+            )
+        except TypeError:  # a column holding a number or bytes instead of text
+            state[2].fail(sequence, NOT_TEXT)
+        except ValueError as exc:  # the payload, worded by _canonical_payload
+            state[2].fail(sequence, str(exc))
+        else:
+            if sha256(preimage.encode()).hexdigest() != event_hash:
+                state[2].fail(sequence, BAD_HASH)
         # The first event must have a null prev_hash, the state's starting value.
         if prev_hash != state[0]:
             state[2].fail(sequence, FIRST_HAS_PREV if state[1] == 0 else BROKEN_LINK)
@@ -1039,20 +1049,51 @@ def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple
     return failures, verdict
 
 
+def _bundle_side(bundle: dict[str, Any], side: str) -> tuple[int, bytes, str | None]:
+    """(tree size, root, note) of one side of a bundle; ``ValueError`` when malformed.
+
+    A signed side is its note; a ``<side>_head`` beside it must name the same
+    size and root. An unsigned side (note null) is its head alone.
+    """
+    note, head = bundle.get(side), bundle.get(f"{side}_head")
+    head_size = head_root = None
+    if head is not None:
+        if not isinstance(head, dict) or type(head.get("tree_size")) is not int:
+            raise ValueError(f"{side}_head needs an integer tree_size and a base64 root_hash")
+        head_size = head["tree_size"]
+        head_root = base64.b64decode(head.get("root_hash", ""), validate=True)
+    if note is None:
+        if head_size is None or head_root is None or len(head_root) != 32:
+            raise ValueError(f"the {side} checkpoint has neither a note nor a head")
+        return head_size, head_root, None
+    _, size, root, _, _ = parse_note(note)
+    if head_size is not None and (head_size, head_root) != (size, root):
+        raise ValueError(f"{side}_head names a different tree size or root than its note")
+    return size, root, note
+
+
 def verify_consistency_bundle(bundle: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
-    """An ``audit prove-consistency --json`` bundle: two checkpoint notes and the proof."""
+    """A consistency bundle (``audit prove-consistency --json``, the API, the checkpoints page).
+
+    Both checkpoints (signed notes, or unsigned heads), then the RFC 9162
+    proof that the newer tree extends the older one. The bundle's own
+    ``consistent``/``failures`` are the server's say-so and are ignored.
+    """
     if not isinstance(bundle, dict) or not isinstance(bundle.get("proof"), list):
         return ["consistency bundle needs old, new and proof"], "not signed"
     try:
-        _, old_size, old_root, _, _ = parse_note(bundle.get("old"))
-        _, new_size, new_root, _, _ = parse_note(bundle.get("new"))
+        old_size, old_root, old_note = _bundle_side(bundle, "old")
+        new_size, new_root, new_note = _bundle_side(bundle, "new")
         proof = [base64.b64decode(item, validate=True) for item in bundle["proof"]]
     except (ValueError, TypeError, binascii.Error) as exc:
         return [f"consistency bundle is malformed: {exc}"], "not signed"
-    verdicts = {note_signature_verdict(bundle[k], key) for k in ("old", "new")}
-    verdict = verdicts.pop() if len(verdicts) == 1 else "invalid"
+    verdicts = {
+        "not signed" if note is None else note_signature_verdict(note, key)
+        for note in (old_note, new_note)
+    }
+    verdict = verdicts.pop() if len(verdicts) == 1 else "mixed: " + ", ".join(sorted(verdicts))
     failures = []
-    if verdict == "invalid":
+    if "invalid" in verdict:
         failures.append("a checkpoint in the bundle is not signed by the given key")
     try:
         verify_consistency(old_size, new_size, old_root, new_root, proof)

@@ -14,7 +14,7 @@ from django.db import migrations, models
 def backfill(apps: Any, schema_editor: Any) -> None:
     from audit import tree  # plain SQL over the tables this migration created
 
-    tree.rebuild_missing_leaves()
+    tree.integrate_pending()
 
 
 class Migration(migrations.Migration):

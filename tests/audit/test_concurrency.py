@@ -116,6 +116,8 @@ def test_concurrent_writer_processes_never_fork_a_chain(tmp_path):
     from audit import merkle, tree
     from audit.models import AuditTreeLeaf
 
+    tree.integrate()  # the last partial batch
+
     leaf_sequences = list(
         AuditTreeLeaf.objects.order_by("leaf_index").values_list("sequence", flat=True)
     )

@@ -269,18 +269,21 @@ def test_witness_cosigns_growth_and_refuses_forks_and_rollbacks(signer, tmp_path
     witness = notes.SignerKey.generate("witness.example/w1")
     state = tmp_path / "witness-state.json"
     append("acme:alice:proj")
+    tree.integrate()
     first = notes.sign_checkpoint(signer, 1, tree.root_at(1))
     cosigned = witness_cosign(first, witness_key=witness, log_key=signer.verifier, state_path=state)
     note = notes.parse_checkpoint(cosigned)
     assert note.signed_by(signer.verifier) and note.signed_by(witness.verifier)
     for _ in range(4):
         append("acme:alice:proj")
+    tree.integrate()
     grown = notes.sign_checkpoint(signer, 5, tree.root_at(5))
     witness_cosign(grown, witness_key=witness, log_key=signer.verifier, state_path=state)
     assert json.loads(state.read_text())["size"] == 5
     saved = state.read_text()
     # A fork: same log key, a root that does not extend the cosigned one
     append("acme:alice:proj")
+    tree.integrate()
     fork = notes.sign_checkpoint(signer, 6, b"\x07" * 32)
     with pytest.raises(WitnessError, match="FORK"):
         witness_cosign(fork, witness_key=witness, log_key=signer.verifier, state_path=state)
@@ -300,6 +303,7 @@ def test_witness_cosigns_growth_and_refuses_forks_and_rollbacks(signer, tmp_path
 
 def test_witness_command(signer, tmp_path, capsys):
     append("acme:alice:proj")
+    tree.integrate()
     witness_path = tmp_path / "witness_key"
     call_command("audit", "keygen", "witness.example/w1", "--out", str(witness_path))
     witness_vkey = capsys.readouterr().out.strip()

@@ -246,9 +246,10 @@ class Command(BaseCommand):
             problems += self._verdict(not failures, f"receipt {path}", failures)
         if subject is None:
             log_failures = tree.verify_log()
-            problems += self._verdict(
-                not log_failures, f"merkle log ({tree.tree_size()} leaves)", log_failures
-            )
+            waiting = tree.pending_count()
+            label = f"merkle log ({tree.tree_size()} leaves"
+            label += f", {waiting} newer events wait for the next batch)" if waiting else ")"
+            problems += self._verdict(not log_failures, label, log_failures)
         events = sum(report.events_checked for report in reports)
         if problems:
             raise CommandError(
@@ -288,7 +289,7 @@ class Command(BaseCommand):
             row = Checkpoint.objects.filter(pk=int(reference)).first()
             if row is None:
                 raise CommandError(f"no checkpoint with ID {reference}")
-            return LogHead.parse(row.document)
+            return LogHead.parse(row.document, checkpoint_id=row.pk)
         return LogHead.parse(_read(reference, "checkpoint"))
 
     def _prove_consistency(self, options: dict[str, Any]) -> None:
