@@ -414,6 +414,24 @@ def test_checkpoint_download_permissions(client, case, django_assert_max_num_que
 
 
 @pytest.mark.django_db
+def test_a_checkpoint_pinning_no_chain_is_still_for_auditors_only(client):
+    # Given a checkpoint of an empty log (it pins no chain at all)
+    document = create_checkpoint(actor="system", principal=SYSTEM)
+    checkpoint = Checkpoint.objects.get(checkpoint_sha256=document["checkpoint_sha256"])
+    assert json.loads(checkpoint.document)["subjects"] in ({}, [])
+    # When a viewer (no auditor grant anywhere) asks for it, then it does not exist for them
+    make_operator("just-viewer", [(SCOPE, "viewer")])
+    client.force_login(get_user_model().objects.get(username="just-viewer"))
+    response = client.get(reverse("audit:checkpoint_download", args=[checkpoint.pk]))
+    assert response.status_code == 404
+    # And an auditor anywhere may download it
+    make_operator("some-auditor", [(SCOPE, "auditor")])
+    client.force_login(get_user_model().objects.get(username="some-auditor"))
+    response = client.get(reverse("audit:checkpoint_download", args=[checkpoint.pk]))
+    assert response.status_code == 200
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("case", access_matrix(SCOPE, role="auditor", wrong_role="viewer"))
 def test_checkpoint_list_permissions(client, case, django_assert_max_num_queries):
     seed()
