@@ -314,6 +314,10 @@ def setup_django(directory: Path) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     sys.path.insert(0, str(ROOT))
+    # A throwaway data directory gets its own development keys (settings refuse to start without).
+    from aetnaweb import instance
+
+    instance.ensure_development_files()
     import django
 
     django.setup()

@@ -15,7 +15,10 @@ not):
 
 - SQLite: a ``vec0`` virtual table with ``scope`` as its partition key and
   ``status`` as a metadata column; the KNN query names the visible scopes and
-  ``status = 'active'``, so sqlite-vec only reads those partitions.
+  ``status = 'active'``, so sqlite-vec only reads those partitions. The KNN
+  scans binary-quantised vectors (one bit per dimension) and the best
+  ``COARSE_FACTOR * k`` of them are re-ranked by exact cosine on the float
+  vectors stored beside them.
 - PostgreSQL: a ``vector(384)`` column with an HNSW cosine index and a
   scope index; one query has the scope and status WHERE clauses and the
   ``ORDER BY distance LIMIT k``, with pgvector's iterative index scan so a
@@ -45,6 +48,31 @@ logger = logging.getLogger(__name__)
 TABLE = "memory_record_vec"
 # sqlite-vec refuses k above 4096; recall asks for far fewer.
 MAX_K = 4096
+# SQLite: how many candidates the binary (1 bit per dimension) scan hands to
+# the exact float re-rank, per requested hit. sqlite-vec 0.1 only has a
+# brute-force KNN, so the scan reads every vector of the visible partitions:
+# 48 bytes each instead of 1,536 is what keeps a 100k-record scope fast.
+# Scopes with at most ``limit * COARSE_FACTOR`` visible records get the exact
+# answer; bigger ones the exact order of the best coarse candidates.
+COARSE_FACTOR = 4
+# The vec0 columns on SQLite. ``coarse`` is the sign of each dimension
+# (vec_quantize_binary), searched by Hamming distance; ``embedding`` is an
+# auxiliary column (stored beside the row, never scanned) holding the float32
+# vector for the re-rank and for rebuilding.
+_SQLITE_COLUMNS = (
+    "record_pk integer primary key, "
+    "scope text partition key, "
+    "status text, "
+    f"coarse bit[{embeddings.DIMENSIONS}], "
+    "+embedding blob"
+)
+# Migration 0006's layout: float vectors only, scanned in full.
+_SQLITE_FLOAT_COLUMNS = (
+    "record_pk integer primary key, "
+    "scope text partition key, "
+    "status text, "
+    f"embedding float[{embeddings.DIMENSIONS}] distance_metric=cosine"
+)
 
 
 @dataclass(frozen=True)
@@ -146,11 +174,7 @@ def create_table(schema_editor: Any) -> bool:
                 logger.warning("sqlite-vec unavailable: %s not created", TABLE)
                 return False
             cursor.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
-                "record_pk integer primary key, "
-                "scope text partition key, "
-                "status text, "
-                f"embedding float[{embeddings.DIMENSIONS}] distance_metric=cosine)"
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0({_SQLITE_COLUMNS})"
             )
             return True
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
@@ -171,6 +195,46 @@ def create_table(schema_editor: Any) -> bool:
             "USING hnsw (embedding vector_cosine_ops)"
         )
         return True
+
+
+def quantise_table(schema_editor: Any, *, coarse: bool = True) -> None:
+    """SQLite: move the vec0 table to the coarse + re-rank layout (or back, ``coarse=False``).
+
+    Every stored vector is kept (no re-embedding): the float vectors are
+    copied and, going forward, quantised into the coarse column. A table
+    already in the wanted layout, or no table at all, is left alone.
+    PostgreSQL is unchanged.
+    """
+    conn = schema_editor.connection
+    if conn.vendor != "sqlite":
+        return
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [TABLE])
+        row = cursor.fetchone()
+        if row is None or ("coarse bit" in row[0]) == coarse:
+            return
+        if not getattr(conn, "aetnaweb_vec_loaded", False):
+            raise RuntimeError(f"sqlite-vec is needed to convert {TABLE}; it is not loaded")
+        # A plain staging table: vec0 does not rename its shadow tables.
+        staging = TABLE + "_staging"
+        cursor.execute(
+            f"CREATE TABLE {staging} AS SELECT record_pk, scope, status, embedding FROM {TABLE}"  # noqa: S608  (constant tables)
+        )
+        cursor.execute(f"DROP TABLE {TABLE}")
+        if coarse:
+            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_COLUMNS})")
+            cursor.execute(
+                f"INSERT INTO {TABLE}(record_pk, scope, status, coarse, embedding) "  # noqa: S608  (constant tables)
+                "SELECT record_pk, scope, status, vec_quantize_binary(embedding), embedding "
+                f"FROM {staging}"
+            )
+        else:
+            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_FLOAT_COLUMNS})")
+            cursor.execute(
+                f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant tables)
+                f"SELECT record_pk, scope, status, embedding FROM {staging}"
+            )
+        cursor.execute(f"DROP TABLE {staging}")
 
 
 def drop_table(schema_editor: Any) -> None:
@@ -218,9 +282,9 @@ def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
             [pk for pk, _, _ in rows],
         )
         cursor.executemany(
-            f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant table)
-            "VALUES (%s, %s, 'active', %s)",
-            list(rows),
+            f"INSERT INTO {TABLE}(record_pk, scope, status, coarse, embedding) "  # noqa: S608  (constant table)
+            "VALUES (%s, %s, 'active', vec_quantize_binary(%s), %s)",
+            [(pk, scope, vector, vector) for pk, scope, vector in rows],
         )
     else:
         cursor.executemany(
@@ -320,17 +384,27 @@ def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[Vec
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            # The KNN runs over the visible scopes' partitions and active rows
-            # only; the join re-checks both on the record row.
+            # The coarse KNN (Hamming distance on the sign bits) runs over the
+            # visible scopes' partitions and active rows only; its candidates
+            # are re-ranked by exact cosine distance on their float vectors,
+            # and the join re-checks status and scope on the record row.
             cursor.execute(
                 "WITH knn AS MATERIALIZED ("  # noqa: S608  (placeholders only)
-                f"SELECT record_pk, distance FROM {TABLE} WHERE embedding MATCH %s AND k = %s "
+                f"SELECT record_pk, embedding FROM {TABLE} "
+                "WHERE coarse MATCH vec_quantize_binary(%s) AND k = %s "
                 f"AND scope IN ({scope_marks}) AND status = 'active') "
-                "SELECT knn.record_pk, r.record_id, knn.distance FROM knn "
-                "JOIN memory_record r ON r.id = knn.record_pk "
+                "SELECT knn.record_pk, r.record_id, vec_distance_cosine(knn.embedding, %s) AS distance "
+                "FROM knn JOIN memory_record r ON r.id = knn.record_pk "
                 f"WHERE r.status = 'active' AND r.scope IN ({scope_marks}) "
-                "ORDER BY knn.distance, knn.record_pk DESC",
-                [vector, k, *visible_scopes, *visible_scopes],
+                "ORDER BY distance, knn.record_pk DESC LIMIT %s",
+                [
+                    vector,
+                    min(MAX_K, k * COARSE_FACTOR),
+                    *visible_scopes,
+                    vector,
+                    *visible_scopes,
+                    k,
+                ],
             )
         else:
             # Iterative scan: when the scope filter rejects rows the HNSW scan

@@ -1,0 +1,111 @@
+"""The vector index's layout: a coarse binary scan re-ranked by exact cosine (SQLite), kept in step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from aetnaweb.access import SYSTEM
+from memory import embeddings, services, vectors
+from memory.models import Record
+
+ALICE = "acme:alice:*"
+BEEF = "I avoid beef at business dinners."
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="sqlite-vec layout")
+
+
+def _vector(text: str) -> np.ndarray:
+    return np.frombuffer(embeddings.embed(text) or b"", dtype="<f4")
+
+
+def _table_sql() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [vectors.TABLE])
+        return str(cursor.fetchone()[0])
+
+
+@pytest.mark.django_db
+def test_similarity_is_the_exact_cosine_not_the_coarse_distance():
+    # Given two records
+    for text in (BEEF, "My sister Maria lives in Lisbon."):
+        services.remember(principal=SYSTEM, scope=ALICE, text=text, force=True)
+    # When searched by meaning
+    query = "Am I vegetarian?"
+    hits = vectors.search(visible_scopes=[ALICE], query=query, limit=5)
+    # Then each hit's similarity is the float cosine of the two vectors (the re-rank),
+    # best first
+    assert len(hits) == 2
+    for hit in hits:
+        content = Record.objects.get(pk=hit.pk).content
+        exact = float(_vector(query) @ _vector(vectors.embedding_text(content)))
+        assert hit.similarity == pytest.approx(exact, abs=1e-5)
+    assert hits[0].similarity >= hits[1].similarity
+
+
+@pytest.mark.django_db
+def test_a_scope_far_bigger_than_the_coarse_window_still_finds_the_meaning():
+    # Given a scope holding 300 template records (more than limit x COARSE_FACTOR) and the fact
+    stored = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+    pk = Record.objects.get(record_id=stored).pk
+    for index in range(300):
+        services.remember(
+            principal=SYSTEM,
+            scope=ALICE,
+            text=f"Remember that project {index} uses codename falcon{index} and budget {index * 7}.",
+        )
+    assert Record.objects.filter(scope=ALICE, status="active").count() > 5 * vectors.COARSE_FACTOR
+    # When asked by meaning for five hits
+    hits = vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5)
+    # Then the beef record comes first
+    assert hits[0].pk == pk
+    assert len(hits) == 5
+
+
+@sqlite_only
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_converts_both_ways_keeping_every_vector(clean_index):
+    # Given two indexed records in the coarse layout
+    ids = [
+        services.remember(principal=SYSTEM, scope=ALICE, text=text, force=True).record_ids[0]
+        for text in (BEEF, "My sister Maria lives in Lisbon.")
+    ]
+    pks = [Record.objects.get(record_id=i).pk for i in ids]
+    before = vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5)
+    assert "coarse bit" in _table_sql()
+    # When migration 0009 is reversed (float-only layout of 0006) and applied again
+    with connection.schema_editor() as editor:
+        vectors.quantise_table(editor, coarse=False)
+    assert "coarse" not in _table_sql() and vectors.indexed_pks(pks) == set(pks)
+    with connection.schema_editor() as editor:
+        vectors.quantise_table(editor, coarse=True)
+        vectors.quantise_table(editor, coarse=True)  # a second run changes nothing
+    # Then every vector is still there and search answers exactly as before
+    assert "coarse bit" in _table_sql()
+    assert vectors.indexed_pks(pks) == set(pks)
+    assert vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5) == before
+
+
+@sqlite_only
+def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_index):
+    # Given a committed record, its float vector and its 48-byte coarse vector
+    record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+    content = Record.objects.get(record_id=record_id).content
+    vector = embeddings.embed(vectors.embedding_text(content))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT vec_quantize_binary(%s)", [vector])
+        coarse = bytes(cursor.fetchone()[0])
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert len(coarse) == embeddings.DIMENSIONS // 8
+    path = connection.settings_dict["NAME"]
+    with open(path, "rb") as handle:
+        data = handle.read()
+    assert vector in data and coarse in data
+    # When it is forgotten
+    services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    # Then neither is anywhere in the file
+    with open(path, "rb") as handle:
+        data = handle.read()
+    assert vector not in data and coarse not in data
