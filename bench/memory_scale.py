@@ -281,76 +281,118 @@ def dense_text(i: int) -> str:
 
 
 def seed_dense(start: int, stop: int) -> None:
-    """Records ``start`` .. ``stop - 1`` of the template at DENSE_SCOPE, with both index rows."""
+    """Records ``start`` .. ``stop - 1`` of the template at DENSE_SCOPE, with both index rows.
+
+    Bulk, in raw SQL (the ORM's per-field preparation would dominate at 1M):
+    the records, their full-text rows (the engine's own ``scoped_terms`` /
+    ``to_tsvector``) and their vectors, BATCH records per transaction. The
+    vectors are real embeddings of the first DENSE_DISTINCT_VECTORS texts,
+    reused cyclically: a scan costs the same whatever the vectors hold, and
+    embedding a million texts would measure the encoder, not recall. On
+    PostgreSQL the HNSW index is dropped while seeding and built again after
+    (one build is far faster than a million inserts into the graph).
+    """
     from django.db import connection, transaction
-    from django.test import override_settings
+    from django.db.models import F
     from django.utils import timezone
 
     from aetnaweb.access import SYSTEM
     from aetnaweb.scopes import Scope
-    from memory import embeddings, search, services, vectors
+    from memory import embeddings, services, vectors
     from memory.extraction import content_digest
     from memory.models import Record, ScopeStats
+    from memory.search import scoped_terms
 
     if start == 0:
         # The first record goes through the real service, so the stored wording is the engine's.
         services.remember(principal=SYSTEM, scope=DENSE_SCOPE, text=dense_text(0))
         start = 1
+    if start >= stop:
+        return
     sample = Record.objects.filter(scope=DENSE_SCOPE).order_by("id").first()
     assert sample is not None
     wording = sample.content.replace("0", "{i}", 1)
     parsed = Scope.parse(DENSE_SCOPE)
-    cache: dict[int, bytes] = {}
+    columns = parsed.columns()
+    sqlite = connection.vendor == "sqlite"
+    cache: dict[int, tuple[bytes, str]] = {}
     now = timezone.now()
+    next_pk = (Record.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
+    hnsw = f"{vectors.TABLE}_hnsw"
+    if not sqlite:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {hnsw}")
     for low in range(start, stop, BATCH):
         high = min(stop, low + BATCH)
-        records = []
+        records, fts_rows, vec_rows = [], [], []
         for i in range(low, high):
             content = (
                 wording.replace("{i}", str(i), 1)
                 .replace("falcon0", f"falcon{i}")
                 .replace("budget 0", f"budget {i * 7}")
             )
+            record_id = "mem_" + uuid.uuid4().hex
+            pk = next_pk
+            next_pk += 1
             records.append(
-                Record(
-                    record_id="mem_" + uuid.uuid4().hex, scope=DENSE_SCOPE, **parsed.columns(),
-                    source_type="user_message", trust_tier="trusted_user", confidence=0.9,
-                    status="active", content=content, content_digest=content_digest(content),
-                    created_at=now, updated_at=now,
+                (
+                    pk, DENSE_SCOPE, columns["tenant"], columns["user"], columns["project"],
+                    record_id, "", "", "user_message", "trusted_user", 0.9, "active", "", "", content,
+                    content_digest(content), "[]", now, now,
                 )
             )  # fmt: skip
-        with transaction.atomic():
-            Record.objects.bulk_create(records)
-            stored = list(
-                Record.objects.filter(record_id__in=[r.record_id for r in records]).values_list(
-                    "id", "record_id", "scope", "content"
+            fts_rows.append(
+                (pk, scoped_terms(DENSE_SCOPE, content), record_id)
+                if sqlite
+                else (pk, record_id, DENSE_SCOPE, content)
+            )
+            slot = i % DENSE_DISTINCT_VECTORS
+            if slot not in cache:
+                vector = embeddings.embed(vectors.embedding_text(content))
+                assert vector is not None
+                cache[slot] = (vector, vectors._pg_literal(vector))
+            vector, literal = cache[slot]
+            vec_rows.append((pk, DENSE_SCOPE, vector, vector) if sqlite else (pk, literal))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(
+                'INSERT INTO memory_record (id, scope, tenant, "user", project, record_id, '
+                "session_id, turn_id, source_type, trust_tier, confidence, status, fact_key, "
+                "kind, content, content_digest, evidence, created_at, updated_at) "
+                "VALUES (" + ", ".join(["%s"] * 19) + ")",
+                records,
+            )
+            if sqlite:
+                cursor.executemany(
+                    "INSERT INTO memory_record_fts(rowid, terms, record_id) VALUES (%s, %s, %s)",
+                    fts_rows,
                 )
-            )
-            with override_settings(AETNAWEB_SEMANTIC_RECALL=False):
-                search.index_records(stored)
-            rows = []
-            for offset, (pk, _rid, scope, content) in enumerate(stored):
-                slot = (low + offset) % DENSE_DISTINCT_VECTORS
-                if slot not in cache:
-                    vector = embeddings.embed(vectors.embedding_text(content))
-                    assert vector is not None
-                    cache[slot] = vector
-                rows.append((pk, scope, cache[slot]))
-            with connection.cursor() as cursor:
-                vectors._write(cursor, rows)
-            ScopeStats.objects.filter(scope=DENSE_SCOPE).update(
-                active=models_f("active") + len(stored)
-            )
+                cursor.executemany(
+                    f"INSERT INTO {vectors.TABLE}(record_pk, scope, status, coarse, embedding) "
+                    "VALUES (%s, %s, 'active', vec_quantize_binary(%s), %s)",
+                    vec_rows,
+                )
+            else:
+                cursor.executemany(
+                    "INSERT INTO memory_record_fts(record_pk, record_id, scope, document) "
+                    "VALUES (%s, %s, %s, to_tsvector('english', %s))",
+                    fts_rows,
+                )
+                # COPY, in text form: pgvector parses the '[...]' literal.
+                with cursor.cursor.copy(
+                    f"COPY {vectors.TABLE} (record_pk, scope, status, embedding) FROM STDIN"
+                ) as copy:
+                    for pk, literal in vec_rows:
+                        copy.write_row((pk, DENSE_SCOPE, "active", literal))
+            ScopeStats.objects.filter(scope=DENSE_SCOPE).update(active=F("active") + len(records))
     with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
+        if sqlite:
             cursor.execute("INSERT INTO memory_record_fts(memory_record_fts) VALUES('optimize')")
+        else:
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {hnsw} ON {vectors.TABLE} "
+                "USING hnsw (embedding vector_cosine_ops)"
+            )
         cursor.execute("ANALYZE")
-
-
-def models_f(name: str):
-    from django.db.models import F
-
-    return F(name)
 
 
 def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:

@@ -109,3 +109,23 @@ def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_
     with open(path, "rb") as handle:
         data = handle.read()
     assert vector not in data and coarse not in data
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector plan")
+@pytest.mark.django_db
+def test_postgresql_knn_walks_the_hnsw_index_with_the_scope_filter_inside():
+    # Given indexed records (a test table is tiny, so the planner is told to prefer
+    # index scans, as it does by itself on a scope of 100k records)
+    services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
+    literal = vectors._pg_literal(embeddings.embed("Am I vegetarian?") or b"")
+    scopes = [ALICE, "acme:*:*", "platform:*:*"]
+    with connection.cursor() as cursor:
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            cursor.execute(f"SET LOCAL {setting} = off")
+        cursor.execute("EXPLAIN " + vectors.PG_KNN_SQL, [literal, scopes, literal, 5, scopes])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    # Then the KNN is an HNSW index scan ordered by distance, filtered by scope and
+    # status in that same scan (not a sort of every row in the scope)
+    assert f"Index Scan using {vectors.TABLE}_hnsw" in plan
+    scan = plan.split(f"{vectors.TABLE}_hnsw", 1)[1]
+    assert "Filter:" in scan and "scope" in scan.split("Filter:", 1)[1]
