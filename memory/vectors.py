@@ -34,7 +34,9 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,14 +312,57 @@ def embedding_text(content: str) -> str:
     return _USER.sub("I", _USER_POSSESSIVE.sub("my", content))
 
 
+# Embeddings computed ahead of a write transaction, by record content, for
+# the thread that computed them (see :func:`prepared`).
+_ahead = threading.local()
+
+
+@contextmanager
+def prepared(contents: Iterable[str]) -> Iterator[None]:
+    """Embed record ``contents`` now, so the write transaction run inside does not.
+
+    The vector is still written by :func:`index_records` in the record's own
+    transaction (a record and its vector appear together); only the ~5 ms of
+    model work moves before BEGIN, where it holds no lock (on SQLite, the one
+    database-wide write lock). A content the block ends up not storing costs
+    one wasted embedding; one it stores without being prepared is embedded
+    inside, as before. Nothing is cached beyond the block.
+    """
+    ahead: dict[str, bytes] = {}
+    if _usable():
+        for content in contents:
+            text = embedding_text(content)
+            if text not in ahead:
+                vector = embeddings.embed(text)
+                if vector is not None:
+                    ahead[text] = vector
+    outer = getattr(_ahead, "vectors", None)
+    _ahead.vectors = {**(outer or {}), **ahead}
+    try:
+        yield
+    finally:
+        _ahead.vectors = outer
+
+
+def _embedding_for(content: str) -> bytes | None:
+    text = embedding_text(content)
+    ahead = getattr(_ahead, "vectors", None)
+    if ahead and text in ahead:
+        return bytes(ahead[text])
+    return embeddings.embed(text)
+
+
 def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
-    """Embed and add ``(pk, record_id, scope, content)`` rows that just became active."""
+    """Embed and add ``(pk, record_id, scope, content)`` rows that just became active.
+
+    Contents embedded ahead by an enclosing :func:`prepared` are not embedded again.
+    """
     rows = list(rows)
     if not rows or not _usable():
         return
     vectors = []
     for pk, _record_id, scope, content in rows:
-        vector = embeddings.embed(embedding_text(content))
+        vector = _embedding_for(content)
         if vector is not None:
             vectors.append((pk, scope, vector))
     if vectors:
@@ -482,15 +527,21 @@ def reindex(
     done = 0
     after = 0
     while True:
-        with transaction.atomic():
-            sql, params = _missing_sql(scope, after, batch)
+        sql, params = _missing_sql(scope, after, batch)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if not rows:
+            return done
+        # The batch is embedded before the write transaction (no lock held for
+        # the model's ~1 s per 200 records) and read again inside it, so a
+        # record forgotten or superseded meanwhile gets no vector.
+        with prepared([content for _, _, _, content in rows]), transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
-                rows = cursor.fetchall()
-            if not rows:
-                return done
-            index_records([(int(pk), rid, sc, content) for pk, rid, sc, content in rows])
+                current = cursor.fetchall()
+            index_records([(int(pk), rid, sc, content) for pk, rid, sc, content in current])
         after = int(rows[-1][0])
-        done += len(rows)
+        done += len(current)
         if progress is not None:
             progress(len(rows))
