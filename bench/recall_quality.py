@@ -29,8 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from aetnaweb.access import SYSTEM
-
 ROOT = Path(__file__).resolve().parents[1]
 
 # user, project ("*" = the user's own scope), key, statement
@@ -327,6 +325,7 @@ def setup_django(directory: Path) -> None:
 
 
 def seed() -> dict[tuple[str, str], str]:
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     ids: dict[tuple[str, str], str] = {}
@@ -345,6 +344,7 @@ def evaluate(
 ) -> dict[str, float]:
     from django.test import override_settings
 
+    from aetnaweb.access import SYSTEM
     from memory import services
 
     owner = {record_id: user for (user, _), record_id in ids.items()}
