@@ -56,7 +56,7 @@ MAX_K = 4096
 # 48 bytes each instead of 1,536 is what keeps a 100k-record scope fast.
 # Scopes with at most ``limit * COARSE_FACTOR`` visible records get the exact
 # answer; bigger ones the exact order of the best coarse candidates.
-COARSE_FACTOR = 4
+COARSE_FACTOR = 3
 # The vec0 columns on SQLite. ``coarse`` is the sign of each dimension
 # (vec_quantize_binary), searched by Hamming distance; ``embedding`` is an
 # auxiliary column (stored beside the row, never scanned) holding the float32

@@ -95,7 +95,7 @@ def _gather(
     near = {
         hit.pk: hit
         for hit in (
-            vectors.search(visible_scopes=visible, query=query, limit=scoring.CANDIDATE_LIMIT)
+            vectors.search(visible_scopes=visible, query=query, limit=scoring.SEMANTIC_CANDIDATES)
             if terms
             else []
         )

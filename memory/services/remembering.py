@@ -21,7 +21,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
-from memory import search
+from memory import search, vectors
 from memory.errors import ExtractionError
 from memory.extraction import (
     UNTRUSTED_CONFIDENCE_CAP,
@@ -304,7 +304,6 @@ def _ingest(
 
 
 @storable_text_arguments
-@transaction.atomic
 def remember(
     *,
     scope: Scope | str,
@@ -328,8 +327,30 @@ def remember(
     reading = read_source(text, source_type)
     candidates = _candidates(text, reading, force=force)
     actor_label = access.audit_actor(principal, actor, default="user")
-    trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
+    # Everything above only reads. The facts that may become active are
+    # embedded now, before BEGIN: the model's milliseconds must not be spent
+    # holding the write lock. Their vectors are still written inside, with
+    # their records (quarantined facts get no vector, so none is computed).
+    with (
+        vectors.prepared([c.content for c in candidates] if reading.trusted else []),
+        transaction.atomic(),
+    ):
+        return _remember_in_transaction(
+            parsed, text, reading, candidates, session=session, turn=turn, actor_label=actor_label
+        )
 
+
+def _remember_in_transaction(
+    parsed: Scope,
+    text: str,
+    reading: SourceReading,
+    candidates: list[Candidate],
+    *,
+    session: str,
+    turn: str,
+    actor_label: str,
+) -> RememberResult:
+    trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
     lock_subject(str(parsed))
     now = timezone.now()
     episode = _ingest(
@@ -384,7 +405,6 @@ def remember(
 
 
 @storable_text_arguments
-@transaction.atomic
 def remember_fact(
     *,
     scope: Scope | str,
@@ -407,6 +427,29 @@ def remember_fact(
         raise ExtractionError(f"a fact kind must be text of at most {MAX_KIND_CHARS} characters")
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
+    # Embedded before BEGIN, as in remember.
+    with vectors.prepared([candidate.content]), transaction.atomic():
+        return _remember_fact_in_transaction(
+            parsed,
+            candidate,
+            kind_label,
+            session=session,
+            turn=turn,
+            principal=principal,
+            actor=actor,
+        )
+
+
+def _remember_fact_in_transaction(
+    parsed: Scope,
+    candidate: Candidate,
+    kind_label: str,
+    *,
+    session: str,
+    turn: str,
+    principal: Principal,
+    actor: str | None,
+) -> RememberResult:
     lock_subject(str(parsed))
     tally: dict[str, int] = {}
     record, duplicates = _store_candidate(

@@ -14,7 +14,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.services import lock_subject
-from memory import search
+from memory import search, vectors
 from memory.errors import RecordStateError
 from memory.limits import MAX_REASON_CHARS
 from memory.models import Record, ReviewReason, Status, TrustTier
@@ -56,7 +56,6 @@ def _reason_payload(reason: str | None) -> dict[str, Any]:
 
 
 @storable_text_arguments
-@transaction.atomic
 def promote(
     *,
     scope: Scope | str,
@@ -71,6 +70,23 @@ def promote(
     """
     parsed = access.require(principal, access.REVIEW, scope)
     reason_fields = _reason_payload(reason)
+    # The record's content is embedded before BEGIN (no lock held while the
+    # model runs); the transaction re-reads and re-checks the record itself.
+    contents = Record.objects.filter(
+        scope=str(parsed), record_id=record_id, status=Status.QUARANTINED
+    ).values_list("content", flat=True)[:1]
+    with vectors.prepared(list(contents)), transaction.atomic():
+        return _promote_in_transaction(parsed, record_id, reason, reason_fields, principal, actor)
+
+
+def _promote_in_transaction(
+    parsed: Scope,
+    record_id: str,
+    reason: str | None,
+    reason_fields: dict[str, Any],
+    principal: Principal,
+    actor: str | None,
+) -> PromoteResult:
     lock_subject(str(parsed))
     record = _record_at(parsed, record_id)
     _require_quarantined(record, "promote")

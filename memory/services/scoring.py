@@ -18,6 +18,11 @@ from memory import ranking
 
 # Candidates asked of each index, and kept (and logged) per recall.
 CANDIDATE_LIMIT = 50
+# Nearest-by-meaning candidates asked of the vector index per recall. Fewer
+# than the full-text ones: only those above the semantic floor count, a
+# question rarely has more than a handful, and on SQLite the vector scan's
+# cost grows with k (memory.vectors.COARSE_FACTOR; docs/memory-engine-notes.md).
+SEMANTIC_CANDIDATES = 12
 RELEVANCE_WEIGHT = 0.75
 TRUST_WEIGHT = 0.15
 RECENCY_WEIGHT = 0.10
