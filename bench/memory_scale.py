@@ -16,8 +16,16 @@ SQLite or (with ``--postgres URL``, a server URL whose role may create
 databases) on a fresh PostgreSQL database dropped afterwards. Seeded records
 get real full-text rows and real embeddings: 1,000 distinct template texts are
 embedded and their vectors reused cyclically (a KNN scan costs the same
-whatever the vectors hold); every timed remember embeds for real. It also
-prints the embedding cost per text on its own.
+whatever the vectors hold); every timed remember and recall embeds for real.
+It also prints the embedding cost per text on its own. The issue's runs::
+
+    .venv/bin/python bench/memory_scale.py --dense --sizes 10000,100000,1000000
+    .venv/bin/python bench/memory_scale.py --dense --sizes 100000 \
+        --postgres postgres://aetnaweb:aetnaweb@127.0.0.1:5432/aetnaweb
+
+Seeding is raw SQL in batches of 20,000 (about 10 minutes for 1M on a
+shared 2-core machine; PostgreSQL copies the vectors with COPY and builds
+the HNSW index once at the end).
 
 ``--hot-visible N`` holds the hot user's visible records at N for every size
 instead, to show that the cost follows what a scope can see, not the store. The hot user's visible scopes (its project, the user, the tenant
