@@ -396,6 +396,11 @@ def seed_dense(start: int, stop: int) -> None:
         if sqlite:
             cursor.execute("INSERT INTO memory_record_fts(memory_record_fts) VALUES('optimize')")
         else:
+            # Explicit ids bypassed the sequence; the timed remembers draw from it.
+            cursor.execute(
+                "SELECT setval(pg_get_serial_sequence('memory_record', 'id'), MAX(id)) "
+                "FROM memory_record"
+            )
             cursor.execute(
                 f"CREATE INDEX IF NOT EXISTS {hnsw} ON {vectors.TABLE} "
                 "USING hnsw (embedding vector_cosine_ops)"
