@@ -54,6 +54,14 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     "memory.record_rejected": lambda e, p: (
         f"{e.actor} rejected {_short(p.get('record_id') or e.record_id, 16)} and purged it"
     ),
+    "memory.record_corrected": lambda e, p: (
+        f"{e.actor} corrected {_short(p.get('record_id') or e.record_id, 16)}"
+        + (
+            f" with {_short(p['corrected_by'], 16)}"
+            if isinstance(p.get("corrected_by"), str)
+            else ""
+        )
+    ),
     "memory.forget": lambda e, p: f"{e.actor} forgot {_plural(_count(p, 'count'), 'record')}",
     "memory.forget_rejected": lambda e, p: f"{e.actor}'s forget was refused (nothing deleted)",
     "memory.duplicate_ignored": lambda e, p: (
@@ -67,6 +75,12 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
         f"{e.actor} sent a message"
         + (f" ({p['chars']} characters)" if isinstance(p.get("chars"), int) else "")
     ),
+    "agent.assistant_message": lambda e, p: f"{e.actor} captured an assistant message",
+    "agent.tool_call": lambda e, p: f"{e.actor} captured a tool call",
+    "agent.tool_result": lambda e, p: f"{e.actor} captured a tool result",
+    "access.login_slowed": lambda e, p: "sign-ins were slowed after repeated failures",
+    "access.login_locked": lambda e, p: "sign-ins were locked after repeated failures",
+    "access.login_unlocked": lambda e, p: f"{e.actor} lifted a sign-in lock",
     "access.grant_added": lambda e, p: f"{e.actor} granted a role",
     "access.grant_revoked": lambda e, p: f"{e.actor} revoked a role",
     "access.token_created": lambda e, p: (
@@ -105,6 +119,12 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
         f"owner {_short(p.get('owner'), 40)})"
     ),
 }
+
+# Every event type the engine itself writes, each with a summary above.
+# tests/audit/test_known_event_types.py scans the code for emitted types and
+# fails when one is missing here, so the explorer never shows a bare type name
+# for an engine event (agent-logged ``agent.log.*`` types are the caller's).
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(SUMMARIES)
 
 
 def event_summary(event: AuditEvent) -> str:
