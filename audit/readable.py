@@ -89,6 +89,19 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     "access.token_revoked": lambda e, p: (
         f"{e.actor} revoked API token {_short(p.get('token_prefix'), 16)}"
     ),
+    "webhook.endpoint_created": lambda e, p: (
+        f"{e.actor} registered webhook {_short(p.get('endpoint_id'), 20)}"
+        + (f" to {_short(p['host'], 60)}" if isinstance(p.get("host"), str) else "")
+    ),
+    "webhook.endpoint_updated": lambda e, p: (
+        f"{e.actor} changed webhook {_short(p.get('endpoint_id'), 20)}"
+    ),
+    "webhook.endpoint_deleted": lambda e, p: (
+        f"{e.actor} deleted webhook {_short(p.get('endpoint_id'), 20)}"
+    ),
+    "webhook.secret_rotated": lambda e, p: (
+        f"{e.actor} rotated the secret of webhook {_short(p.get('endpoint_id'), 20)}"
+    ),
     "action.proposed": lambda e, p: (
         f"{e.actor} proposed a plan ({_plural(_count(p, 'operations'), 'operation')}, "
         f"{p.get('mode', '?')} mode)"

@@ -43,6 +43,7 @@ from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.subscribers import announce, announce_failed_run
 from audit.tree import append_leaf, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
@@ -233,7 +234,7 @@ def append_event(
         day = connection.ops.adapt_datefield_value(date.fromisoformat(created_at[:10]))
         cursor.execute(_DAILY_UPSERT_SQL, [subject_id, day])
         cursor.execute(_TYPE_UPSERT_SQL, [subject_id, event_type])
-    return AuditEvent(
+    event = AuditEvent(
         sequence=sequence,
         event_id=event_id,
         subject_id=subject_id,
@@ -247,6 +248,8 @@ def append_event(
         prev_hash=head,
         event_hash=event_hash,
     )
+    announce(event)  # after commit, to whoever subscribed to this type (webhooks)
+    return event
 
 
 AGENT_EVENT_PREFIX = "agent."
@@ -552,4 +555,6 @@ def run_verification(run_id: int) -> VerificationRun:
         len(failed),
     )
     run.refresh_from_db()
+    if run.status == VerificationRun.Status.FAILED:
+        announce_failed_run(run)
     return run
