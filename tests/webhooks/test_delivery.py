@@ -139,3 +139,16 @@ def test_deliver_due_sends_what_is_due(receiver):
     assert len(receiver.requests) == 2
     assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {"delivered"}
     assert all(json.loads(r.body)["type"] == "webhook.test" for r in receiver.requests)
+
+
+def test_the_deliver_due_command(receiver):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    endpoint, _ = register(receiver.url)
+    services.send_test_event(principal=SYSTEM, endpoint_id=endpoint.id)
+    out = StringIO()
+    call_command("webhooks", "deliver-due", stdout=out)
+    assert out.getvalue().strip() == "1 deliveries attempted"
+    assert len(receiver.requests) == 1
