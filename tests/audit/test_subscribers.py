@@ -24,9 +24,7 @@ def heard(monkeypatch):
 
 def append(event_type: str):
     with transaction.atomic():
-        return append_event(
-            subject="acme:alice:proj", event_type=event_type, actor="t", payload={}
-        )
+        return append_event(subject="acme:alice:proj", event_type=event_type, actor="t", payload={})
 
 
 def test_a_subscriber_hears_its_type_once_after_commit(heard, django_capture_on_commit_callbacks):

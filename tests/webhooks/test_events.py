@@ -38,7 +38,9 @@ def bodies() -> list[dict]:
     return [json.loads(d.body) for d in WebhookDelivery.objects.order_by("created_at", "id")]
 
 
-def test_a_quarantined_fact_is_announced_with_ids_and_links_only(django_capture_on_commit_callbacks):
+def test_a_quarantined_fact_is_announced_with_ids_and_links_only(
+    django_capture_on_commit_callbacks,
+):
     # Given an endpoint for alice's subtree
     endpoint, _ = register(HOOK, scope="acme:alice:*", events=["memory.record_quarantined"])
     # When an untrusted fact lands in quarantine and the write commits
@@ -97,7 +99,8 @@ def test_an_ancestor_endpoint_and_a_disabled_one(django_capture_on_commit_callba
 
 
 def test_a_plan_awaiting_approval_is_announced_but_a_preview_is_not(
-    actions_root, django_capture_on_commit_callbacks
+    actions_root,  # noqa: F811  (the fixture imported above)
+    django_capture_on_commit_callbacks,
 ):
     register(HOOK, scope="acme:*:*", events=["action.proposed"])
     # When a plan is staged in preview mode, nobody needs to approve it
@@ -121,7 +124,10 @@ def test_a_plan_awaiting_approval_is_announced_but_a_preview_is_not(
 
 
 def test_a_plan_that_ends_uncertain_is_announced(
-    scripted, approval_key, approver_principal, django_capture_on_commit_callbacks
+    scripted,  # noqa: F811  (the fixtures imported above)
+    approval_key,  # noqa: F811
+    approver_principal,  # noqa: F811
+    django_capture_on_commit_callbacks,
 ):
     register(HOOK, scope="acme:alice:*", events=["action.transaction_uncertain"])
     set_script(scripted, execute="raise")

@@ -84,9 +84,7 @@ def test_a_refused_registration_is_a_form_error_and_writes_nothing(client):
         ({"url": HOOK, "scope": "acme:*:*"}, "do not hold the admin role"),
         ({"url": HOOK, "scope": "acme:alice"}, "three segments"),
     ):
-        response = client.post(
-            reverse("webhooks:list"), body | {"events": ["action.proposed"]}
-        )
+        response = client.post(reverse("webhooks:list"), body | {"events": ["action.proposed"]})
         assert response.status_code == 400
         assert message in response.content.decode()
     assert not WebhookEndpoint.objects.exists() and AuditEvent.objects.count() == before

@@ -38,7 +38,7 @@ def run_worker() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_a_quarantined_fact_reaches_the_receiver_through_the_worker_after_a_retry(receiver):
     # Given an endpoint whose receiver fails once, then answers 200
-    endpoint, secret = register(receiver.url, scope="acme:*:*")
+    _endpoint, secret = register(receiver.url, scope="acme:*:*")
     receiver.script = [(500, 0, b"busy")]
     # When an untrusted fact is remembered (committed: the delivery is queued as a task)
     memory.remember(
