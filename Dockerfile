@@ -24,6 +24,7 @@ COPY access ./access
 COPY audit ./audit
 COPY memory ./memory
 COPY actions ./actions
+COPY webhooks ./webhooks
 # Editable: settings find templates/ and static/ next to the packages.
 RUN pip install --no-cache-dir -e .
 

@@ -16,7 +16,7 @@ from audit.models import AuditEvent
 from audit.readable import KNOWN_EVENT_TYPES, SUMMARIES, event_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("aetnaweb", "audit", "memory", "actions", "webhooks")
+APPS = ("aetnaweb", "access", "audit", "memory", "actions", "webhooks")
 # Functions whose string arguments are event types (the append and its per-app wrappers).
 EMITTERS = {"append_event", "_event", "_audit"}
 EVENT_TYPE = re.compile(r"^[a-z]+(\.[a-z][a-z0-9_]*)+$")

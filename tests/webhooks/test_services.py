@@ -7,8 +7,7 @@ import json
 import pytest
 
 from aetnaweb import access
-from aetnaweb.access import SYSTEM, AccessDenied
-from aetnaweb.models import Role
+from aetnaweb.access import SYSTEM, AccessDenied, Role
 from audit.models import AuditEvent
 from tests.factories import make_operator
 from tests.webhooks.conftest import register

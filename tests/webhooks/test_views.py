@@ -6,8 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from aetnaweb.access import SYSTEM
-from aetnaweb.models import Role
+from aetnaweb.access import SYSTEM, Role
 from audit.models import AuditEvent
 from tests.factories import login_as, make_operator
 from tests.webhooks.conftest import register
