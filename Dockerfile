@@ -25,6 +25,7 @@ COPY jobs ./jobs
 COPY audit ./audit
 COPY memory ./memory
 COPY actions ./actions
+COPY webhooks ./webhooks
 # Editable: settings find templates/ and static/ next to the packages.
 RUN pip install --no-cache-dir -e .
 

@@ -324,8 +324,9 @@ class AetnaAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
         for operations in schema.get("paths", {}).values():
-            for operation in operations.values():
+            for method, operation in operations.items():
                 _repair_operation(operation)
+                _describe_guards(method, operation)
         error_out = schema.get("components", {}).get("schemas", {}).get("ErrorOut")
         if error_out is not None:
             error_out["x-error-codes"] = {
@@ -358,6 +359,86 @@ def _repair_operation(operation: dict[str, Any]) -> None:
         if codes and int(status) >= 400:
             listed = "; ".join(f"`{code}`: {meaning}" for code, meaning in sorted(codes.items()))
             response["description"] = f"{response.get('description', 'Error')}. Codes: {listed}"
+
+
+# The refusals that happen before an endpoint runs (access/ratelimits.py in
+# the token check, access/idempotency.py as middleware on every write) are in
+# no endpoint's code, so the schema adds them to each operation they guard:
+# a generated client then knows which calls take Idempotency-Key and which may
+# answer 429. Codes named here are the only ones listed on these responses.
+# The kernel imports no app, so it names the middleware's header and methods
+# itself; tests/api/test_openapi.py checks they are access.idempotency's.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENT_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_RATE_LIMIT_CODES = ("rate_limited",)
+_IDEMPOTENCY_CODES: dict[int, tuple[str, ...]] = {
+    409: ("idempotency_key_in_flight",),
+    422: ("idempotency_key_reused",),
+}
+_RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+
+
+def _codes_text(status: int, codes: tuple[str, ...]) -> str:
+    return "; ".join(f"`{code}`: {ERROR_CODES[status][code]}" for code in codes)
+
+
+def _add_refusal(
+    operation: dict[str, Any], status: int, codes: tuple[str, ...], *, retry_after: bool
+) -> None:
+    responses = operation.setdefault("responses", {})
+    response = responses.get(str(status))
+    if response is None:
+        reason = {
+            400: "Bad request",
+            409: "Conflict",
+            422: "Unprocessable request",
+            429: "Too many requests",
+        }
+        response = responses[str(status)] = {
+            "description": f"{reason[status]}. Codes: {_codes_text(status, codes)}",
+            "content": _ERROR_CONTENT,
+        }
+    else:
+        # The endpoint's own refusals of this status already listed every code
+        # (_repair_operation); make sure these are among them.
+        missing = [code for code in codes if f"`{code}`" not in response.get("description", "")]
+        if missing:
+            response["description"] += f"; {_codes_text(status, tuple(missing))}"
+    if retry_after:
+        response.setdefault("headers", {}).update(_RETRY_AFTER_HEADER)
+
+
+def _describe_guards(method: str, operation: dict[str, Any]) -> None:
+    if operation.get("security"):
+        _add_refusal(operation, 429, _RATE_LIMIT_CODES, retry_after=True)
+    if method.upper() not in IDEMPOTENT_WRITE_METHODS:
+        return
+    parameters = operation.setdefault("parameters", [])
+    if not any(p.get("in") == "header" and p.get("name") == IDEMPOTENCY_HEADER for p in parameters):
+        parameters.append(
+            {
+                "name": IDEMPOTENCY_HEADER,
+                "in": "header",
+                "required": False,
+                "description": (
+                    "Makes a retry safe: the same key with the same request returns the "
+                    "first answer (with Idempotent-Replayed: true) and writes once. 1 to 255 "
+                    "visible ASCII characters, e.g. a UUID; kept for "
+                    "AETNAWEB_IDEMPOTENCY_TTL_SECONDS (24 h by default)."
+                ),
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                "examples": {"uuid": {"value": "5f0c6a0e-8d2b-4a57-9a53-3f3f0e8b7c11"}},
+            }
+        )
+    _add_refusal(operation, 400, ("invalid_idempotency_key",), retry_after=False)
+    _add_refusal(operation, 409, _IDEMPOTENCY_CODES[409], retry_after=True)
+    _add_refusal(operation, 422, _IDEMPOTENCY_CODES[422], retry_after=False)
 
 
 token_bearer = TokenBearer()

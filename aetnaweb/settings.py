@@ -41,6 +41,13 @@ Environment variables:
   ``<data>/exports``; never a static folder: files download through a checked view).
 - ``AETNAWEB_RETENTION_*``: how long the retention run keeps operational rows
   (see docs/operators.md, "Retention"; evidence is never removed).
+- ``AETNAWEB_WEBHOOKS_ALLOW_HTTP``: allow ``http://`` webhook URLs and loopback
+  targets (local development and tests only; off by default).
+  ``AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS`` (5), ``AETNAWEB_WEBHOOKS_MAX_ATTEMPTS``
+  (8) and ``AETNAWEB_WEBHOOKS_BACKOFF_SECONDS`` (30, doubled after each failed
+  attempt): how deliveries are sent and retried (docs/webhooks.md).
+- ``AETNAWEB_PUBLIC_URL``: this server's address as receivers should link to it
+  (``https://aetnaweb.example``); empty: webhook links are paths.
 
 A number that does not parse stops start-up with a sentence naming the variable.
 """
@@ -157,6 +164,7 @@ INSTALLED_APPS = [
     "audit",
     "memory",
     "actions",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -398,6 +406,15 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
 # API tokens: requests per minute unless a token sets its own (0: unlimited).
 AETNAWEB_API_RATE_LIMIT_PER_MINUTE = env_int("AETNAWEB_API_RATE_LIMIT_PER_MINUTE", 600)
+
+# Webhooks (webhooks/, docs/webhooks.md). http:// and loopback targets only
+# when explicitly allowed: a server-side fetch of an operator's URL must not
+# reach this machine or its network by default (SSRF).
+AETNAWEB_WEBHOOKS_ALLOW_HTTP = env_flag("AETNAWEB_WEBHOOKS_ALLOW_HTTP")
+AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS = env_int("AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS", 5, minimum=1)
+AETNAWEB_WEBHOOKS_MAX_ATTEMPTS = env_int("AETNAWEB_WEBHOOKS_MAX_ATTEMPTS", 8, minimum=1)
+AETNAWEB_WEBHOOKS_BACKOFF_SECONDS = env_int("AETNAWEB_WEBHOOKS_BACKOFF_SECONDS", 30, minimum=0)
+AETNAWEB_PUBLIC_URL = os.environ.get("AETNAWEB_PUBLIC_URL", "").strip().rstrip("/")
 # Idempotency-Key: how long a first answer is replayed, and after how long a
 # request still in flight is taken for a crashed worker's and may run again.
 AETNAWEB_IDEMPOTENCY_TTL_SECONDS = env_int("AETNAWEB_IDEMPOTENCY_TTL_SECONDS", 86400, minimum=1)

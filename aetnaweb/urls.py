@@ -37,6 +37,7 @@ urlpatterns = [
     path("audit/", include("audit.urls")),
     path("actions/", include("actions.urls")),
     path("memory/", include("memory.urls")),
+    path("webhooks/", include("webhooks.urls")),
 ]
 
 # A database fault (full disk, read-only file, no free connections) is a 503

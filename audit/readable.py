@@ -54,6 +54,14 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     "memory.record_rejected": lambda e, p: (
         f"{e.actor} rejected {_short(p.get('record_id') or e.record_id, 16)} and purged it"
     ),
+    "memory.record_corrected": lambda e, p: (
+        f"{e.actor} corrected {_short(p.get('record_id') or e.record_id, 16)}"
+        + (
+            f" with {_short(p['corrected_by'], 16)}"
+            if isinstance(p.get("corrected_by"), str)
+            else ""
+        )
+    ),
     "memory.forget": lambda e, p: f"{e.actor} forgot {_plural(_count(p, 'count'), 'record')}",
     "memory.forget_rejected": lambda e, p: f"{e.actor}'s forget was refused (nothing deleted)",
     "memory.duplicate_ignored": lambda e, p: (
@@ -67,6 +75,12 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
         f"{e.actor} sent a message"
         + (f" ({p['chars']} characters)" if isinstance(p.get("chars"), int) else "")
     ),
+    "agent.assistant_message": lambda e, p: f"{e.actor} captured an assistant message",
+    "agent.tool_call": lambda e, p: f"{e.actor} captured a tool call",
+    "agent.tool_result": lambda e, p: f"{e.actor} captured a tool result",
+    "access.login_slowed": lambda e, p: "sign-ins were slowed after repeated failures",
+    "access.login_locked": lambda e, p: "sign-ins were locked after repeated failures",
+    "access.login_unlocked": lambda e, p: f"{e.actor} lifted a sign-in lock",
     "access.grant_added": lambda e, p: f"{e.actor} granted a role",
     "access.grant_revoked": lambda e, p: f"{e.actor} revoked a role",
     "access.token_created": lambda e, p: (
@@ -74,6 +88,19 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     ),
     "access.token_revoked": lambda e, p: (
         f"{e.actor} revoked API token {_short(p.get('token_prefix'), 16)}"
+    ),
+    "webhook.endpoint_created": lambda e, p: (
+        f"{e.actor} registered webhook {_short(p.get('endpoint_id'), 20)}"
+        + (f" to {_short(p['host'], 60)}" if isinstance(p.get("host"), str) else "")
+    ),
+    "webhook.endpoint_updated": lambda e, p: (
+        f"{e.actor} changed webhook {_short(p.get('endpoint_id'), 20)}"
+    ),
+    "webhook.endpoint_deleted": lambda e, p: (
+        f"{e.actor} deleted webhook {_short(p.get('endpoint_id'), 20)}"
+    ),
+    "webhook.secret_rotated": lambda e, p: (
+        f"{e.actor} rotated the secret of webhook {_short(p.get('endpoint_id'), 20)}"
     ),
     "action.proposed": lambda e, p: (
         f"{e.actor} proposed a plan ({_plural(_count(p, 'operations'), 'operation')}, "
@@ -105,6 +132,12 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
         f"owner {_short(p.get('owner'), 40)})"
     ),
 }
+
+# Every event type the engine itself writes, each with a summary above.
+# tests/audit/test_known_event_types.py scans the code for emitted types and
+# fails when one is missing here, so the explorer never shows a bare type name
+# for an engine event (agent-logged ``agent.log.*`` types are the caller's).
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(SUMMARIES)
 
 
 def event_summary(event: AuditEvent) -> str:

@@ -47,6 +47,7 @@ from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
+from audit.subscribers import announce, announce_failed_run
 from audit.tree import after_append, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
@@ -289,6 +290,7 @@ def append_event(
         row, last_leaf_sequence = _insert_event(cursor, event)
         after_append(cursor, sequence=row.sequence, last_leaf_sequence=last_leaf_sequence)
         _count_event(cursor, event, row)
+    announce(row)  # after commit, to whoever subscribed to this type (webhooks)
     return row
 
 
@@ -595,4 +597,6 @@ def run_verification(run_id: int) -> VerificationRun:
         len(failed),
     )
     run.refresh_from_db()
+    if run.status == VerificationRun.Status.FAILED:
+        announce_failed_run(run)
     return run

@@ -164,3 +164,68 @@ def test_every_error_code_the_api_can_send_is_documented(document):
     # Then each is in the documented list
     missing = (literal | engine | reasons) - _documented()
     assert not missing
+
+
+# -- the guards every operation passes: rate limits and idempotency (issue 15, item 2) --
+
+WRITE_METHODS = {"post", "put", "patch", "delete"}
+
+
+def test_every_write_operation_takes_the_idempotency_key_header(document):
+    # Given every operation the document lists,
+    writes = [(p, m, o) for p, m, o in _operations(document) if m in WRITE_METHODS]
+    assert len(writes) >= 10  # the walk saw the API's writes, not an empty document
+    for path, method, operation in writes:
+        # then each write names the header the idempotency middleware honours,
+        headers = [p for p in operation.get("parameters", []) if p["in"] == "header"]
+        key = [p for p in headers if p["name"] == "Idempotency-Key"]
+        assert len(key) == 1, (method, path)
+        assert key[0]["required"] is False
+        assert key[0]["schema"]["maxLength"] == 255
+        # and the refusals it can answer, each with its code.
+        responses = operation["responses"]
+        assert "`idempotency_key_in_flight`" in responses["409"]["description"], path
+        assert "Retry-After" in responses["409"]["headers"], path
+        assert "`idempotency_key_reused`" in responses["422"]["description"], path
+        assert "`invalid_idempotency_key`" in responses["400"]["description"], path
+
+
+def test_reads_do_not_advertise_idempotency(document):
+    for path, method, operation in _operations(document):
+        if method in WRITE_METHODS:
+            continue
+        names = {p["name"] for p in operation.get("parameters", [])}
+        assert "Idempotency-Key" not in names, (method, path)
+        assert "422" not in operation["responses"] or "idempotency" not in json.dumps(
+            operation["responses"]["422"]
+        )
+
+
+def test_every_operation_that_can_rate_limit_documents_429_with_retry_after(document):
+    # Given the operations a token authenticates (the rate limit is counted there),
+    guarded = [(p, m, o) for p, m, o in _operations(document) if o.get("security")]
+    assert len(guarded) >= 15
+    for path, method, operation in guarded:
+        # each answers 429 rate_limited with a Retry-After header.
+        too_many = operation["responses"]["429"]
+        assert "`rate_limited`" in too_many["description"], (method, path)
+        assert too_many["headers"]["Retry-After"]["schema"]["type"] == "integer"
+        assert too_many["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorOut"
+        }
+
+
+def test_an_endpoint_s_own_conflicts_keep_their_codes_next_to_idempotency(document):
+    forget = next(o for _, _, o in _operations(document) if o["operationId"] == "forget")
+    conflict = forget["responses"]["409"]["description"]
+    assert "`forget_preview_stale`" in conflict
+    assert "`idempotency_key_in_flight`" in conflict
+
+
+def test_the_documented_header_is_the_one_the_middleware_reads():
+    from access import idempotency
+    from aetnaweb import api
+
+    assert api.IDEMPOTENCY_HEADER == idempotency.HEADER == "Idempotency-Key"
+    assert api.IDEMPOTENT_WRITE_METHODS == idempotency.WRITE_METHODS
+    assert {m.upper() for m in WRITE_METHODS} == idempotency.WRITE_METHODS

@@ -20,6 +20,7 @@ PAGES = [
     "/audit/",
     "/audit/checkpoints/",
     "/access/tokens/",
+    "/webhooks/",
     "/search/?q=acme",
 ]
 
