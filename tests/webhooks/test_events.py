@@ -119,8 +119,8 @@ def test_a_plan_awaiting_approval_is_announced_but_a_preview_is_not(
         )
     (body,) = bodies()
     assert body["type"] == "action.proposed"
-    assert body["data"]["transaction_id"] == patch["transaction_id"]
-    assert body["links"]["dashboard"].endswith(f"/actions/{patch['transaction_id']}/")
+    assert body["data"]["transaction_id"] == patch.transaction_id
+    assert body["links"]["dashboard"].endswith(f"/actions/{patch.transaction_id}/")
 
 
 def test_a_plan_that_ends_uncertain_is_announced(
@@ -134,7 +134,7 @@ def test_a_plan_that_ends_uncertain_is_announced(
     txn_id = stage_and_approve([scripted_op("k", "v")], approver_principal)
     with django_capture_on_commit_callbacks(execute=True):
         result = actions.commit(transaction_id=txn_id, principal=approver_principal)
-    assert result["transaction"]["state"] == "uncertain"
+    assert result.transaction.state == "uncertain"
     (body,) = bodies()
     assert body["type"] == "action.transaction_uncertain"
     assert body["data"]["transaction_id"] == txn_id and body["scope"] == "acme:alice:proj"
