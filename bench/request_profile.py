@@ -137,7 +137,7 @@ def main() -> None:
                 calls[args.profile]()
             profiler.disable()
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+            pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(40)
             print(out.getvalue())
 
 
