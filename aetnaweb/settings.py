@@ -400,7 +400,7 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
 # API tokens: requests per minute unless a token sets its own (0: unlimited).
 AETNAWEB_API_RATE_LIMIT_PER_MINUTE = env_int("AETNAWEB_API_RATE_LIMIT_PER_MINUTE", 600)
-# Requests a busy token reserves per database write, per process (aetnaweb/ratelimits.py):
+# Requests a busy token reserves per database write, per process (access/ratelimits.py):
 # fewer writes under load; 1 counts every request exactly.
 AETNAWEB_API_RATE_LIMIT_BLOCK = env_int("AETNAWEB_API_RATE_LIMIT_BLOCK", 16, minimum=1)
 # Idempotency-Key: how long a first answer is replayed, and after how long a

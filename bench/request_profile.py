@@ -111,7 +111,7 @@ def main() -> None:
         from django.test.utils import CaptureQueriesContext, setup_test_environment
         from django.utils import timezone
 
-        from aetnaweb import tokens
+        from access import tokens
         from aetnaweb.access import SYSTEM
         from memory import services
 

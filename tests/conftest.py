@@ -19,7 +19,7 @@ def _fast_password_hashing(settings):
 @pytest.fixture(autouse=True)
 def _fresh_rate_limit_reservations():
     """Each test starts without blocks reserved by an earlier test (its rows were rolled back)."""
-    from aetnaweb import ratelimits
+    from access import ratelimits
 
     ratelimits.forget_reservations()
     yield
