@@ -1,14 +1,35 @@
-"""Per-token API rate limits: a fixed one-minute window counted in the database.
+"""Per-token API rate limits: a fixed one-minute window, counted in the database in blocks.
 
-Every authenticated ``/api/v1/`` request (an idempotent replay included)
-costs one statement: an ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``
-on the (token, window) row, atomic on SQLite and PostgreSQL, so every
-worker and process sharing the database sees the same count. Once per
-window per token, older windows of that token are deleted (a second
-statement). A token over its limit gets 429 with ``Retry-After`` (the
-seconds until its window ends).
+The count lives in one row per (token, window), shared by every thread,
+worker and instance on the database, so a token never gets more than its
+limit in a window, however many processes serve it. Writing that row on
+every request made each API call a write, and on SQLite every write queues
+behind the single write lock; so each process *reserves* requests in blocks:
 
-The limit is ``ApiToken.rate_limit_per_minute`` when set, otherwise
+- one ``INSERT ... ON CONFLICT DO UPDATE SET count = count + n RETURNING
+  count`` (atomic on SQLite and PostgreSQL) reserves ``n`` requests for this
+  process; the next ``n - 1`` requests of that token in this process are
+  admitted from memory, without a statement;
+- ``n`` follows the token's pace in this process: the requests it made here in
+  the last second, at most :data:`MAX_BLOCK` and at most 1/8 of what is left
+  of the limit (a seen count), and at least 1. A token making one request now
+  and then is counted request by request (the token page shows its exact
+  count); a busy one costs a statement every :data:`MAX_BLOCK` requests, and
+  a token close to its limit is counted exactly again;
+- a reservation that would cross the limit is granted only up to the limit;
+  once a process has seen the limit reached it refuses that token for the rest
+  of the window without asking the database (a refusal writes nothing).
+
+So the limit is never exceeded. The price: a process may hold up to
+``MAX_BLOCK - 1`` reserved requests it does not use before the window ends,
+so a busy token spread over several processes can be refused a little before
+its limit (at most ``MAX_BLOCK - 1`` per process), and the token page counts
+reserved requests (the same bound). ``AETNAWEB_API_RATE_LIMIT_BLOCK=1``
+restores exact per-request counting.
+
+A token over its limit gets 429 with ``Retry-After`` (the seconds until its
+window ends). Once per window per token, older windows of that token are
+deleted. The limit is ``ApiToken.rate_limit_per_minute`` when set, otherwise
 ``settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE``; 0 means unlimited (no
 statement at all). A fixed window lets a client make up to twice its limit
 across a window boundary; that is the price of one row per token.
@@ -17,7 +38,8 @@ across a window boundary; that is the price of one row per token.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -28,6 +50,7 @@ from django.utils import timezone
 from access.models import ApiToken, RateLimitWindow
 
 WINDOW_SECONDS = 60
+MAX_BLOCK = 16
 
 
 class RateLimited(Exception):
@@ -45,8 +68,33 @@ class RateLimited(Exception):
 @dataclass(frozen=True)
 class Usage:
     limit: int  # 0: unlimited
-    used: int
+    used: int  # requests reserved in the database for this window (all processes)
     window_start: int
+
+
+@dataclass
+class _Reservation:
+    """This process's view of one token's window."""
+
+    window: int
+    limit: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    left: int = 0  # reserved in the database, not yet used here
+    seen: int = 0  # the row's count after our last reservation
+    exhausted: bool = False
+    pace_second: int = 0
+    pace_now: int = 0  # requests admitted here in pace_second
+    pace_before: int = 0  # ... and in the second before it
+
+
+_reservations: dict[str, _Reservation] = {}
+_reservations_lock = threading.Lock()
+
+
+def forget_reservations() -> None:
+    """Drop this process's reserved blocks (tests; a database that was rolled back)."""
+    with _reservations_lock:
+        _reservations.clear()
 
 
 def limit_for(token: ApiToken) -> int:
@@ -60,6 +108,43 @@ def _window_of(now: datetime) -> int:
     return int(now.timestamp()) // WINDOW_SECONDS * WINDOW_SECONDS
 
 
+def _reservation(token: ApiToken, window: int, limit: int) -> _Reservation:
+    # Keyed by the token's hash, not its pk: a pk can be reused after a rollback.
+    key = token.token_hash
+    with _reservations_lock:
+        current = _reservations.get(key)
+        if current is None or current.window != window or current.limit != limit:
+            current = _Reservation(window=window, limit=limit)
+            _reservations[key] = current
+        return current
+
+
+def _block_size(state: _Reservation, limit: int) -> int:
+    if settings.AETNAWEB_API_RATE_LIMIT_BLOCK <= 1:
+        return 1
+    pace = state.pace_now + state.pace_before
+    return max(1, min(int(settings.AETNAWEB_API_RATE_LIMIT_BLOCK), pace, (limit - state.seen) // 8))
+
+
+def _reserve(token: ApiToken, window: int, size: int) -> int:
+    """Add ``size`` to the window's row; the row's count afterwards."""
+    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)  # ours, quoted
+    upsert = (
+        f"INSERT INTO {table} (token_id, window_start, count) VALUES (%s, %s, %s) "  # noqa: S608
+        f"ON CONFLICT (token_id, window_start) DO UPDATE SET count = {table}.count + %s "
+        "RETURNING count"
+    )
+    # One atomic statement on both databases (SQLite >= 3.35 and PostgreSQL):
+    # no read-then-write race between workers.
+    with connection.cursor() as cursor:
+        cursor.execute(upsert, [token.pk, window, size, size])
+        row = cursor.fetchone()
+    count = int(row[0]) if row else size
+    if count == size:  # this reservation made the row: older windows can go
+        RateLimitWindow.objects.filter(token=token, window_start__lt=window).delete()
+    return count
+
+
 def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
     """Count one request for ``token``; :class:`RateLimited` when it is over its limit."""
     limit = limit_for(token)
@@ -67,24 +152,28 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
     window = _window_of(now)
     if limit == 0:
         return Usage(limit=0, used=0, window_start=window)
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)  # ours, quoted
-    upsert = (
-        f"INSERT INTO {table} (token_id, window_start, count) VALUES (%s, %s, 1) "  # noqa: S608
-        f"ON CONFLICT (token_id, window_start) DO UPDATE SET count = {table}.count + 1 "
-        "RETURNING count"
-    )
-    # One atomic statement on both databases (SQLite >= 3.35 and PostgreSQL):
-    # no read-then-write race between workers.
-    with connection.cursor() as cursor:
-        cursor.execute(upsert, [token.pk, window])
-        row = cursor.fetchone()
-    used = int(row[0]) if row else 1
-    if used == 1:
-        RateLimitWindow.objects.filter(token=token, window_start__lt=window).delete()
-    if used > limit:
-        retry_after = max(1, window + WINDOW_SECONDS - int(now.timestamp()))
-        raise RateLimited(limit, retry_after)
-    return Usage(limit=limit, used=used, window_start=window)
+    second = int(now.timestamp())
+    state = _reservation(token, window, limit)
+    with state.lock:
+        if not state.exhausted and state.left == 0:
+            size = _block_size(state, limit)
+            count = _reserve(token, window, size)
+            # Of a block that crossed the limit, only the part below it is ours.
+            granted = max(0, min(size, limit - (count - size)))
+            state.seen = count
+            state.left = granted
+            state.exhausted = granted == 0
+        if state.exhausted:
+            retry_after = max(1, window + WINDOW_SECONDS - second)
+            raise RateLimited(limit, retry_after)
+        state.left -= 1
+        if state.left == 0 and state.seen >= limit:
+            state.exhausted = True
+        if second != state.pace_second:
+            state.pace_before = state.pace_now if second == state.pace_second + 1 else 0
+            state.pace_now, state.pace_second = 0, second
+        state.pace_now += 1
+        return Usage(limit=limit, used=state.seen, window_start=window)
 
 
 def requests_this_window(tokens: list[ApiToken], *, now: datetime | None = None) -> dict[int, int]:

@@ -2,19 +2,45 @@
 
 - ``HOST`` / ``PORT``: where to listen (default ``127.0.0.1:8000``; the
   container sets ``HOST=0.0.0.0``).
-- ``WEB_CONCURRENCY``: worker processes (default 2 x CPU cores, at most 8).
+- ``WEB_CONCURRENCY``: worker processes (default one per CPU core, at most 8).
 - ``GUNICORN_THREADS``: threads per worker (default 4, the ``gthread`` worker).
 - ``GUNICORN_TIMEOUT``: seconds before a silent worker is restarted (default 30).
 
-Why gthread: the app is WSGI Django whose requests wait mostly on the database;
+Why gthread: the app is WSGI Django whose requests wait partly on the database;
 a few threads per process overlap those waits without async code, and
 processes give CPU parallelism. Long work runs on the task worker, not here,
 so a 30 s timeout only ever cuts a stuck request.
+
+Why one process per core: recall and remember spend most of their CPU in
+Python and NumPy (the sentence encoder), which the GIL serialises within a
+process; more processes than cores only add context switches and memory, and
+more threads per process than ~4 only queue on the GIL (bench/load.py measures
+it). NumPy's BLAS is pinned to one thread per process for the same reason:
+its own thread pool would compete with the other workers for the same cores.
+
+The embedding model is loaded once in the arbiter before the workers fork
+(``when_ready``), so workers share its pages and the first recall of each
+worker does not pay the load.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Any
+
+# Before anything imports NumPy (the app is preloaded below): one BLAS/OpenMP
+# thread per process, and the Rust tokenizer without its own thread pool,
+# which is not safe to use across fork.
+for _name in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+):
+    os.environ.setdefault(_name, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _int(name: str, default: int) -> int:
@@ -31,7 +57,7 @@ def _int(name: str, default: int) -> int:
 
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{_int('PORT', 8000)}"
-workers = _int("WEB_CONCURRENCY", min(2 * (os.cpu_count() or 1), 8))
+workers = _int("WEB_CONCURRENCY", min(os.cpu_count() or 1, 8))
 worker_class = "gthread"
 threads = _int("GUNICORN_THREADS", 4)
 timeout = _int("GUNICORN_TIMEOUT", 30)
@@ -47,3 +73,15 @@ preload_app = True
 # No control socket: its default path is per user, so two instances on one
 # host (or one container user) would fight over it.
 control_socket_disable = True
+
+
+def when_ready(server: Any) -> None:
+    """Load the embedding model in the arbiter, before the workers fork (see above)."""
+    from django.conf import settings
+
+    if not settings.AETNAWEB_SEMANTIC_RECALL:
+        return
+    from memory import embeddings
+
+    model = embeddings.status()  # never raises: a failure means lexical recall
+    logging.getLogger("gunicorn.error").info("embedding model %s: %s", model.model, model.detail)

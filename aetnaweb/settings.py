@@ -34,6 +34,8 @@ Environment variables:
   ``AETNAWEB_CORS_MAX_AGE_SECONDS``: how long a browser caches a preflight (600).
 - ``AETNAWEB_API_RATE_LIMIT_PER_MINUTE``: API requests per token per minute
   (default 600; 0 unlimited; a token's own limit wins).
+  ``AETNAWEB_API_RATE_LIMIT_BLOCK``: how many requests a busy token reserves
+  per database write in each process (default 16; 1 counts every request).
 - ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
   answer is replayed (default 86400); ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``:
   after how long a key still in flight may run again (default 120).
@@ -406,6 +408,9 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 AETNAWEB_CHECKPOINT_KEY_FILE = os.environ.get("AETNAWEB_CHECKPOINT_KEY_FILE", "")
 # API tokens: requests per minute unless a token sets its own (0: unlimited).
 AETNAWEB_API_RATE_LIMIT_PER_MINUTE = env_int("AETNAWEB_API_RATE_LIMIT_PER_MINUTE", 600)
+# Requests a busy token reserves per database write, per process (access/ratelimits.py):
+# fewer writes under load; 1 counts every request exactly.
+AETNAWEB_API_RATE_LIMIT_BLOCK = env_int("AETNAWEB_API_RATE_LIMIT_BLOCK", 16, minimum=1)
 
 # Webhooks (webhooks/, docs/webhooks.md). http:// and loopback targets only
 # when explicitly allowed: a server-side fetch of an operator's URL must not

@@ -4,8 +4,14 @@ Usage::
 
     .venv/bin/python bench/load.py [--db sqlite|postgres] [--instances 1|2]
         [--clients 32] [--api-requests 6000] [--page-requests 600]
-        [--workers 4] [--threads 4] [--port 8150]
+        [--workers N] [--threads N] [--port 8150]
         [--postgres-url postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres]
+    .venv/bin/python bench/load.py --recall-p99     # issue 12's measurement
+
+``--recall-p99`` is issue 12's "reads don't queue behind writes" measurement:
+8 concurrent clients, the same remember/recall mix, no pages phase; the
+figure to read is the recall line's p99 (target <= 50 ms on SQLite).
+``--workers``/``--threads`` default to make serve's (aetnaweb/gunicorn_conf.py).
 
 What it does, all on loopback:
 
@@ -19,16 +25,20 @@ What it does, all on loopback:
    keep-alive connections, spread over the instances) send ``--api-requests``
    requests in total, half ``POST /api/v1/memory/remember`` (a fact, in one of
    24 scopes, so 24 audit chains take concurrent appends) and half
-   ``POST /api/v1/memory/recall``;
+   ``POST /api/v1/memory/recall``; the token's rate limit is high enough never
+   to refuse, but it is counted as in production;
 4. pages phase: signed-in clients fetch the overview, memory, review queue,
    audit explorer and actions pages, ``--page-requests`` in total;
 5. stops the servers, greps their logs for ``database is locked``, and verifies
    every audit chain (``verify_all``) plus a direct SQL check that no two events
    of a chain share a ``prev_hash`` (a fork).
 
-Prints req/s, p50/p95/p99 latency and the error count per phase. The clients
-run on the same machine as the servers, so they take CPU from them: the
-figures are a floor for what the server alone could do.
+Prints req/s, p50/p95/p99 latency and the error count per phase and, for the
+API phase, per endpoint (remember, recall), plus the servers' CPU time per
+request (user + system of the gunicorn processes, reaped workers included,
+over the phase): on a shared machine that figure is not inflated by load the
+way latency is. The clients run on the same machine as the servers, so they
+take CPU from them: the figures are a floor for what the server alone could do.
 Target on 2 cores: >= 300 API req/s, 0 errors, no "database is locked".
 """
 
@@ -67,16 +77,19 @@ django.setup()
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from access import grants, tokens
+from aetnaweb.access import SYSTEM
 from memory import services
 username, password = sys.argv[1], sys.argv[2]
 user = get_user_model().objects.create_user(username=username, password=password)
-grants.grant_role(user=user, scope="platform:*:*", role="admin")
+grants.grant_role(principal=SYSTEM, user=user, scope="platform:*:*", role="admin")
 issued = tokens.create_token(
-    name="load", scope="load:*:*", capabilities=["read", "write"],
-    expires_at=timezone.now() + timedelta(days=1), created_by="bench",
+    principal=SYSTEM, name="load", scope="load:*:*", capabilities=["read", "write"],
+    expires_at=timezone.now() + timedelta(days=1), rate_limit_per_minute=1_000_000,
 )
 for n, scope in enumerate(%(scopes)r):
-    services.remember_fact(scope=scope, key=f"seed {n}", value=f"deploy window {n}", actor="bench")
+    services.remember_fact(
+        principal=SYSTEM, scope=scope, key=f"seed {n}", value=f"deploy window {n}", actor="bench"
+    )
 print(json.dumps({"token": issued.secret}))
 """
 
@@ -85,8 +98,9 @@ import json
 import django
 django.setup()
 from django.db import connection
+from aetnaweb.access import SYSTEM
 from audit.verification import verify_all
-report = verify_all()
+report = verify_all(principal=SYSTEM)
 with connection.cursor() as cursor:
     cursor.execute(
         "SELECT COUNT(*) FROM (SELECT subject_id, prev_hash FROM audit_log"
@@ -219,7 +233,7 @@ def client_process(
     phase: str, ports: list[int], token: str, jobs: list[int], threads: int, queue: object
 ) -> None:
     """Run ``jobs`` (request numbers) over ``threads`` keep-alive clients; report timings."""
-    latencies: list[float] = []
+    latencies: list[tuple[str, float]] = []
     errors: list[str] = []
     lock = threading.Lock()
     chunks = [jobs[i::threads] for i in range(threads)]
@@ -253,8 +267,8 @@ def client_process(
                 continue
             elapsed = time.perf_counter() - start
             with lock:
-                latencies.append(elapsed)
-                if status != 200:
+                latencies.append((path, elapsed))
+                if status not in (200, 201):
                     errors.append(f"{path}: HTTP {status} {data[:120]!r}")
 
     workers = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(chunks)]
@@ -266,7 +280,9 @@ def client_process(
     queue.put((latencies, errors, spans[0], spans[-1]))  # type: ignore[attr-defined]
 
 
-def drive(phase: str, ports: list[int], token: str, total: int, clients: int) -> dict[str, object]:
+def drive(
+    phase: str, ports: list[int], token: str, total: int, clients: int, server_pids: list[int]
+) -> dict[str, object]:
     processes = max(1, min(4, clients // 4))
     per_process = max(1, clients // processes)
     queue: multiprocessing.Queue = multiprocessing.Queue()
@@ -287,22 +303,39 @@ def drive(phase: str, ports: list[int], token: str, total: int, clients: int) ->
     ]
     for proc in procs:
         proc.start()
-    latencies: list[float] = []
+    timed: list[tuple[str, float]] = []
     errors: list[str] = []
     starts: list[float] = []
     ends: list[float] = []
+    cpu_before = server_cpu_seconds(server_pids)
     for _ in procs:
         got_latencies, got_errors, start, end = queue.get()
-        latencies += got_latencies
+        timed += got_latencies
         errors += got_errors
         starts.append(start)
         ends.append(end)
     for proc in procs:
         proc.join()
+    cpu = server_cpu_seconds(server_pids) - cpu_before
     # perf_counter is system-wide (CLOCK_MONOTONIC) on Linux, so spans from
     # different client processes compare.
     wall = max(ends) - min(starts)
-    latencies.sort()
+    result = summary(phase, [elapsed for _, elapsed in timed], wall)
+    result |= {
+        "server_cpu_ms_per_request": round(1000 * cpu / len(timed), 2) if timed else None,
+        "errors": len(errors),
+        "error_samples": sorted(set(errors))[:5],
+    }
+    if phase == "api":
+        result["endpoints"] = [
+            summary(path.rsplit("/", 1)[-1], [e for p, e in timed if p == path], wall)
+            for path in sorted({p for p, _ in timed})
+        ]
+    return result
+
+
+def summary(label: str, latencies: list[float], wall: float) -> dict[str, object]:
+    latencies = sorted(latencies)
 
     def pct(p: float) -> float:
         if not latencies:
@@ -310,7 +343,7 @@ def drive(phase: str, ports: list[int], token: str, total: int, clients: int) ->
         return 1000 * latencies[min(len(latencies) - 1, int(p * len(latencies)))]
 
     return {
-        "phase": phase,
+        "phase": label,
         "requests": len(latencies),
         "seconds": round(wall, 2),
         "req_per_s": round(len(latencies) / wall, 1),
@@ -318,9 +351,35 @@ def drive(phase: str, ports: list[int], token: str, total: int, clients: int) ->
         "p95_ms": round(pct(0.95), 1),
         "p99_ms": round(pct(0.99), 1),
         "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
-        "errors": len(errors),
-        "error_samples": sorted(set(errors))[:5],
     }
+
+
+def server_cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of gunicorn arbiters ``pids`` and their workers, reaped ones included."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
+        stats[int(entry.name)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total = 0
+    for pid in pids:
+        fields = stats.get(pid)
+        if fields is None:
+            continue
+        # utime, stime, cutime, cstime (fields 14-17 of proc(5)); the arbiter
+        # reaps recycled workers, so their CPU shows in cutime/cstime.
+        total += sum(int(value) for value in fields[11:15])
+        for child in children.get(pid, []):
+            total += sum(int(value) for value in stats[child][11:13])
+    return total / tick
 
 
 # -- main ------------------------------------------------------------------------------
@@ -345,9 +404,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--api-requests", type=int, default=6000)
     parser.add_argument("--page-requests", type=int, default=600)
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers per instance")
-    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--workers", type=int, help="gunicorn workers per instance")
+    parser.add_argument("--threads", type=int, help="threads per gunicorn worker")
     parser.add_argument("--port", type=int, default=8150)
+    parser.add_argument(
+        "--recall-p99",
+        action="store_true",
+        help="issue 12's measurement: 8 clients, API phase only (read the recall p99)",
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get(
@@ -355,8 +419,10 @@ def main() -> None:
         ),
     )
     args = parser.parse_args()
-    if not 8150 <= args.port <= 8159 - args.instances + 1:
-        sys.exit("--port must keep every instance within 8150-8159")
+    if args.recall_p99:
+        args.clients, args.page_requests = 8, 0
+    if not 8150 <= args.port <= 8189 - args.instances + 1:
+        sys.exit("--port must keep every instance within 8150-8189")
 
     work = Path(tempfile.mkdtemp(prefix="aetnaweb-load-"))
     db_name = f"aetnaweb_load_{os.getpid()}"
@@ -382,12 +448,9 @@ def main() -> None:
                     [GUNICORN, "--config", "python:aetnaweb.gunicorn_conf", "aetnaweb.wsgi"],
                     cwd=ROOT,
                     env=env
-                    | {
-                        "HOST": "127.0.0.1",
-                        "PORT": str(port),
-                        "WEB_CONCURRENCY": str(args.workers),
-                        "GUNICORN_THREADS": str(args.threads),
-                    },
+                    | {"HOST": "127.0.0.1", "PORT": str(port)}
+                    | ({"WEB_CONCURRENCY": str(args.workers)} if args.workers else {})
+                    | ({"GUNICORN_THREADS": str(args.threads)} if args.threads else {}),
                     stdout=log.open("wb"),
                     stderr=subprocess.STDOUT,
                 )
@@ -396,13 +459,18 @@ def main() -> None:
         for port in ports:
             wait_healthy(port, deadline)
         print(
-            f"load: {args.db}, {args.instances} instance(s) x {args.workers} workers x "
-            f"{args.threads} threads, {args.clients} clients, cpus={os.cpu_count()}"
+            f"load: {args.db}, {args.instances} instance(s) x {args.workers or 'default'} "
+            f"workers x {args.threads or 'default'} threads, {args.clients} clients, "
+            f"cpus={os.cpu_count()}"
         )
-        results = [
-            drive("api", ports, seeded["token"], args.api_requests, args.clients),
-            drive("pages", ports, seeded["token"], args.page_requests, min(args.clients, 16)),
-        ]
+        pids = [server.pid for server in servers]
+        results = [drive("api", ports, seeded["token"], args.api_requests, args.clients, pids)]
+        if args.page_requests:
+            results.append(
+                drive(
+                    "pages", ports, seeded["token"], args.page_requests, min(args.clients, 16), pids
+                )
+            )
     finally:
         for server in servers:
             server.send_signal(signal.SIGTERM)
@@ -418,7 +486,13 @@ def main() -> None:
             f"  {result['phase']:<6} {result['requests']:>6} req in {result['seconds']:>7.2f} s:"
             f" {result['req_per_s']:>7.1f} req/s  p50 {result['p50_ms']} ms  p95 {result['p95_ms']} ms"
             f"  p99 {result['p99_ms']} ms  errors {result['errors']}"
+            f"  server CPU {result['server_cpu_ms_per_request']} ms/req"
         )
+        for endpoint in result.get("endpoints", []):  # type: ignore[attr-defined]
+            print(
+                f"    {endpoint['phase']:<9} {endpoint['requests']:>6} req  p50 {endpoint['p50_ms']} ms"
+                f"  p95 {endpoint['p95_ms']} ms  p99 {endpoint['p99_ms']} ms"
+            )
         for sample in result["error_samples"]:  # type: ignore[union-attr]
             print(f"         e.g. {sample}")
     print(f"  'database is locked' in server logs: {locked}")

@@ -16,6 +16,16 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limit_reservations():
+    """Each test starts without blocks reserved by an earlier test (its rows were rolled back)."""
+    from access import ratelimits
+
+    ratelimits.forget_reservations()
+    yield
+    ratelimits.forget_reservations()
+
+
 @pytest.fixture
 def operator(django_user_model):
     """A plain signed-in-able user with no grants."""

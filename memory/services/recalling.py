@@ -2,6 +2,17 @@
 
 Gathering candidates reads the full-text and vector indexes and the
 records table here; the arithmetic is :mod:`memory.services.scoring`.
+
+Reads before the write lock: a recall gathers and scores its candidates
+(the query embedding, the index queries) outside any transaction, and opens
+one only to append its audit event and retrieval log. On SQLite a write
+transaction holds the database's single write lock from BEGIN IMMEDIATE to
+COMMIT, so scoring inside it made every concurrent recall and remember queue
+behind the ~15-40 ms of reading; now the lock is held for the few INSERTs.
+Inside the transaction the candidates are checked once more: if one stopped
+being active meanwhile (forgotten, superseded, rejected), the recall scores
+again under the lock, so what it answers and logs never includes a record a
+committed forget already removed (see :func:`_still_current`).
 """
 
 from __future__ import annotations
@@ -135,6 +146,25 @@ def _gather(
     return rows, evidence
 
 
+def _still_current(
+    scope: Scope, query: str, limit: int, min_score: float, candidates: list[RecallCandidate]
+) -> list[RecallCandidate]:
+    """``candidates``, or a fresh scoring if one of them is no longer active.
+
+    Called inside the write transaction (on SQLite, under the write lock), so
+    the check sees every write committed before it: one indexed read in the
+    common case, the full scoring again only after a race with a forget,
+    supersede or reject.
+    """
+    record_ids = [c.record_id for c in candidates]
+    if not record_ids:
+        return candidates
+    active = Record.objects.filter(record_id__in=record_ids, status=Status.ACTIVE).count()
+    if active == len(record_ids):
+        return candidates
+    return _score_candidates(scope, query, limit, min_score)
+
+
 def _log_retrieval(
     *,
     scope: Scope,
@@ -204,7 +234,6 @@ def _log_retrieval(
 
 
 @storable_text_arguments
-@transaction.atomic
 def recall(
     *,
     scope: Scope | str,
@@ -227,17 +256,19 @@ def recall(
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, limit, threshold)
-    event, audit_event = _log_retrieval(
-        scope=parsed,
-        query=query,
-        limit=limit,
-        min_score=threshold,
-        session=session,
-        actor=actor_label,
-        purpose="recall",
-        candidates=candidates,
-    )
+    candidates = _score_candidates(parsed, query, limit, threshold)  # no lock held
+    with transaction.atomic():
+        candidates = _still_current(parsed, query, limit, threshold, candidates)
+        event, audit_event = _log_retrieval(
+            scope=parsed,
+            query=query,
+            limit=limit,
+            min_score=threshold,
+            session=session,
+            actor=actor_label,
+            purpose="recall",
+            candidates=candidates,
+        )
     return RecallResult(str(parsed), event.retrieval_id, audit_event.event_id, tuple(candidates))
 
 
@@ -248,8 +279,34 @@ def _block_line(candidate: RecallCandidate) -> str:
     return f"- [{candidate.record_id}] {content}"
 
 
+def _fill_block(
+    candidates: list[RecallCandidate], max_chars: int
+) -> tuple[str, list[str], list[RecallCandidate]]:
+    """The block text, the injected record IDs, and the candidates marked with what was injected."""
+    header, footer = "<relevant_memories>\n", "</relevant_memories>"
+    lines: list[str] = []
+    injected: list[str] = []
+    used = len(header) + len(footer)
+    for candidate in candidates:
+        if not candidate.returned:
+            continue
+        line = _block_line(candidate) + "\n"
+        if used + len(line) > max_chars:
+            break
+        lines.append(line)
+        injected.append(candidate.record_id)
+        used += len(line)
+    # What the retrieval log calls "returned" is what actually reached the prompt.
+    injected_set = set(injected)
+    marked = [
+        RecallCandidate(**{**asdict(c), "returned": c.record_id in injected_set})
+        for c in candidates
+    ]
+    text = header + "".join(lines) + footer if lines else ""
+    return text, injected, marked
+
+
 @storable_text_arguments
-@transaction.atomic
 def recall_block(
     *,
     scope: Scope | str,
@@ -273,51 +330,34 @@ def recall_block(
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, max_items, threshold)
-    header, footer = "<relevant_memories>\n", "</relevant_memories>"
-    lines: list[str] = []
-    injected: list[str] = []
-    used = len(header) + len(footer)
-    for candidate in candidates:
-        if not candidate.returned:
-            continue
-        line = _block_line(candidate) + "\n"
-        if used + len(line) > max_chars:
-            break
-        lines.append(line)
-        injected.append(candidate.record_id)
-        used += len(line)
-    # What the retrieval log calls "returned" is what actually reached the prompt.
-    injected_set = set(injected)
-    candidates = [
-        RecallCandidate(**{**asdict(c), "returned": c.record_id in injected_set})
-        for c in candidates
-    ]
-    event, _ = _log_retrieval(
-        scope=parsed,
-        query=query,
-        limit=max_items,
-        min_score=threshold,
-        session=session,
-        actor=actor_label,
-        purpose="recall_block",
-        candidates=candidates,
-    )
-    text = header + "".join(lines) + footer if lines else ""
-    audit_event_id = None
-    if injected:
-        audit_event = _audit(
+    candidates = _score_candidates(parsed, query, max_items, threshold)  # no lock held
+    with transaction.atomic():
+        candidates = _still_current(parsed, query, max_items, threshold, candidates)
+        text, injected, candidates = _fill_block(candidates, max_chars)
+        event, _ = _log_retrieval(
             scope=parsed,
-            event_type="memory.context_injected",
+            query=query,
+            limit=max_items,
+            min_score=threshold,
+            session=session,
             actor=actor_label,
-            payload={
-                "retrieval_id": event.retrieval_id,
-                "record_ids": injected,
-                "block_sha256": sha256_text(text),
-                "chars": len(text),
-            },
-            session_id=session,
-            mentions=injected,
+            purpose="recall_block",
+            candidates=candidates,
         )
-        audit_event_id = audit_event.event_id
+        audit_event_id = None
+        if injected:
+            audit_event = _audit(
+                scope=parsed,
+                event_type="memory.context_injected",
+                actor=actor_label,
+                payload={
+                    "retrieval_id": event.retrieval_id,
+                    "record_ids": injected,
+                    "block_sha256": sha256_text(text),
+                    "chars": len(text),
+                },
+                session_id=session,
+                mentions=injected,
+            )
+            audit_event_id = audit_event.event_id
     return RecallBlock(str(parsed), text, tuple(injected), event.retrieval_id, audit_event_id)

@@ -98,6 +98,29 @@ def test_gunicorn_serves_the_app_with_production_settings(tmp_path):
         server.terminate()
         output = server.communicate(timeout=30)[0]
     assert "Booting worker" in output and "Traceback" not in output
+    # And the embedding model was loaded once, in the arbiter, before any worker forked
+    assert output.count("embedding model") == 1
+    assert output.index("embedding model") < output.index("Booting worker")
+
+
+def test_the_config_pins_numeric_threads_before_numpy_and_sizes_workers_to_the_cores():
+    # Given an environment that sets none of the knobs
+    env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG"}}
+    probe = (
+        "import os, sys; import aetnaweb.gunicorn_conf as conf; "
+        "print(conf.workers, conf.threads, 'numpy' in sys.modules, "
+        "os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'], "
+        "os.environ['MKL_NUM_THREADS'], os.environ['TOKENIZERS_PARALLELISM'])"
+    )
+    # When gunicorn's config module is imported
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    # Then one worker per core (at most 8), 4 threads, and one BLAS thread per process,
+    # set before NumPy is loaded
+    assert done.returncode == 0, done.stderr
+    cores = min(os.cpu_count() or 1, 8)
+    assert done.stdout.split() == [str(cores), "4", "False", "1", "1", "1", "false"]
 
 
 def test_gunicorn_refuses_to_start_without_a_secret_key(tmp_path):

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from access import ratelimits, tokens
@@ -133,7 +134,121 @@ def test_the_count_is_shared_across_connections(settings):
         thread.join(timeout=60)
     # Then exactly 5 got through, whatever the interleaving
     assert sorted(statuses) == [200] * 5 + [429] * 7
-    assert RateLimitWindow.objects.get().count == 12
+    # And the refusals wrote nothing: the row counts the five admitted requests
+    assert RateLimitWindow.objects.get().count == 5
+
+
+def _token_with_limit(limit: int) -> ApiToken:
+    issue_token("acme:alice:*")
+    token = ApiToken.objects.get()
+    token.rate_limit_per_minute = limit
+    token.save(update_fields=["rate_limit_per_minute"])
+    return token
+
+
+def _rate_limit_writes(captured) -> int:
+    return sum(
+        1 for q in captured if q["sql"].startswith("INSERT") and "ratelimitwindow" in q["sql"]
+    )
+
+
+def test_a_busy_token_is_counted_in_blocks_and_never_passes_its_limit(db, settings):
+    # Given a token allowed 1,000 requests a minute, all made within one second
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 16
+    token = _token_with_limit(1000)
+    now = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    # When it makes 1,200 requests
+    admitted = 0
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(1200):
+            try:
+                ratelimits.consume(token, now=now)
+                admitted += 1
+            except ratelimits.RateLimited:
+                pass
+    # Then exactly its limit got through, with far fewer statements than requests
+    assert admitted == 1000
+    writes = _rate_limit_writes(captured)
+    assert writes < 1000 / 8
+    # And the row never says more than the limit (the blocks shrink near it)
+    assert RateLimitWindow.objects.get().count == 1000
+
+
+def test_block_of_one_counts_every_request(db, settings):
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 1
+    token = _token_with_limit(1000)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(50):
+            ratelimits.consume(token, now=now)
+    assert _rate_limit_writes(captured) == 50
+    assert RateLimitWindow.objects.get().count == 50
+
+
+def test_requests_reserved_by_other_processes_count_against_the_limit(db, settings):
+    # Given a token allowed 100 a minute, of which other processes already reserved 95
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 16
+    token = _token_with_limit(100)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    RateLimitWindow.objects.create(token=token, window_start=_window(now), count=95)
+    # When this process makes requests as fast as it can
+    outcomes = []
+    for _ in range(10):
+        try:
+            ratelimits.consume(token, now=now)
+            outcomes.append(200)
+        except ratelimits.RateLimited:
+            outcomes.append(429)
+    # Then only the 5 left are admitted here
+    assert outcomes == [200] * 5 + [429] * 5
+    assert RateLimitWindow.objects.get().count == 100
+
+
+def test_a_block_that_races_another_process_past_the_limit_is_granted_only_up_to_it(db, settings):
+    # Given a busy token (limit 100) that this process has used 40 times this second
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 16
+    token = _token_with_limit(100)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    for _ in range(40):
+        ratelimits.consume(token, now=now)
+    row = RateLimitWindow.objects.get()
+    # When another process reserves all but one of what is left in the database
+    others = 100 - row.count - 1
+    RateLimitWindow.objects.filter(pk=row.pk).update(count=row.count + others)
+    admitted = 40
+    while True:
+        try:
+            ratelimits.consume(token, now=now)
+        except ratelimits.RateLimited:
+            break
+        admitted += 1
+    # Then this process admits only what the other left: the limit holds overall
+    assert admitted + others == 100
+
+
+def test_a_refusal_once_the_limit_is_seen_costs_no_statement(db, settings):
+    token = _token_with_limit(2)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    ratelimits.consume(token, now=now)
+    ratelimits.consume(token, now=now)
+    with CaptureQueriesContext(connection) as captured, pytest.raises(ratelimits.RateLimited):
+        ratelimits.consume(token, now=now)
+    assert len(captured) == 0
+    assert RateLimitWindow.objects.get().count == 2
+
+
+def test_a_raised_limit_takes_effect_within_the_window(db, settings):
+    token = _token_with_limit(1)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    ratelimits.consume(token, now=now)
+    with pytest.raises(ratelimits.RateLimited):
+        ratelimits.consume(token, now=now)
+    token.rate_limit_per_minute = 3
+    assert ratelimits.consume(token, now=now).used == 2
+
+
+def _window(now: datetime) -> int:
+    return int(now.timestamp()) // 60 * 60
 
 
 def test_create_token_refuses_a_negative_limit_and_writes_nothing(db):

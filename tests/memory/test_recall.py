@@ -307,8 +307,9 @@ def test_recall_reads_candidates_from_the_index_not_the_scope(django_assert_max_
         services.remember_fact(principal=SYSTEM, scope=S, key=f"item {n}", value=f"value {n}")
     # When recalled / Then a fixed, small number of queries (no per-record work);
     # +3 since the recall's audit event is also a Merkle log append (+2 on PostgreSQL:
-    # the tree and subject advisory locks)
-    with django_assert_max_num_queries(21):
+    # the tree and subject advisory locks); +1 since recall checks, inside its write
+    # transaction, that the candidates it scored outside it are still active
+    with django_assert_max_num_queries(22):
         services.recall(principal=SYSTEM, scope=S, query="item value")
 
 
