@@ -22,13 +22,18 @@ from django.db import transaction
 from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import append_event
 
 
-class GrantError(ValueError):
+class GrantError(DomainError, ValueError):
     """A grant change that cannot be made as asked (unknown role, duplicate, no such grant)."""
+
+    code = "grant_refused"
+    status = 400
+    meaning = "a grant change cannot be made as asked (unknown role, duplicate, no such grant)"
 
 
 def _check_role(role: str) -> str:

@@ -44,6 +44,7 @@ from django.utils import timezone
 from access.models import LoginThrottle
 from aetnaweb import access
 from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope
 from audit.services import append_event
 
@@ -69,8 +70,12 @@ class LoginThrottled(Exception):
         super().__init__(message)
 
 
-class LockoutError(ValueError):
+class LockoutError(DomainError, ValueError):
     """An unlock the service refuses (the row is gone, or was never locked)."""
+
+    code = "unlock_refused"
+    status = 409
+    meaning = "the sign-in lockout is gone or was never locked"
 
 
 @dataclass(frozen=True)

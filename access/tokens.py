@@ -30,6 +30,7 @@ from aetnaweb.access import (
     audit_actor,
     may_administer,
 )
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
@@ -40,8 +41,12 @@ MAX_LIFETIME = timedelta(days=366)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-class TokenError(ValueError):
+class TokenError(DomainError, ValueError):
     """A token request that cannot be honoured (bad capability, expiry, unknown token)."""
+
+    code = "token_refused"
+    status = 400
+    meaning = "a token request cannot be honoured (bad capability, expiry, unknown token)"
 
 
 class TokenAuthenticationError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router, Status
 
 from actions import selectors, services
@@ -21,21 +21,12 @@ from actions.api_schemas import (
     VerificationOut,
     WorldPatchOut,
 )
-from actions.errors import (
-    ActionError,
-    ActionInputError,
-    ActionPolicyViolation,
-    AdapterNotRegistered,
-    TransactionNotFound,
-)
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
-    bad_request,
-    document_error_codes,
-    error_response,
     not_found,
     principal_of,
+    refusals_about,
     require,
     require_capability,
 )
@@ -58,7 +49,7 @@ def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
     unless every operation prepares and passes the guard policy.
     """
     require(request, access.STAGE, payload.scope)
-    try:
+    with refusals_about("operations"):
         return Status(
             201,
             services.stage(
@@ -70,12 +61,6 @@ def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
                 principal=principal_of(request),
             ).as_dict(),
         )
-    except ActionPolicyViolation as exc:
-        raise bad_request(str(exc), field="operations", error="policy_violation") from exc
-    except AdapterNotRegistered as exc:
-        raise bad_request(str(exc), field="operations", error="unknown_adapter") from exc
-    except ActionInputError as exc:
-        raise bad_request(str(exc), field="operations", error="invalid_operation") from exc
 
 
 @router.get(
@@ -111,10 +96,8 @@ def show_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any
     require_capability(request, access.READ)
     if len(transaction_id) > MAX_TRANSACTION_ID:
         raise not_found()
-    try:
-        return selectors.transaction_detail(principal_of(request), transaction_id)
-    except access.AccessDenied:
-        raise not_found() from None
+    # AccessDenied (any other token's transaction) answers 404 not_found.
+    return selectors.transaction_detail(principal_of(request), transaction_id)
 
 
 @router.get(
@@ -127,29 +110,10 @@ def verify_transaction(request: HttpRequest, transaction_id: str) -> dict[str, A
     require_capability(request, access.AUDIT)
     if len(transaction_id) > MAX_TRANSACTION_ID:
         raise not_found()
-    try:
-        return services.verify(
-            transaction_id=transaction_id, principal=principal_of(request)
-        ).as_dict()
-    except (TransactionNotFound, access.AccessDenied):
-        raise not_found() from None
+    # TransactionNotFound and AccessDenied both answer 404 not_found, alike.
+    return services.verify(transaction_id=transaction_id, principal=principal_of(request)).as_dict()
 
 
 def mount(api: NinjaAPI) -> None:
+    # Refusals answer through the kernel's one DomainError handler (aetnaweb/api.py).
     api.add_router("/actions/", router)
-    document_error_codes(
-        400,
-        {
-            "policy_violation": "an operation breaks the guard policy",
-            "unknown_adapter": "an operation names an adapter that is not registered",
-            "invalid_operation": "an operation does not prepare (see detail)",
-            "action_refused": "another refusal of the guarded-actions engine",
-        },
-    )
-
-    @api.exception_handler(ActionError)
-    def _action_error(request: HttpRequest, exc: ActionError) -> HttpResponse:
-        # Endpoints name the field; this is the safety net for any refusal they did not.
-        if isinstance(exc, TransactionNotFound):
-            return error_response(request, 404, "not_found", "no such resource for this token")
-        return error_response(request, 400, "action_refused", str(exc))

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from django.db import models
 from django.db.models import Q
 
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope
 
 
@@ -70,8 +71,12 @@ ROLE_CAPABILITIES: dict[str, frozenset[str]] = {
 TOKEN_CAPABILITIES = frozenset({READ, WRITE, FORGET, PROPOSE, STAGE, AUDIT})
 
 
-class AccessDenied(Exception):
+class AccessDenied(DomainError):
     """The principal may not do this here. Shown as 404, never as 403."""
+
+    code = "access_denied"
+    status = 404
+    meaning = "outside the principal's reach; answered exactly like something that does not exist"
 
 
 @dataclass(frozen=True)
@@ -236,6 +241,11 @@ def may_act(principal: Principal, capability: str, scope: Scope | str) -> bool:
 
 class AncestorOnly(AccessDenied):
     """The scope is readable (an ancestor of a grant) but not a place to act from."""
+
+    code = "ancestor_only"
+    # Answered like any AccessDenied on the API (views say more: the page may read it).
+    status = 404
+    meaning = "the scope is readable from a grant below it but not a place to act from"
 
 
 def require_act(principal: Principal, capability: str, scope: Scope | str) -> Scope:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
@@ -44,11 +45,12 @@ from ninja.security import HttpBearer
 from pydantic import AfterValidator, ConfigDict, Field
 
 from aetnaweb import access
-from aetnaweb.access import AccessDenied, Principal, TokenRow
+from aetnaweb.access import Principal, TokenRow
+from aetnaweb.errors import DomainError, documented_codes
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
 from aetnaweb.limits import MAX_BODY_BYTES, MAX_CONTEXT_CHARS
-from aetnaweb.scopes import Scope, ScopeError
-from aetnaweb.text import UnstorableText, displayable, unstorable_text_in
+from aetnaweb.scopes import Scope
+from aetnaweb.text import displayable, unstorable_text_in
 
 logger = logging.getLogger("aetnaweb.api")
 
@@ -100,12 +102,10 @@ ContextStr = Annotated[str, Field(min_length=1, max_length=MAX_CONTEXT_CHARS)]
 """A session or turn ID."""
 
 
-# Every code a refusal may carry, by status, with what it means. The schema lists
-# them (ErrorOut's ``x-error-codes`` and each response's description) so a client
-# can branch on them; ``error`` stays a plain string so a code added later never
-# breaks an older client's parsing. Apps add theirs when they mount
-# (:func:`document_error_codes`); tests/api/test_openapi.py checks the list is complete.
-ERROR_CODES: dict[int, dict[str, str]] = {
+# The codes the transport itself answers with (parsing, tokens, limits, bugs), by
+# status. Domain refusals document themselves: each DomainError class declares
+# its code, status and meaning (aetnaweb/errors.py) and ERROR_CODES merges them.
+TRANSPORT_CODES: dict[int, dict[str, str]] = {
     400: {
         "invalid_request": "the request is malformed (e.g. a bad Content-Length)",
         "invalid_json": "the body is not a JSON object",
@@ -135,9 +135,54 @@ ERROR_CODES: dict[int, dict[str, str]] = {
 }
 
 
+class _ErrorCatalogue(Mapping[int, dict[str, str]]):
+    """Every code a refusal may carry, by status, with what it means (read live).
+
+    The schema lists them (ErrorOut's ``x-error-codes`` and each response's
+    description) so a client can branch on them; ``error`` stays a plain string
+    so a code added later never breaks an older client's parsing. The domain
+    part comes from the error classes, so it cannot drift from what the
+    handler sends; tests/api/test_openapi.py checks the list is complete.
+    """
+
+    def _merged(self) -> dict[int, dict[str, str]]:
+        merged = {status: dict(codes) for status, codes in TRANSPORT_CODES.items()}
+        for status, codes in documented_codes().items():
+            merged.setdefault(status, {}).update(codes)
+        return merged
+
+    def __getitem__(self, status: int) -> dict[str, str]:
+        return self._merged()[status]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._merged())
+
+    def __len__(self) -> int:
+        return len(self._merged())
+
+
+ERROR_CODES: Mapping[int, dict[str, str]] = _ErrorCatalogue()
+
+
 def document_error_codes(status: int, codes: dict[str, str]) -> None:
-    """Add an app's refusal codes to the documented list (called from its ``mount``)."""
-    ERROR_CODES.setdefault(status, {}).update(codes)
+    """Add an endpoint's own transport codes (not a DomainError's) to the documented list."""
+    TRANSPORT_CODES.setdefault(status, {}).update(codes)
+
+
+@contextmanager
+def refusals_about(field: str | None = None, **by_class: str) -> Iterator[None]:
+    """A domain refusal raised inside that names no field is about ``field``.
+
+    Status and code come from the error's class (the one handler below);
+    this only says which request field an endpoint's refusals concern, e.g.
+    ``refusals_about("text", RecordNotFound="record_ids")`` (keys are class names).
+    """
+    try:
+        yield
+    except DomainError as exc:
+        if exc.field is None:
+            exc.field = by_class.get(type(exc).__name__, field)
+        raise
 
 
 class ErrorOut(Schema):
@@ -520,25 +565,18 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error_response(request, exc.status_code, "http_error", str(exc))
 
 
-@api.exception_handler(AccessDenied)
-def _access_denied(request: HttpRequest, exc: AccessDenied) -> HttpResponse:
-    return _api_error(request, not_found())
+@api.exception_handler(DomainError)
+def _domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    """Every refusal of the engine: its class's status and code, its field, its sentence."""
+    if exc.status == 404:
+        # Not found and not yours read the same: no detail that could leak existence.
+        return _api_error(request, not_found())
+    return error_response(request, exc.status, exc.error_code, exc.detail, exc.field)
 
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _api_error(request, not_found())
-
-
-@api.exception_handler(ScopeError)
-def _scope_error(request: HttpRequest, exc: ScopeError) -> HttpResponse:
-    return error_response(request, 400, "invalid_scope", str(exc), "scope")
-
-
-@api.exception_handler(UnstorableText)
-def _unstorable_text(request: HttpRequest, exc: UnstorableText) -> HttpResponse:
-    # A service's own check (the last line of defence): the same 400 as the parser's.
-    return _api_error(request, _text_refusal(exc.field, exc.reason))
 
 
 @api.exception_handler(DatabaseError)

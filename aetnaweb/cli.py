@@ -9,6 +9,29 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.management.base import CommandError
+
+from aetnaweb.errors import DomainError
+
+REFUSED = 2
+"""Every management command's exit status for a refusal (bad input, or a change that cannot be made)."""
+
+
+def refuse(message: object) -> CommandError:
+    """One line on stderr (whitespace folded, so a multi-line message stays one line), exit 2."""
+    return CommandError(" ".join(str(message).split()), returncode=REFUSED)
+
+
+@contextmanager
+def refusals_exit() -> Iterator[None]:
+    """In a command: any domain refusal becomes :func:`refuse` (one line, exit 2), never a traceback."""
+    try:
+        yield
+    except DomainError as exc:
+        raise refuse(exc) from exc
 
 
 def run_command(argv: list[str]) -> None:

@@ -12,10 +12,15 @@ A dashboard view reads like this::
         return render_page(request, "memory/scope_detail.html", {...}, partial="records")
 
 - :func:`principal_for` builds the signed-in operator's principal once per request.
-- :func:`dashboard_view` turns :class:`~aetnaweb.access.AccessDenied` into a
-  404 that does not say whether the thing exists, and
-  :class:`~aetnaweb.scopes.ScopeError` (an invalid scope typed into a URL) into
-  a 404 page that says the scope is invalid and why.
+- :func:`dashboard_view` turns a domain refusal (:class:`~aetnaweb.errors.DomainError`)
+  that escapes the view into the page's answer: out of reach or missing
+  (``AccessDenied``, any 404-class error, ``missing = True``) into a 404 that
+  does not say whether the thing exists; :class:`~aetnaweb.scopes.ScopeError`
+  (an invalid scope typed into a URL) into a 404 page that says why; any other
+  refusal into a message and a redirect back to the page the form was on (a
+  POST from this site), else the refusal page with the class's status.
+- :class:`form_refusals` is for a view that keeps its form: a refusal becomes
+  an error on the form field the error names (or on the form as a whole).
 - :func:`page_key` and :class:`KeyPage` are key-based pagination: the next
   page starts strictly after the last key seen, so page 10,000 costs what
   page 1 costs (no OFFSET, no COUNT(*)).
@@ -28,15 +33,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
+from django import forms
+from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import render
-from django.utils.http import urlencode
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 
 from aetnaweb import access
-from aetnaweb.access import AccessDenied, Principal
+from aetnaweb.access import Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import ScopeError
 
 View = Callable[..., HttpResponseBase]
@@ -81,24 +90,99 @@ def invalid_scope_response(request: HttpRequest, error: ScopeError) -> HttpRespo
     return render(request, NOT_FOUND_TEMPLATE, {"invalid_scope": str(error)}, status=404)
 
 
-def dashboard_view(view: View) -> View:
-    """Map out-of-reach (``AccessDenied``) to 404 and invalid scopes in the URL to a helpful 404.
+REFUSED_TEMPLATE = "400.html"
 
-    A scope typed into a *form* is a form error instead: forms validate with
-    ``Scope.parse`` in ``clean_scope`` and never raise out of the view.
+
+def is_missing(error: DomainError) -> bool:
+    """Whether a page answers ``error`` as "not found": out of reach, or no such thing.
+
+    A page's URL names the object, so an unknown record is a 404 here even
+    where the API (whose body named it) answers 400.
+    """
+    return error.status == 404 or error.missing
+
+
+def dashboard_view(view: View) -> View:
+    """Turn a domain refusal the view did not handle into the page's answer.
+
+    Missing or out of reach: 404, the same page either way (the existence of
+    other tenants does not leak). An invalid scope in the URL: a 404 page
+    saying why. Any other refusal of a POST sent from one of our pages: its
+    message, and back to that page. Otherwise the refusal page with the
+    class's status and the message. A scope typed into a *form* is a form
+    error instead: forms validate with ``Scope.parse`` in ``clean_scope``.
     """
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
             return view(request, *args, **kwargs)
-        except AccessDenied as exc:
-            # Same page as a missing object: the existence of other tenants does not leak.
-            raise Http404("not found") from exc
         except ScopeError as exc:
             return invalid_scope_response(request, exc)
+        except DomainError as exc:
+            if is_missing(exc):
+                raise Http404("not found") from exc
+            return refused_response(request, exc)
 
     return wrapper
+
+
+def refused_response(request: HttpRequest, error: DomainError) -> HttpResponse:
+    """The page's answer to a refusal: the message and back where the form was, or a 4xx page."""
+    back = request.headers.get("Referer", "")
+    if request.method == "POST" and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        messages.error(request, f"Nothing was changed: {error}")
+        return redirect(back)
+    return render(
+        request,
+        REFUSED_TEMPLATE,
+        {"refusal": str(error), "refusal_status": error.status},
+        status=error.status,
+    )
+
+
+class form_refusals:
+    """For a view that keeps its form: a refusal becomes an error on the field it names.
+
+    ::
+
+        with form_refusals(form) as refused:
+            services.deny(..., reason=form.cleaned_data["reason"])
+        if refused:
+            return render(request, TEMPLATE, {"form": form}, status=refused.status)
+
+    A missing or out-of-reach error still propagates (the decorator makes it
+    a 404): it is not something the person can fix in the form.
+    """
+
+    def __init__(self, form: forms.BaseForm) -> None:
+        self.form = form
+        self.error: DomainError | None = None
+
+    def __enter__(self) -> form_refusals:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if not isinstance(exc, DomainError) or is_missing(exc):
+            return False
+        self.error = exc
+        field = exc.field if exc.field in self.form.fields else None
+        self.form.add_error(field, str(exc))
+        return True
+
+    def __bool__(self) -> bool:
+        return self.error is not None
+
+    @property
+    def status(self) -> int:
+        return self.error.status if self.error is not None else 200
 
 
 def render_page(

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from aetnaweb.errors import DomainError
+
 WILDCARD = "*"
 PLATFORM = "platform"
 MAX_SEGMENT_LENGTH = 64
@@ -24,8 +26,17 @@ SEGMENT_NAMES = ("tenant", "user", "project")
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 
 
-class ScopeError(ValueError):
+class ScopeError(DomainError, ValueError):
     """A scope string that is not a valid ``tenant:user:project`` scope."""
+
+    code = "invalid_scope"
+    status = 400
+    meaning = "a scope does not parse (see scopes.md)"
+
+    def __init__(self, *args: object, field: str | None = "scope") -> None:
+        # Nearly every scope arrives in a field named "scope"; a caller that
+        # parses another one (a grant's, a filter's) names it.
+        super().__init__(*args, field=field)
 
 
 def _check_segment(name: str, value: str, raw: str) -> None:

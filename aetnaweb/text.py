@@ -22,6 +22,8 @@ from typing import Any
 
 from django.template.backends.django import DjangoTemplates, Template
 
+from aetnaweb.errors import InvalidInput
+
 NUL_REASON = "text may not contain the NUL character (\\u0000)"
 SURROGATE_REASON = (
     "text may not contain an unpaired surrogate (\\ud800-\\udfff): it cannot be encoded as UTF-8"
@@ -31,13 +33,21 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 
-class UnstorableText(ValueError):
+class UnstorableText(InvalidInput):
     """Text no store keeps intact; ``field`` names where it was found (``payload.k``)."""
 
+    code = "invalid_field"
+    status = 400
+    meaning = "a field does not validate (see field and detail)"
+
     def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
+        super().__init__(f"{field}: {reason}", field=field)
         self.reason = reason
+
+    @property
+    def detail(self) -> str:
+        # The API names the field beside the sentence, so the sentence leaves it out.
+        return self.reason
 
 
 def _reason(text: str) -> str | None:

@@ -11,9 +11,15 @@ import hashlib
 import json
 from typing import Any, NoReturn
 
+from aetnaweb.errors import DomainError
 
-class CanonicalJSONError(ValueError):
+
+class CanonicalJSONError(DomainError, ValueError):
     """A value that cannot be hashed reproducibly (NaN, a non-JSON type, a lossy float)."""
+
+    code = "invalid_canonical_json"
+    status = 400
+    meaning = "a value has no canonical JSON form (e.g. a float or a non-string key)"
 
 
 def canonical_json(value: Any) -> str:

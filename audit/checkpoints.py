@@ -22,6 +22,7 @@ from django.db import connection
 
 from aetnaweb import access
 from aetnaweb.access import Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import ScopeError
 from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
@@ -35,16 +36,19 @@ FORK_PREFIXES = ("FORK:", "this log cannot prove")
 _LOOKUP_BATCH = 500
 
 
-class CheckpointError(ValueError):
+class CheckpointError(DomainError, ValueError):
     """A checkpoint that cannot be issued, or input that is not a v1 checkpoint file.
 
     ``field`` names the request argument at fault when there is one (``old``,
     ``new``), so the API and the page can point at it.
     """
 
+    code = "invalid_checkpoint"
+    status = 400
+    meaning = "a checkpoint cannot be issued or the input is not a v1 checkpoint file"
+
     def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 def checkpoint_digest(document: dict[str, Any]) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from aetnaweb.errors import DomainError
+
 LEAF_PREFIX = b"\x00"
 NODE_PREFIX = b"\x01"
 # Leaf bytes are this prefix and the event's hex event_hash: a leaf stands for
@@ -24,8 +26,12 @@ EMPTY_ROOT = hashlib.sha256(b"").digest()
 HASH_SIZE = 32
 
 
-class ProofError(ValueError):
+class ProofError(DomainError, ValueError):
     """A proof that does not verify, or arguments no proof can exist for."""
+
+    code = "invalid_proof"
+    status = 400
+    meaning = "a Merkle proof does not verify or is malformed"
 
 
 def leaf_hash(data: bytes) -> bytes:

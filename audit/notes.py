@@ -34,6 +34,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
 
+from aetnaweb.errors import DomainError
+
 ED25519_ALGORITHM = b"\x01"
 SIGNATURE_PREFIX = "\u2014 "
 MAX_NOTE_BYTES = 16 * 1024
@@ -43,8 +45,12 @@ NO_KEY_MESSAGE = (
 )
 
 
-class NoteError(ValueError):
+class NoteError(DomainError, ValueError):
     """Text that is not a well-formed checkpoint note, or a key that cannot be used."""
+
+    code = "invalid_note"
+    status = 400
+    meaning = "a signed note or note key is malformed or does not verify"
 
 
 def _valid_name(name: str) -> bool:

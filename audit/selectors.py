@@ -34,6 +34,7 @@ from django.db.models.functions import Concat, Upper
 
 from aetnaweb import access
 from aetnaweb.access import Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
 from audit.checkpoints import CHECKPOINT_FORMAT, CheckpointError, LogHead, prove_consistency
@@ -57,8 +58,12 @@ SUBJECT_CHUNK = 500  # subjects per query when a caller names them (parameter li
 SUBJECT_LIST_MAX = 500  # visible chains passed as a literal list; more, as a subquery
 
 
-class AuditQueryError(ValueError):
+class AuditQueryError(DomainError, ValueError):
     """A filter that cannot be applied (a malformed scope, a bad limit or date)."""
+
+    code = "invalid_audit_query"
+    status = 400
+    meaning = "an audit listing filter or cursor is not valid"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.limits import MAX_CONTEXT_CHARS
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
@@ -54,12 +55,16 @@ from audit.verification import VerificationReport, verify_all, verify_subjects
 logger = logging.getLogger(__name__)
 
 
-class AuditError(ValueError):
+class AuditError(DomainError, ValueError):
     """An append that the evidence layer refuses (bad subject, payload or call site).
 
     ``field`` names the argument at fault when there is one (``event_type``,
     ``payload``), so a caller can point at it.
     """
+
+    code = "audit_refused"
+    status = 400
+    meaning = "the evidence layer refuses the append (bad subject, payload or call site)"
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from django.db import connection, transaction
 
+from aetnaweb.errors import DomainError
 from audit import merkle
 
 # Any fixed value; it only has to differ from every subject key (which are
@@ -49,8 +50,12 @@ _SAVE_STATE_SQL = (
 )
 
 
-class TreeError(ValueError):
+class TreeError(DomainError, ValueError):
     """A proof or root asked of sizes or events the log does not hold."""
+
+    code = "tree_out_of_range"
+    status = 400
+    meaning = "a proof or root asked of sizes or events the Merkle log does not hold"
 
 
 def node_id(level: int, position: int) -> int:

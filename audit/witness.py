@@ -23,6 +23,10 @@ from audit.checkpoints import CheckpointError
 class WitnessError(CheckpointError):
     """A checkpoint the witness will not cosign (bad signature, rollback, fork)."""
 
+    code = "witness_refused"
+    status = 400
+    meaning = "the witness will not cosign this checkpoint (bad signature, rollback, fork)"
+
 
 def _load_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():

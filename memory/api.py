@@ -11,22 +11,18 @@ acted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router, Status
 
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
-    ApiError,
     bad_request,
-    document_error_codes,
-    error_response,
     not_found,
     principal_of,
+    refusals_about,
     require,
     require_capability,
 )
@@ -55,45 +51,11 @@ from memory.api_schemas import (
     ScenesOut,
     ScenesQuery,
 )
-from memory.errors import (
-    ForgetPreviewStale,
-    MemoryEngineError,
-    RecordNotFound,
-    RecordStateError,
-    SelectorError,
-)
+from memory.errors import RecordNotFound
 
 router = Router(tags=["memory"])
 
 CONFLICT_RESPONSES = {**ERROR_RESPONSES, 409: ERROR_RESPONSES[400]}
-
-
-@contextmanager
-def refusals(field: str | None = None, **fields: str) -> Iterator[None]:
-    """Turn the engine's refusals into API errors naming ``field`` (or a per-class field).
-
-    ``fields`` maps an error class name to the request field it is about,
-    e.g. ``refusals("text", RecordNotFound="record_ids")``.
-    """
-    try:
-        yield
-    except (RecordStateError, ForgetPreviewStale) as exc:
-        # The request was well formed; the records are not in the state it assumed.
-        raise ApiError(409, _code(exc), str(exc), fields.get(type(exc).__name__, field)) from exc
-    except SelectorError as exc:
-        raise bad_request(
-            str(exc), field=fields.get("SelectorError", field), error=exc.reason
-        ) from exc
-    except MemoryEngineError as exc:
-        # An error that knows its field (ActionLogError: event_type or payload) names it.
-        named = getattr(exc, "field", None) or fields.get(type(exc).__name__, field)
-        raise bad_request(str(exc), field=named, error=_code(exc)) from exc
-
-
-def _code(exc: Exception) -> str:
-    """``RecordNotFound`` -> ``record_not_found``."""
-    name = type(exc).__name__
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 # -- writes ---------------------------------------------------------------------------
@@ -116,7 +78,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
     if payload.text is not None:
         if payload.key is not None or payload.value is not None:
             raise bad_request("give either text, or key and value, not both", field="key")
-        with refusals("text", ExtractionError="text"):
+        with refusals_about("text", ExtractionError="text"):
             result = services.remember(
                 scope=payload.scope,
                 text=payload.text,
@@ -131,7 +93,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
         raise bad_request("this field is required (or give key and value)", field="text")
     if payload.value is None:
         raise bad_request("this field is required with key", field="value")
-    with refusals("value"):
+    with refusals_about("value"):
         result = services.remember_fact(
             scope=payload.scope,
             key=payload.key,
@@ -157,7 +119,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
     """A host's turn hook (capability ``write``): a ``user`` turn is remembered;
     ``assistant``, ``tool_call`` and ``tool_result`` turns leave only a digest and a size."""
     require(request, access.WRITE, payload.scope)
-    with refusals("content", CaptureError="role"):
+    with refusals_about("content", CaptureError="role"):
         result = services.capture(
             scope=payload.scope,
             role=payload.role,
@@ -177,7 +139,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
 def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     """The records and episodes a forget with this body would purge (capability ``forget``)."""
     require(request, access.FORGET, payload.scope)
-    with refusals(_forget_field(payload), RecordNotFound="record_ids"):
+    with refusals_about(_forget_field(payload), RecordNotFound="record_ids"):
         preview = services.forget_preview(
             scope=payload.scope,
             selector=payload.selector,
@@ -203,7 +165,7 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     (400) and the refusal itself is recorded as ``memory.forget_rejected``.
     """
     require(request, access.FORGET, payload.scope)
-    with refusals(
+    with refusals_about(
         _forget_field(payload),
         RecordNotFound="record_ids",
         ForgetPreviewStale="expected_record_ids",
@@ -234,7 +196,7 @@ def propose(request: HttpRequest, payload: ProposeIn) -> Status[dict[str, Any]]:
     """Each fact must cite episode or record IDs of this scope as evidence
     (capability ``propose``); accepted facts wait in quarantine for a person."""
     require(request, access.PROPOSE, payload.scope)
-    with refusals("facts", ProposalError="facts"):
+    with refusals_about("facts", ProposalError="facts"):
         result = services.propose_facts(
             scope=payload.scope,
             facts=[fact.model_dump(exclude_none=True) for fact in payload.facts],
@@ -252,7 +214,7 @@ def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, A
     """Record what the agent did (capability ``write``). The payload goes into the
     audit chain as given: it must hold digests, IDs and counts, never content."""
     require(request, access.WRITE, payload.scope)
-    with refusals("payload"):
+    with refusals_about("payload"):
         return Status(
             201,
             services.log_action(
@@ -278,7 +240,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     """Top ``limit`` active records at ``scope`` and its ancestors, weighted by distance
     (capability ``read``). Every recall is logged and audited (the query only as a digest)."""
     require(request, access.READ, payload.scope)
-    with refusals("query"):
+    with refusals_about("query"):
         result = services.recall(
             scope=payload.scope,
             query=payload.query,
@@ -300,7 +262,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
     least ``min_score`` (0.3 by default, so trust and recency alone never inject);
     ``text`` is empty when nothing qualifies. Capability ``read``."""
     require(request, access.READ, payload.scope)
-    with refusals("query"):
+    with refusals_about("query"):
         block = services.recall_block(
             scope=payload.scope,
             query=payload.query,
@@ -322,7 +284,7 @@ def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
     """Keyed facts first (by key), then unkeyed ones newest first, one
     ``- [record_id] content`` line each, cut at ``max_chars``. Audited. Capability ``read``."""
     require(request, access.READ, payload.scope)
-    with refusals("max_chars"):
+    with refusals_about("max_chars"):
         result = services.persona(
             scope=payload.scope,
             max_chars=payload.max_chars,
@@ -343,7 +305,7 @@ def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
     """Each session's episodes and records at ``scope`` (capability ``read``), paginated
     by key: pass ``next_cursor`` back as ``after`` for older sessions."""
     require(request, access.READ, params.scope)
-    with refusals("limit"):
+    with refusals_about("limit"):
         result = services.scenes(
             scope=params.scope,
             limit=params.limit,
@@ -367,7 +329,7 @@ def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str,
     """Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
     and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``."""
     require(request, access.READ, params.scope)
-    with refusals("after"):
+    with refusals_about("after"):
         page = selectors.list_records(
             principal_of(request),
             scope=params.scope,
@@ -400,29 +362,10 @@ def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
         raise not_found()
     try:
         detail = selectors.record_detail(principal_of(request), record_id)
-    except (RecordNotFound, access.AccessDenied):
+    except RecordNotFound:
+        # The path names the record: a 404 like any record the token may not read.
         raise not_found() from None
     return detail.as_dict()
-
-
-MEMORY_ERROR_CODES = {
-    "record_not_found": "a record ID is not one of this scope's records",
-    "extraction_error": "the text cannot be remembered as given (see detail)",
-    "capture_error": "the turn cannot be captured (e.g. an unknown role)",
-    "proposal_error": "the proposed facts are refused as a whole",
-    "action_log_error": "the agent.* event type or payload is refused",
-    "query_error": "the recall query is refused",
-    "memory_engine_error": "another refusal of the memory engine",
-    "selector_error": "a forget request is refused (see detail)",
-    "ambiguous_request": "a forget gives more than one of selector, record_ids, utterance",
-    "nothing_matched": "a forget matches no record at exactly this scope",
-    "vague_selector": "a forget names no particular thing (e.g. 'forget everything')",
-    "preview_required": "a forget this large needs expected_record_ids from a preview",
-    "empty_selector": "a forget selector matches no words",
-    "too_broad": "a forget would purge too much without expected_record_ids",
-    "bad_record_ids": "forget record_ids are not records of this scope",
-    "embedded_content": "a forget selector holds content that looks like a memory block",
-}
 
 
 def mount(api: NinjaAPI) -> None:
@@ -433,16 +376,3 @@ def mount(api: NinjaAPI) -> None:
     add_batch_routes(router)
     add_correction_routes(router)
     api.add_router("/memory/", router)
-    document_error_codes(400, MEMORY_ERROR_CODES)
-    document_error_codes(
-        409,
-        {
-            "record_state_error": "the records are not in the state the request assumed",
-            "forget_preview_stale": "what the forget matches changed since the preview",
-        },
-    )
-
-    @api.exception_handler(MemoryEngineError)
-    def _memory_error(request: HttpRequest, exc: MemoryEngineError) -> HttpResponse:
-        # Endpoints name the field; this is the safety net for any refusal they did not.
-        return error_response(request, 400, _code(exc), str(exc))

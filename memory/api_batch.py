@@ -9,7 +9,7 @@ from ninja import Router, Schema
 from pydantic import Field, model_validator
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, bad_request, principal_of, require
+from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, principal_of, require
 from memory import batch
 from memory.api_schemas import RememberOut
 from memory.limits import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
@@ -63,15 +63,10 @@ def add_routes(router: Router) -> None:
         item is refused the answer is 400 naming ``items.<index>.<field>`` and nothing is stored."""
         require(request, access.WRITE, payload.scope)
         items = [batch.BatchItem(**item.model_dump()) for item in payload.items]
-        try:
-            results = batch.remember_batch(
-                scope=payload.scope,
-                items=items,
-                principal=principal_of(request),
-            )
-        except batch.BatchItemError as exc:
-            code = "".join(
-                f"_{c.lower()}" if c.isupper() else c for c in type(exc.cause).__name__
-            ).lstrip("_")
-            raise bad_request(str(exc), field=exc.field, error=code) from exc
+        # A refused item (BatchItemError) names items.<index>.<field> and its own code.
+        results = batch.remember_batch(
+            scope=payload.scope,
+            items=items,
+            principal=principal_of(request),
+        )
         return {"scope": payload.scope, "results": [result.as_dict() for result in results]}

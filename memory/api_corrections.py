@@ -15,14 +15,14 @@ from pydantic import Field
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
-    ApiError,
     not_found,
     principal_of,
+    refusals_about,
     require_capability,
 )
 from memory import corrections, selectors
 from memory.api_schemas import RecordOut, StoredRecordOut
-from memory.errors import RecordNotFound, RecordStateError
+from memory.errors import RecordNotFound
 from memory.limits import MAX_TEXT_CHARS
 
 
@@ -65,16 +65,17 @@ def add_routes(router: Router) -> None:
         if len(record_id) > 64:
             raise not_found()
         try:
-            result = corrections.correct_record(
-                record_id=record_id,
-                content=payload.content,
-                source_type=payload.source_type,
-                principal=principal_of(request),
-            )
-        except (RecordNotFound, access.AccessDenied):
+            # A superseded or forgotten record: RecordStateError, 409 on record_id.
+            with refusals_about("record_id"):
+                result = corrections.correct_record(
+                    record_id=record_id,
+                    content=payload.content,
+                    source_type=payload.source_type,
+                    principal=principal_of(request),
+                )
+        except RecordNotFound:
+            # The path names the record: a 404 like any record the token may not read.
             raise not_found() from None
-        except RecordStateError as exc:
-            raise ApiError(409, "record_state_error", str(exc), "record_id") from exc
         return result.as_dict()
 
     @router.get(
@@ -90,7 +91,7 @@ def add_routes(router: Router) -> None:
             raise not_found()
         try:
             lineage = corrections.record_history(principal_of(request), record_id)
-        except (RecordNotFound, access.AccessDenied):
+        except RecordNotFound:
             raise not_found() from None
         return {
             "record_id": record_id,

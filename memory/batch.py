@@ -17,6 +17,7 @@ from django.db import transaction
 
 from aetnaweb import access
 from aetnaweb.access import Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope
 from memory import services
 from memory.errors import MemoryEngineError
@@ -28,10 +29,15 @@ class BatchItemError(MemoryEngineError):
     """Item ``index`` was refused; the batch stored nothing."""
 
     def __init__(self, index: int, field: str, cause: Exception) -> None:
-        super().__init__(f"item {index} was refused, so nothing was stored: {cause}")
+        super().__init__(
+            f"item {index} was refused, so nothing was stored: {cause}",
+            field=f"items.{index}.{field}",
+        )
         self.index = index
-        self.field = f"items.{index}.{field}"
         self.cause = cause
+        # A wrapper: it answers with the refused item's own code (a malformed
+        # item, which no service saw, is a field that does not validate).
+        self.instance_code = cause.error_code if isinstance(cause, DomainError) else "invalid_field"
 
 
 @dataclass(frozen=True)

@@ -1,59 +1,134 @@
 """Domain errors of the memory engine, each with a message a person can act on.
 
-All derive from :class:`MemoryEngineError` (a ``ValueError``), so views and
-commands can turn any of them into a form error, a 4xx answer or one line on
-stderr. Invalid scopes raise :class:`aetnaweb.scopes.ScopeError` instead.
+All derive from :class:`MemoryEngineError` (a ``ValueError`` and a
+:class:`aetnaweb.errors.DomainError`), so views, the API and commands turn any
+of them into a form error, a 4xx answer or one line on stderr. Each class
+states the code and status the API answers with (the catalogue in
+docs/agents.md). Invalid scopes raise :class:`aetnaweb.scopes.ScopeError`.
 """
 
 from __future__ import annotations
 
+from aetnaweb import errors
+from aetnaweb.errors import DomainError
 
-class MemoryEngineError(ValueError):
+
+class MemoryEngineError(DomainError, ValueError):
     """Base class: a request the memory engine refuses."""
+
+    code = "memory_engine_error"
+    status = 400
+    meaning = "another refusal of the memory engine"
 
 
 class RecordNotFound(MemoryEngineError):
-    """No record with that ID at the scope named (it may exist elsewhere: we do not say)."""
+    """No record with that ID at the scope named (it may exist elsewhere: we do not say).
+
+    A 400 when a body names the ID (forget's ``record_ids``); endpoints whose
+    path names the record answer 404 ``not_found`` instead.
+    """
+
+    code = "record_not_found"
+    status = 400
+    meaning = "a record ID is not one of this scope's records"
+    missing = True
 
 
 class RecordStateError(MemoryEngineError):
     """The record exists at that scope but its status does not allow the operation."""
 
+    code = "record_state_error"
+    status = 409
+    meaning = "the records are not in the state the request assumed"
+
 
 class SelectorError(MemoryEngineError):
     """A forget request that names nothing (empty selector, no IDs, no needle), or too much.
 
-    ``reason`` is a short code recorded in the ``memory.forget_rejected`` event.
+    ``reason`` is a short code recorded in the ``memory.forget_rejected`` event
+    and sent as the API's ``error``.
     """
 
-    def __init__(self, message: str, *, reason: str = "empty_selector") -> None:
-        super().__init__(message)
+    code = "selector_error"
+    status = 400
+    meaning = "a forget request is refused (see detail)"
+    extra_codes = {
+        "ambiguous_request": "a forget gives more than one of selector, record_ids, utterance",
+        "nothing_matched": "a forget matches no record at exactly this scope",
+        "vague_selector": "a forget names no particular thing (e.g. 'forget everything')",
+        "preview_required": "a forget this large needs expected_record_ids from a preview",
+        "empty_selector": "a forget selector matches no words",
+        "too_broad": "a forget would purge too much without expected_record_ids",
+        "bad_record_ids": "forget record_ids are not records of this scope",
+        "embedded_content": "a forget selector holds content that looks like a memory block",
+    }
+
+    def __init__(
+        self, message: str, *, reason: str = "empty_selector", field: str | None = None
+    ) -> None:
+        super().__init__(message, field=field)
         self.reason = reason
+        self.instance_code = reason
 
 
 class ForgetPreviewStale(MemoryEngineError):
     """The records a forget would purge are no longer the ones previewed."""
 
+    code = "forget_preview_stale"
+    status = 409
+    meaning = "what the forget matches changed since the preview"
+
 
 class ExtractionError(MemoryEngineError):
     """Input that cannot be stored as asked (empty text, bad key/value, unknown source type)."""
+
+    code = "extraction_error"
+    status = 400
+    meaning = "the text cannot be remembered as given (see detail)"
 
 
 class CaptureError(MemoryEngineError):
     """A capture call with an unknown role."""
 
+    code = "capture_error"
+    status = 400
+    meaning = "the turn cannot be captured (e.g. an unknown role)"
+
 
 class ProposalError(MemoryEngineError):
     """A batch of proposed facts that is not a list of objects."""
+
+    code = "proposal_error"
+    status = 400
+    meaning = "the proposed facts are refused as a whole"
 
 
 class ActionLogError(MemoryEngineError):
     """An ``agent.*`` event the caller may not log (bad type or payload); ``field`` says which."""
 
+    code = "action_log_error"
+    status = 400
+    meaning = "the agent.* event type or payload is refused"
+
     def __init__(self, message: str, *, field: str = "payload") -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 class QueryError(MemoryEngineError):
     """A listing filter or cursor that is not valid (unknown status, bad cursor, bad limit)."""
+
+    code = "query_error"
+    status = 400
+    meaning = "the recall query is refused"
+
+
+class InvalidInput(MemoryEngineError, errors.InvalidInput):
+    """A bad argument (a reason too long, a limit out of range, a query that is not text).
+
+    Not a :class:`RecordStateError` (the records are fine) nor an
+    :class:`ExtractionError` (nothing was being extracted): a 400 naming the field.
+    """
+
+    code = "invalid_field"
+    status = 400
+    meaning = "a field does not validate (see field and detail)"

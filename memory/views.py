@@ -45,6 +45,7 @@ from audit.receipts import receipt_shape_failures, verify_deletion_receipt
 from memory import selectors, services, vectors
 from memory.errors import (
     ForgetPreviewStale,
+    InvalidInput,
     MemoryEngineError,
     QueryError,
     RecordNotFound,
@@ -807,8 +808,11 @@ def review_source(request: HttpRequest) -> HttpResponse:
             reason=form.cleaned_data["reason"],
             principal=principal,
         )
-    except RecordStateError as exc:
-        return _queue_page(request, principal, problem=f"Nothing was changed: {exc}", status=409)
+    except (RecordStateError, InvalidInput) as exc:
+        # The queue page, re-rendered with the problem: 409 stale, 400 a malformed decision.
+        return _queue_page(
+            request, principal, problem=f"Nothing was changed: {exc}", status=exc.status
+        )
     results = [
         {"scope": p.scope, "record_id": p.record_id, "audit_event_id": p.audit_event_id}
         for p in decided.promoted

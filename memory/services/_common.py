@@ -20,7 +20,7 @@ from aetnaweb.scopes import Scope
 from audit.models import AuditEvent
 from audit.services import append_event
 from memory import search, selectors
-from memory.errors import ExtractionError, RecordNotFound
+from memory.errors import InvalidInput, RecordNotFound
 from memory.limits import MAX_CONTEXT_CHARS
 from memory.models import Record, RecordAuditLink, ScopeStats, Status
 
@@ -34,7 +34,9 @@ def _context(name: str, value: str | None) -> str:
     if value is None or value == "":
         return ""
     if not isinstance(value, str) or len(value) > MAX_CONTEXT_CHARS:
-        raise ExtractionError(f"{name} must be text of at most {MAX_CONTEXT_CHARS} characters")
+        raise InvalidInput(
+            f"{name} must be text of at most {MAX_CONTEXT_CHARS} characters", field=name
+        )
     return value
 
 
@@ -167,5 +169,5 @@ def _retire(
 
 def _check_limit(name: str, value: Any, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise ExtractionError(f"{name} must be a whole number from 1 to {high}")
+        raise InvalidInput(f"{name} must be a whole number from 1 to {high}", field=name)
     return value

@@ -32,7 +32,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from memory import ranking, search, vectors
-from memory.errors import ExtractionError
+from memory.errors import InvalidInput
 from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
 from memory.models import Record, RetrievalEvent, RetrievalHit, Status
 from memory.services import scoring
@@ -46,15 +46,17 @@ RECALL_BLOCK_MIN_SCORE = 0.3
 
 def _check_query(query: Any) -> str:
     if not isinstance(query, str):
-        raise ExtractionError("a recall query must be text")
+        raise InvalidInput("a recall query must be text", field="query")
     if len(query) > MAX_QUERY_CHARS:
-        raise ExtractionError(f"a recall query may be at most {MAX_QUERY_CHARS} characters")
+        raise InvalidInput(
+            f"a recall query may be at most {MAX_QUERY_CHARS} characters", field="query"
+        )
     return query
 
 
 def _check_min_score(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ExtractionError("min_score must be a number from 0 to 1")
+        raise InvalidInput("min_score must be a number from 0 to 1", field="min_score")
     return float(value)
 
 

@@ -22,7 +22,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
 from memory import search, vectors
-from memory.errors import ExtractionError
+from memory.errors import ExtractionError, InvalidInput
 from memory.extraction import (
     UNTRUSTED_CONFIDENCE_CAP,
     Candidate,
@@ -424,7 +424,9 @@ def remember_fact(
     candidate = explicit_fact(key, value)
     kind_label = kind or ""
     if not isinstance(kind_label, str) or len(kind_label) > MAX_KIND_CHARS:
-        raise ExtractionError(f"a fact kind must be text of at most {MAX_KIND_CHARS} characters")
+        raise InvalidInput(
+            f"a fact kind must be text of at most {MAX_KIND_CHARS} characters", field="kind"
+        )
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     # Embedded before BEGIN, as in remember.

@@ -15,7 +15,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.services import lock_subject
 from memory import search, vectors
-from memory.errors import RecordStateError
+from memory.errors import InvalidInput, RecordStateError
 from memory.limits import MAX_REASON_CHARS
 from memory.models import Record, ReviewReason, Status, TrustTier
 from memory.services._common import (
@@ -50,7 +50,9 @@ def _reason_payload(reason: str | None) -> dict[str, Any]:
     if reason is None or reason == "":
         return {}
     if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
-        raise RecordStateError(f"a reason must be text of at most {MAX_REASON_CHARS} characters")
+        raise InvalidInput(
+            f"a reason must be text of at most {MAX_REASON_CHARS} characters", field="reason"
+        )
     # The reason may quote content, so the chain keeps its digest only.
     return {"reason_sha256": sha256_text(reason)}
 
@@ -205,10 +207,12 @@ def decide_source(
     parsed = access.require(principal, access.REVIEW, scope)
     _reason_payload(reason)
     if not isinstance(decisions, dict) or not decisions:
-        raise RecordStateError("decide at least one fact of the source")
+        raise InvalidInput("decide at least one fact of the source", field="decisions")
     unknown = sorted({str(d) for d in decisions.values() if d not in SOURCE_DECISIONS})
     if unknown:
-        raise RecordStateError(f"a decision is promote or reject, not {', '.join(unknown)}")
+        raise InvalidInput(
+            f"a decision is promote or reject, not {', '.join(unknown)}", field="decisions"
+        )
     lock_subject(str(parsed))
     waiting = set(
         Record.objects.select_for_update()

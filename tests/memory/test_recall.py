@@ -10,7 +10,7 @@ from aetnaweb.access import SYSTEM, AccessDenied
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
 from memory import search, services
-from memory.errors import ExtractionError
+from memory.errors import InvalidInput
 from memory.models import RetrievalEvent, RetrievalHit
 
 S = "acme:alice:proj"
@@ -275,10 +275,10 @@ def test_recall_block_escapes_content_that_would_break_out_of_the_block():
     ("kwargs", "error"),
     [
         ({"scope": "acme", "query": "x"}, ScopeError),
-        ({"scope": S, "query": "x", "limit": 0}, ExtractionError),
-        ({"scope": S, "query": "x", "limit": 51}, ExtractionError),
-        ({"scope": S, "query": "x", "min_score": 1.5}, ExtractionError),
-        ({"scope": S, "query": 42}, ExtractionError),
+        ({"scope": S, "query": "x", "limit": 0}, InvalidInput),
+        ({"scope": S, "query": "x", "limit": 51}, InvalidInput),
+        ({"scope": S, "query": "x", "min_score": 1.5}, InvalidInput),
+        ({"scope": S, "query": 42}, InvalidInput),
     ],
 )
 def test_recall_refusals_write_nothing(rows, kwargs, error):

@@ -10,7 +10,7 @@ from aetnaweb.access import SYSTEM, AccessDenied
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
 from memory import search, services
-from memory.errors import ExtractionError
+from memory.errors import ExtractionError, InvalidInput
 from memory.models import Episode, Record, ScopeStats
 from memory.services import _common
 
@@ -370,7 +370,7 @@ def test_counters_follow_every_change():
         ({"scope": S, "text": "   "}, ExtractionError),
         ({"scope": S, "text": "x" * 100_001}, ExtractionError),
         ({"scope": S, "text": "My x is y.", "source_type": "email"}, ExtractionError),
-        ({"scope": S, "text": "My x is y.", "session_id": "s" * 201}, ExtractionError),
+        ({"scope": S, "text": "My x is y.", "session_id": "s" * 201}, InvalidInput),
     ],
 )
 def test_refusals_write_nothing(rows, kwargs, error):

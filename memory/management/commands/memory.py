@@ -36,26 +36,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from aetnaweb.access import SYSTEM, AccessDenied, system_principal
+from aetnaweb.access import SYSTEM, system_principal
+from aetnaweb.cli import refusals_exit, refuse
 from aetnaweb.scopes import Scope, ScopeError
-from aetnaweb.text import UnstorableText
 from memory import selectors, services, vectors
-from memory.errors import MemoryEngineError, ProposalError
-
-REFUSED = 2
-
-
-def _refuse(message: object) -> CommandError:
-    return CommandError(" ".join(str(message).split()), returncode=REFUSED)
+from memory.errors import ProposalError
 
 
 def _scope(raw: str) -> Scope:
     try:
         return Scope.parse(raw)
     except ScopeError as exc:
-        raise _refuse(exc) from exc
+        raise refuse(exc) from exc
 
 
 class Command(BaseCommand):
@@ -162,12 +156,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = bool(options.get("json") or options.get("json_out"))
         handler = getattr(self, f"_{options['verb']}")
-        try:
+        with refusals_exit():
             handler(options)
-        except (MemoryEngineError, AccessDenied, UnstorableText) as exc:
-            raise _refuse(exc) from exc
-        except ScopeError as exc:
-            raise _refuse(exc) from exc
 
     def _emit(self, data: Any, text: str) -> None:
         if self.as_json:
@@ -181,7 +171,7 @@ class Command(BaseCommand):
         scope = _scope(options["scope"])
         if options["key"] is not None or options["value"] is not None:
             if options["key"] is None or options["value"] is None or options["text"]:
-                raise _refuse("give either TEXT or both --key and --value")
+                raise refuse("give either TEXT or both --key and --value")
             result = services.remember_fact(
                 principal=SYSTEM,
                 scope=scope,
@@ -194,7 +184,7 @@ class Command(BaseCommand):
             )
         else:
             if not options["text"]:
-                raise _refuse("nothing to remember: give TEXT (or --key and --value)")
+                raise refuse("nothing to remember: give TEXT (or --key and --value)")
             result = services.remember(
                 principal=SYSTEM,
                 scope=scope,
@@ -403,9 +393,9 @@ class Command(BaseCommand):
         try:
             data = json.loads(Path(options["file"]).read_text())
         except OSError as exc:
-            raise _refuse(f"cannot read {options['file']}: {exc.strerror}") from exc
+            raise refuse(f"cannot read {options['file']}: {exc.strerror}") from exc
         except json.JSONDecodeError as exc:
-            raise _refuse(f"{options['file']} is not JSON: {exc}") from exc
+            raise refuse(f"{options['file']} is not JSON: {exc}") from exc
         facts = data.get("facts") if isinstance(data, dict) else data
         if not isinstance(facts, list):
             raise ProposalError('the file must hold a JSON list of facts or {"facts": [...]}')
@@ -436,10 +426,10 @@ class Command(BaseCommand):
     def _reindex(self, options: dict[str, Any]) -> None:
         scope = str(_scope(options["scope"])) if options.get("scope") else None
         if not 1 <= options["batch"] <= 10_000:
-            raise _refuse("--batch must be from 1 to 10000")
+            raise refuse("--batch must be from 1 to 10000")
         state = vectors.status()
         if not state.available:
-            raise _refuse(f"semantic index unavailable: {state.detail}")
+            raise refuse(f"semantic index unavailable: {state.detail}")
         total = vectors.missing_count(scope)
         done = 0
         width = 30
