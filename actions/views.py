@@ -48,10 +48,12 @@ from aetnaweb.access import Principal
 from aetnaweb.dashboard import (
     dashboard_view,
     invalid_scope_response,
+    is_missing,
     page_size,
     principal_for,
     render_page,
 )
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import canonical_json
 
@@ -108,7 +110,15 @@ def _detail_context(
 def _refused(
     request: HttpRequest, principal: Principal, transaction_id: str, exc: Exception, **forms: Any
 ) -> HttpResponse:
-    """The plan page again, saying why the engine refused (nothing was written)."""
+    """The plan page again, saying why the engine refused (nothing was written).
+
+    A transaction that does not exist (or is out of reach) is the decorator's
+    404 instead: there is no plan page to show again.
+    """
+    if isinstance(exc, DomainError) and is_missing(exc):
+        raise Http404("not found") from exc
+    # The plan page keeps its own statuses: 400 for a malformed input, 409 for
+    # everything the plan's state or policy refuses (the page shows why).
     status = 400 if isinstance(exc, ActionInputError) else 409
     context = _detail_context(principal, transaction_id, error=str(exc), **forms)
     return render(request, DETAIL, context, status=status)
@@ -216,12 +226,8 @@ def verify(request: HttpRequest, transaction_id: str) -> HttpResponse:
     """
     principal = principal_for(request)
     txn = selectors.visible_transaction(principal, _checked_id(transaction_id))
-    try:
-        report = services.verify(
-            transaction_id=txn["transaction_id"], principal=principal
-        ).as_dict()
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
+    # TransactionNotFound: the decorator's 404.
+    report = services.verify(transaction_id=txn["transaction_id"], principal=principal).as_dict()
     if getattr(request, "htmx", False):
         return render(request, f"{DETAIL}#verification", {"verification": report, "txn": txn})
     context = _detail_context(principal, txn["transaction_id"], verification=report)
@@ -261,8 +267,6 @@ def approve(request: HttpRequest, transaction_id: str) -> HttpResponse:
     principal, txn_id = _for_approver(request, transaction_id)
     try:
         services.approve(transaction_id=txn_id, principal=principal)
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc)
     messages.success(
@@ -286,8 +290,6 @@ def deny(request: HttpRequest, transaction_id: str) -> HttpResponse:
         services.deny(
             transaction_id=txn_id, reason=form.cleaned_data["reason"], principal=principal
         )
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc, deny_form=form)
     messages.success(
@@ -309,8 +311,6 @@ def abort(request: HttpRequest, transaction_id: str) -> HttpResponse:
         services.abort(
             transaction_id=txn_id, reason=form.cleaned_data["reason"], principal=principal
         )
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc, abort_form=form)
     messages.success(request, "Aborted. Nothing ran; the receipt is below.")
@@ -348,8 +348,6 @@ def commit(request: HttpRequest, transaction_id: str) -> HttpResponse:
     principal, txn_id = _for_approver(request, transaction_id)
     try:
         result = services.commit(transaction_id=txn_id, principal=principal)
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc)
     state = result.transaction.state
@@ -365,8 +363,6 @@ def recover(request: HttpRequest, transaction_id: str) -> HttpResponse:
     principal, txn_id = _for_approver(request, transaction_id)
     try:
         services.recover(transaction_id=txn_id, principal=principal)
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc)
     messages.warning(
@@ -394,8 +390,6 @@ def resolve(request: HttpRequest, transaction_id: str) -> HttpResponse:
             owner=form.cleaned_data["owner"],
             principal=principal,
         )
-    except TransactionNotFound as exc:
-        raise Http404("not found") from exc
     except ActionError as exc:
         return _refused(request, principal, txn_id, exc, resolution_form=form)
     messages.success(

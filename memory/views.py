@@ -382,10 +382,7 @@ def _event_rows(events: list[AuditEvent]) -> list[dict[str, Any]]:
 def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
     """A record: content, provenance, lifecycle, the audit events naming it, its recalls."""
     principal = principal_for(request)
-    try:
-        detail = selectors.record_detail(principal, record_id)
-    except RecordNotFound as exc:
-        raise Http404("no such record") from exc
+    detail = selectors.record_detail(principal, record_id)  # RecordNotFound: the decorator's 404
     record = detail.record
     events = _event_rows(detail.audit_events)
     reasons = selectors.review_reasons(principal, record.record_id)
@@ -443,10 +440,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
 def retrieval_detail(request: HttpRequest, retrieval_id: str) -> HttpResponse:
     """Why was this recalled: a stored recall's question (digest), asker, and every candidate."""
     principal = principal_for(request)
-    try:
-        detail = selectors.get_retrieval(principal, retrieval_id)
-    except RecordNotFound as exc:
-        raise Http404("no such retrieval") from exc
+    detail = selectors.get_retrieval(principal, retrieval_id)  # unknown: the decorator's 404
     return render_page(
         request,
         "memory/retrieval_detail.html",
@@ -689,10 +683,8 @@ def review_decide(request: HttpRequest) -> HttpResponse:
                     reverse("memory:receipt", args=[receipt["audit_event_id"]]),
                 ),
             )
-    except RecordNotFound as exc:
-        raise Http404("no such record at that scope") from exc
     except RecordStateError as exc:
-        # A stale page: someone else decided first. Show the queue as it is now.
+        # (RecordNotFound is the decorator's 404.) A stale page: someone else decided first. Show the queue as it is now.
         return _queue_page(
             request, principal, problem=_stale_message(record_id, scope, exc), status=409
         )
@@ -757,9 +749,7 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
                             "receipt": True,
                         }
                     )
-    except RecordNotFound as exc:
-        raise Http404("no such record at that scope") from exc
-    except RecordStateError as exc:
+    except RecordStateError as exc:  # (RecordNotFound is the decorator's 404)
         assert current is not None
         return _queue_page(
             request,
@@ -939,10 +929,8 @@ def forget(request: HttpRequest, scope: str) -> HttpResponse:
 
 
 def _get_receipt(principal: Principal, event_id: str) -> dict[str, Any]:
-    try:
-        return selectors.get_receipt(principal, event_id)
-    except RecordNotFound as exc:
-        raise Http404("no such receipt") from exc
+    # An unknown receipt is RecordNotFound: the decorator's 404.
+    return selectors.get_receipt(principal, event_id)
 
 
 @never_cache

@@ -20,20 +20,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from access import grants, tokens
 from access.models import ApiToken, Role
-from aetnaweb.access import AccessDenied, system_principal
-from aetnaweb.scopes import ScopeError
-from aetnaweb.text import UnstorableText
-
-REFUSED = 2  # exit status for every refusal (bad input or a change that cannot be made)
-
-
-def _refuse(message: str) -> CommandError:
-    return CommandError(" ".join(str(message).split()), returncode=REFUSED)
+from aetnaweb.access import system_principal
+from aetnaweb.cli import refusals_exit, refuse
 
 
 class Command(BaseCommand):
@@ -80,23 +73,15 @@ class Command(BaseCommand):
             "token list": self._token_list,
             "token revoke": self._token_revoke,
         }
-        try:
+        with refusals_exit():
             handlers[verb](options)
-        except (
-            ScopeError,
-            grants.GrantError,
-            tokens.TokenError,
-            AccessDenied,
-            UnstorableText,
-        ) as exc:
-            raise _refuse(str(exc)) from exc
 
     # -- grants -----------------------------------------------------------------
 
     def _user(self, username: str) -> Any:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise _refuse(
+            raise refuse(
                 f"no user named {username!r}: create it first (manage.py createsuperuser or the admin)"
             )
         return user
@@ -137,7 +122,7 @@ class Command(BaseCommand):
         capabilities = [cap.strip() for cap in options["capabilities"].split(",") if cap.strip()]
         days = options["expires_days"]
         if days < 1:
-            raise _refuse("--expires-days must be at least 1")
+            raise refuse("--expires-days must be at least 1")
         issued = tokens.create_token(
             principal=system_principal(),
             name=options["name"],

@@ -36,16 +36,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from actions import formats, selectors, services
 from actions.approvals import ApprovalAuthority, read_key_file
-from actions.errors import ActionError
 from aetnaweb.access import AccessDenied, Principal, operator_principal, system_principal
-from aetnaweb.scopes import ScopeError
-from aetnaweb.text import UnstorableText
-
-REFUSED = 2
-
-
-def _refuse(message: Any) -> CommandError:
-    return CommandError(" ".join(str(message).split()), returncode=REFUSED)
+from aetnaweb.cli import refuse
+from aetnaweb.errors import DomainError
 
 
 class Command(BaseCommand):
@@ -126,9 +119,10 @@ class Command(BaseCommand):
         try:
             handlers[options["verb"]](options)
         except AccessDenied as exc:
-            raise _refuse(f"refused: {exc} (or no such transaction)") from exc
-        except (ActionError, ScopeError, UnstorableText) as exc:
-            raise _refuse(exc) from exc
+            # An out-of-reach transaction reads like a missing one (the message says both).
+            raise refuse(f"refused: {exc} (or no such transaction)") from exc
+        except DomainError as exc:
+            raise refuse(exc) from exc
 
     # -- helpers ------------------------------------------------------------------
 
@@ -140,7 +134,7 @@ class Command(BaseCommand):
             return system_principal()
         user = get_user_model().objects.filter(username=username).first()
         if user is None or not user.is_active:
-            raise _refuse(f"no active user named {username!r}")
+            raise refuse(f"no active user named {username!r}")
         return operator_principal(user)
 
     def _authority(self, options: dict[str, Any]) -> ApprovalAuthority | None:
@@ -158,11 +152,11 @@ class Command(BaseCommand):
         try:
             text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
         except OSError as exc:
-            raise _refuse(f"cannot read the plan file {source!r}: {exc.strerror or exc}") from exc
+            raise refuse(f"cannot read the plan file {source!r}: {exc.strerror or exc}") from exc
         try:
             document = json.loads(text)
         except ValueError as exc:
-            raise _refuse(f"the plan is not valid JSON: {exc}") from exc
+            raise refuse(f"the plan is not valid JSON: {exc}") from exc
         operations = document.get("operations") if isinstance(document, dict) else document
         patch = services.stage(
             scope=options["scope"],
