@@ -152,6 +152,9 @@ def checkpoint(request: HttpRequest) -> HttpResponse:
         document = create_checkpoint(principal=principal)
     except CheckpointError as exc:
         # The server could not write its own copy (its sink); nothing was stored.
+        # Not the kernel's DomainError handler: here the class's usual meaning (a
+        # bad checkpoint file, 400) does not apply; issuing failed on our side (503),
+        # and this body has been canonical JSON since the endpoint shipped.
         return HttpResponse(
             canonical_json({"error": "checkpoint_unavailable", "field": None, "detail": str(exc)}),
             status=503,
