@@ -24,6 +24,7 @@ from django.db.models import Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
+from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from audit import selectors
@@ -36,12 +37,15 @@ from jobs.services import Progress, exports_dir, queue_after_commit, record_job,
 CHUNK = 2_000
 
 
-class ExportError(ValueError):
+class ExportError(DomainError, ValueError):
     """An export request refused before anything is recorded (bad scope or range)."""
 
+    code = "invalid_export"
+    status = 400
+    meaning = "an audit export request is refused before anything is recorded (bad scope or range)"
+
     def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 def _utc(value: datetime | None, what: str) -> str | None:

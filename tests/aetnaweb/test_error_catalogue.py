@@ -23,6 +23,7 @@ import access.tokens
 import actions.errors
 import audit.canonical
 import audit.checkpoints
+import audit.exports
 import audit.merkle
 import audit.notes
 import audit.selectors
@@ -44,7 +45,15 @@ SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 # Wrappers answer with the code of what they wrap; they declare none of their own.
 WRAPPERS = {memory.batch.BatchItemError}
 LOADED = (access.grants, access.lockouts, access.tokens, audit.canonical, audit.checkpoints)
-LOADED += (audit.merkle, audit.notes, audit.selectors, audit.services, audit.tree, audit.witness)
+LOADED += (
+    audit.exports,
+    audit.merkle,
+    audit.notes,
+    audit.selectors,
+    audit.services,
+    audit.tree,
+    audit.witness,
+)
 
 
 def _subclasses(cls: type) -> set[type]:
