@@ -20,6 +20,9 @@ from memory.models import DeletionReceipt, Record, RetrievalEvent, Status
 from tests.factories import access_matrix, htmx_headers, login_as, make_operator
 
 SCOPE = "acme:alice:proj"
+# One Merkle batch integration (audit.tree.integrate_pending, every 64th append): 5 to 7
+# queries measured, with room for a bigger batch's extra insert chunk.
+MERKLE_BATCH_QUERIES = 10
 
 
 @pytest.fixture
@@ -418,8 +421,9 @@ def test_bulk_decision_queries_grow_only_with_the_records_ticked(
     # (the overhead includes the warning and same-source checks; each decision keeps its
     # reason, and a purge blanks the reasons of what it purges; each reject appends to
     # the Merkle log and proves its receipt's inclusion, under the log's advisory lock
-    # on PostgreSQL)
-    with django_assert_max_num_queries(8 + 25 * len(ticked)):
+    # on PostgreSQL; a Merkle batch integration, every 64th append, may fall inside this
+    # request: on PostgreSQL sequences survive test rollbacks, so where it falls varies)
+    with django_assert_max_num_queries(8 + MERKLE_BATCH_QUERIES + 25 * len(ticked)):
         response = reviewer_client.post(
             reverse("memory:bulk"),
             {
