@@ -26,6 +26,7 @@ from aetnaweb.api import (
     require,
     require_capability,
 )
+from memory import metadata as record_metadata
 from memory import selectors, services
 from memory.api_schemas import (
     CaptureIn,
@@ -86,6 +87,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
                 turn_id=payload.turn_id,
                 source_type=payload.source_type,
                 force=payload.force,
+                metadata=payload.metadata,
                 principal=principal_of(request),
             )
         return _created_if_stored(result.as_dict())
@@ -101,6 +103,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
             kind=payload.kind,
             session_id=payload.session_id,
             turn_id=payload.turn_id,
+            metadata=payload.metadata,
             principal=principal_of(request),
         )
     return _created_if_stored(result.as_dict())
@@ -247,6 +250,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
             limit=payload.limit,
             min_score=payload.min_score,
             session_id=payload.session_id,
+            metadata=payload.filters.metadata if payload.filters else None,
             principal=principal_of(request),
         )
     return result.as_dict()
@@ -270,6 +274,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
             max_chars=payload.max_chars,
             min_score=payload.min_score,
             session_id=payload.session_id,
+            metadata=payload.filters.metadata if payload.filters else None,
             principal=principal_of(request),
         )
     return block.as_dict()
@@ -324,10 +329,23 @@ def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
     "/records",
     response={200: RecordListOut, **ERROR_RESPONSES},
     summary="List records stored at a scope, newest first",
+    # OpenAPI cannot name a family of query parameters (metadata.<key>): the
+    # syntax is in the description and in this extension, with examples.
+    openapi_extra={
+        "x-metadata-filter": {
+            "parameter": "metadata.<key>",
+            "value": 'a JSON scalar: 42, true, null, or a quoted string "42"',
+            "examples": ["metadata.customer_id=42", 'metadata.channel="email"'],
+        }
+    },
 )
 def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str, Any]:
     """Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
-    and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``."""
+    and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``.
+
+    Metadata filter: ``metadata.<key>=<JSON value>`` per key, ANDed, typed:
+    ``?metadata.customer_id=42`` matches the number 42 only,
+    ``?metadata.customer_id=%2242%22`` (``"42"``) the string. A bare word is a 400."""
     require(request, access.READ, params.scope)
     with refusals_about("after"):
         page = selectors.list_records(
@@ -339,6 +357,9 @@ def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str,
             session_id=params.session_id,
             text=params.text,
             include_descendants=params.include_descendants,
+            metadata=record_metadata.filter_from_query(
+                (name, value) for name, values in request.GET.lists() for value in values
+            ),
             after=params.after,
             limit=params.limit,
         )

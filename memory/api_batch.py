@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from aetnaweb import access
 from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, principal_of, require
 from memory import batch
-from memory.api_schemas import RememberOut
+from memory.api_schemas import Metadata, RememberOut
 from memory.limits import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
 
 
@@ -24,6 +24,7 @@ class BatchItemIn(Schema):
     turn_id: ContextStr | None = None
     source_type: Literal["user_message", "webpage", "tool_output"] | None = None
     force: bool = False
+    metadata: Metadata
 
     @model_validator(mode="after")
     def _text_or_key_value(self) -> BatchItemIn:

@@ -21,7 +21,7 @@ from aetnaweb.api import (
     require_capability,
 )
 from memory import corrections, selectors
-from memory.api_schemas import RecordOut, StoredRecordOut
+from memory.api_schemas import METADATA_DESCRIPTION, MetadataValue, RecordOut, StoredRecordOut
 from memory.errors import RecordNotFound
 from memory.limits import MAX_TEXT_CHARS
 
@@ -35,6 +35,13 @@ class CorrectIn(Schema):
         "content (<webpage>, tool blocks, or source_type) lands quarantined.",
     )
     source_type: Literal["user_message", "webpage", "tool_output"] | None = None
+    metadata: dict[str, MetadataValue] | None = Field(
+        None,
+        description="Omit (or null) to carry the record's metadata over to the correction; "
+        "an object replaces it ({} clears it). The corrected version keeps its own. "
+        + METADATA_DESCRIPTION,
+        examples=[{"customer_id": 42}],
+    )
 
 
 class CorrectOut(Schema):
@@ -71,6 +78,7 @@ def add_routes(router: Router) -> None:
                     record_id=record_id,
                     content=payload.content,
                     source_type=payload.source_type,
+                    metadata=payload.metadata,
                     principal=principal_of(request),
                 )
         except RecordNotFound:

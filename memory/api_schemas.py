@@ -21,6 +21,10 @@ from memory.limits import (
     MAX_FORGET_RECORDS,
     MAX_KEY_CHARS,
     MAX_KIND_CHARS,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_FILTER_KEYS,
+    MAX_METADATA_KEY_CHARS,
+    MAX_METADATA_KEYS,
     MAX_PAGE,
     MAX_PROPOSED_FACTS,
     MAX_QUERY_CHARS,
@@ -38,6 +42,42 @@ from memory.services import (
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
 
+# Record metadata (memory/metadata.py): the schema states the shape; the
+# service checks every bound (keys, size, NaN, NUL...) and names the field.
+MetadataValue = str | int | float | bool | None
+METADATA_DESCRIPTION = (
+    f"Flat JSON key/values stored with every record this call creates: at most "
+    f"{MAX_METADATA_KEYS} keys of 1-{MAX_METADATA_KEY_CHARS} characters "
+    "[a-z0-9_][a-z0-9_.-]*, values string, number, true, false or null, at most "
+    f"{MAX_METADATA_BYTES} bytes as canonical JSON. Returned on every record; usable "
+    "as a recall and list filter. Forgetting a record purges its metadata."
+)
+Metadata = Annotated[
+    dict[str, MetadataValue] | None,
+    Field(
+        None,
+        max_length=MAX_METADATA_KEYS,
+        description=METADATA_DESCRIPTION,
+        examples=[{"customer_id": 42, "channel": "email"}],
+    ),
+]
+MetadataOut = Annotated[
+    dict[str, MetadataValue],
+    Field(description="The record's metadata ({} when none, and after a forget)."),
+]
+
+
+class MetadataFilterIn(Schema):
+    metadata: dict[str, MetadataValue] = Field(
+        ...,
+        max_length=MAX_METADATA_FILTER_KEYS,
+        description=f"Keep records holding every key with exactly this typed value (at "
+        f'most {MAX_METADATA_FILTER_KEYS} keys, ANDed): 42 and "42" differ. The filter '
+        "runs inside the candidate queries, so it never starves the top results.",
+        examples=[{"customer_id": 42}],
+    )
+
+
 # -- requests ---------------------------------------------------------------------------
 
 
@@ -52,6 +92,11 @@ class RememberIn(Schema):
                     "turn_id": "t1",
                 },
                 {"scope": "acme:alice:proj", "key": "deploy window", "value": "Tuesdays 9-11"},
+                {
+                    "scope": "acme:alice:proj",
+                    "text": "My preferred contact channel is email",
+                    "metadata": {"customer_id": 42, "channel": "email"},
+                },
             ]
         }
     )
@@ -84,6 +129,7 @@ class RememberIn(Schema):
         False,
         description="Also keep prose that states nothing about the user as an unkeyed note.",
     )
+    metadata: Metadata
 
 
 class CaptureIn(Schema):
@@ -163,11 +209,27 @@ class LogActionIn(Schema):
 
 
 class RecallIn(Schema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"scope": "acme:alice:proj", "query": "backup email"},
+                {
+                    "scope": "acme:alice:proj",
+                    "query": "contact channel",
+                    "filters": {"metadata": {"customer_id": 42}},
+                },
+            ]
+        }
+    )
+
     scope: ScopeStr
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     limit: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
     min_score: Score = 0.0
     session_id: ContextStr | None = None
+    filters: MetadataFilterIn | None = Field(
+        None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
+    )
 
 
 class RecallBlockIn(Schema):
@@ -177,6 +239,9 @@ class RecallBlockIn(Schema):
     max_chars: int = Field(2000, ge=1, le=MAX_BLOCK_CHARS)
     min_score: Score = RECALL_BLOCK_MIN_SCORE
     session_id: ContextStr | None = None
+    filters: MetadataFilterIn | None = Field(
+        None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
+    )
 
 
 class PersonaIn(Schema):
@@ -201,6 +266,7 @@ class StoredRecordOut(Schema):
     fact_key: str
     content: str
     superseded_ids: list[str]
+    metadata: MetadataOut = {}
 
 
 class RememberOut(Schema):
@@ -265,6 +331,7 @@ class RecallCandidateOut(Schema):
     rank: int
     above_threshold: bool
     returned: bool
+    metadata: MetadataOut = {}
 
 
 class RecallOut(Schema):
@@ -437,6 +504,7 @@ class RecordOut(Schema):
     supersedes: str | None
     superseded_by: str | None
     evidence: Any
+    metadata: MetadataOut = {}
     created_at: str
     updated_at: str
     deleted_at: str | None

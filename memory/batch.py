@@ -52,6 +52,7 @@ class BatchItem:
     turn_id: str | None = None
     source_type: str | None = None
     force: bool = False
+    metadata: dict[str, Any] | None = None
 
 
 def _remember_one(
@@ -65,6 +66,7 @@ def _remember_one(
             turn_id=item.turn_id,
             source_type=item.source_type,
             force=item.force,
+            metadata=item.metadata,
             principal=principal,
             actor=actor,
         )
@@ -75,6 +77,7 @@ def _remember_one(
         kind=item.kind,
         session_id=item.session_id,
         turn_id=item.turn_id,
+        metadata=item.metadata,
         principal=principal,
         actor=actor,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -21,6 +22,7 @@ from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import lock_subject
+from memory import metadata as record_metadata
 from memory import search
 from memory.errors import RecordNotFound, RecordStateError
 from memory.extraction import Candidate, content_digest, read_source
@@ -113,6 +115,7 @@ def correct_record(
     record_id: str,
     content: str,
     source_type: str | None = None,
+    metadata: dict[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> CorrectionResult:
@@ -120,11 +123,18 @@ def correct_record(
 
     Only active or quarantined records can be corrected (a superseded one
     names its successor; a forgotten one has no content left to correct).
+    ``metadata`` None carries the record's metadata over; an object replaces it.
     """
     record = _writable_record(principal, record_id)
     scope = access.require(principal, access.WRITE, record.scope)
     _require_correctable(record)
     content = _check_text(content, "content").strip()
+    # Checked before anything is written; the old version keeps its own.
+    carried = (
+        dict(record.metadata or {})
+        if metadata is None
+        else record_metadata.check_metadata(metadata)
+    )
     if content_digest(content) == record.content_digest:
         raise RecordStateError(
             f"the correction says the same as {record.record_id}: nothing to change"
@@ -150,6 +160,7 @@ def correct_record(
         tally=tally,
         kind=record.kind,
         extra_payload={"corrects": record.record_id},
+        metadata=carried,
     )
     if stored is None:
         raise RecordStateError(

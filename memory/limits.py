@@ -35,3 +35,9 @@ MAX_FACT_EVIDENCE = 100  # episode or record IDs one proposed fact cites
 
 # Lists.
 MAX_PAGE = 200  # rows per page of records, scenes and the API's lists
+
+# Record metadata (memory/metadata.py): a flat JSON object of scalar values.
+MAX_METADATA_KEYS = 32  # keys on one record
+MAX_METADATA_KEY_CHARS = 64  # one key: [a-z0-9_][a-z0-9_.-]*
+MAX_METADATA_BYTES = 4096  # the whole object as canonical JSON (UTF-8)
+MAX_METADATA_FILTER_KEYS = 8  # keys one metadata filter may AND together

@@ -101,6 +101,9 @@ class Record(ScopedRow):
     content_digest = models.CharField(max_length=64, blank=True, default="")
     # Episode or record IDs a proposed fact cites (propose_facts); empty otherwise.
     evidence = models.JSONField(default=list, blank=True)
+    # Caller-supplied flat key/values (memory/metadata.py); emptied on forget.
+    # Indexed by migration 0009: GIN on PostgreSQL, a side table on SQLite.
+    metadata = models.JSONField(default=dict, blank=True)
     supersedes = models.ForeignKey(
         "self",
         to_field="record_id",

@@ -26,11 +26,13 @@ scope's records into Python.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
+from memory import metadata as record_metadata
 from memory import vectors
 from memory.extraction import word_tokens
 
@@ -177,17 +179,26 @@ def index_size() -> int:
 # -- asking it -----------------------------------------------------------------
 
 
-def search(*, visible_scopes: Sequence[str], terms: Sequence[str], limit: int) -> list[IndexHit]:
+def search(
+    *,
+    visible_scopes: Sequence[str],
+    terms: Sequence[str],
+    limit: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> list[IndexHit]:
     """Top ``limit`` active records in ``visible_scopes`` matching any of ``terms``.
 
     Best first by the index's own score, ties broken by newest record; each
-    hit also says how many distinct query terms it contains.
+    hit also says how many distinct query terms it contains. ``metadata``
+    (checked by :func:`memory.metadata.check_filter`) keeps only records
+    holding those typed values, inside the ranked query itself.
     """
     if not terms or not visible_scopes or limit <= 0:
         return []
+    wanted = record_metadata.sql_condition("r", metadata or {})
     if connection.vendor == "sqlite":
-        return _search_sqlite(visible_scopes, terms, limit)
-    return _search_postgresql(visible_scopes, terms, limit)
+        return _search_sqlite(visible_scopes, terms, limit, wanted)
+    return _search_postgresql(visible_scopes, terms, limit, wanted)
 
 
 # A query word found in more records than this (in the visible scopes) is
@@ -198,8 +209,12 @@ COMMON_POSTINGS = 2000
 
 
 def _search_sqlite(
-    visible_scopes: Sequence[str], terms: Sequence[str], limit: int
+    visible_scopes: Sequence[str],
+    terms: Sequence[str],
+    limit: int,
+    wanted: tuple[str, list[Any]] = ("1 = 1", []),
 ) -> list[IndexHit]:
+    condition, condition_params = wanted
     keys = [scope_key(scope) for scope in visible_scopes]
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
@@ -220,6 +235,7 @@ def _search_sqlite(
         join = (
             "JOIN memory_record r ON r.id = f.rowid AND r.record_id = f.record_id "
             f"WHERE memory_record_fts MATCH %s AND r.status = 'active' AND r.scope IN ({scope_marks}) "
+            f"AND {condition} "
         )
         if rare:
             # Ranked by the rare words only: their postings bound the work.
@@ -228,7 +244,7 @@ def _search_sqlite(
             cursor.execute(
                 f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
                 "ORDER BY f.rank, f.rowid DESC LIMIT %s",
-                [_fts_any(keys, rare), *visible_scopes, limit],
+                [_fts_any(keys, rare), *visible_scopes, *condition_params, limit],
             )
             rows = cursor.fetchall()
         else:
@@ -237,7 +253,7 @@ def _search_sqlite(
             cursor.execute(
                 f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
                 "ORDER BY f.rowid DESC LIMIT %s",
-                [_fts_any(keys, present), *visible_scopes, COMMON_POSTINGS],
+                [_fts_any(keys, present), *visible_scopes, *condition_params, COMMON_POSTINGS],
             )
             rows = sorted(cursor.fetchall(), key=lambda row: (-row[2], -row[0]))[:limit]
         if not rows:
@@ -262,9 +278,13 @@ def _search_sqlite(
 
 
 def _search_postgresql(
-    visible_scopes: Sequence[str], terms: Sequence[str], limit: int
+    visible_scopes: Sequence[str],
+    terms: Sequence[str],
+    limit: int,
+    wanted: tuple[str, list[Any]] = ("1 = 1", []),
 ) -> list[IndexHit]:
     scopes = list(visible_scopes)
+    condition, condition_params = wanted
     with connection.cursor() as cursor:
         # As on SQLite: words in more than COMMON_POSTINGS visible records do
         # not get every such record ranked (see _search_sqlite).
@@ -293,9 +313,17 @@ def _search_postgresql(
             "FROM (SELECT f.record_pk, f.record_id, f.document, q.query "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
             "JOIN memory_record r ON r.id = f.record_pk AND r.record_id = f.record_id "
-            f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query {window}) c "
+            f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
+            f"AND {condition} {window}) c "
             "ORDER BY 3 DESC, c.record_pk DESC LIMIT %s",
-            [*present, *ranked, scopes, *([] if rare else [COMMON_POSTINGS]), limit],
+            [
+                *present,
+                *ranked,
+                scopes,
+                *condition_params,
+                *([] if rare else [COMMON_POSTINGS]),
+                limit,
+            ],
         )
         rows = cursor.fetchall()
     return [IndexHit(pk, record_id, float(raw), int(n)) for pk, record_id, raw, n in rows]

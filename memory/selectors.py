@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from aetnaweb.access import SYSTEM, Principal
 from aetnaweb.scopes import WILDCARD, Scope
 from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
+from memory import metadata as record_metadata
 from memory.errors import QueryError, RecordNotFound
 from memory.limits import MAX_PAGE
 from memory.models import (
@@ -114,6 +115,7 @@ def record_as_dict(record: Record) -> dict[str, Any]:
         "supersedes": record.supersedes_id,
         "superseded_by": record.superseded_by_id,
         "evidence": record.evidence,
+        "metadata": record.metadata or {},
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
         "deleted_at": record.deleted_at.isoformat() if record.deleted_at else None,
@@ -181,14 +183,17 @@ def list_records(
     session_id: str | None = None,
     text: str | None = None,
     include_descendants: bool = False,
+    metadata: Mapping[str, Any] | None = None,
     after: Any = None,
     limit: int = 50,
 ) -> Page:
     """Records stored at ``scope`` (or its subtree), newest first, filtered.
 
-    ``text`` is a case-insensitive substring of the content.
+    ``text`` is a case-insensitive substring of the content; ``metadata`` keeps
+    records holding every one of those keys with exactly that typed value.
     """
     parsed = access.require(principal, access.READ, scope)
+    wanted = record_metadata.check_filter(metadata)
     queryset = Record.objects.all()
     if include_descendants:
         queryset = queryset.filter(**parsed.subtree_filter()).filter(
@@ -209,6 +214,11 @@ def list_records(
         queryset = queryset.filter(session_id=session_id)
     if text:
         queryset = queryset.filter(content__icontains=text)
+    if wanted:
+        # The indexed condition recall uses too (GIN on PostgreSQL, the side
+        # table on SQLite); the table name is the ORM's own alias.
+        condition, params = record_metadata.sql_condition(Record._meta.db_table, wanted)
+        queryset = queryset.extra(where=[condition], params=params)  # noqa: S610  (placeholders only)
     return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
 
 

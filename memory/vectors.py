@@ -35,7 +35,7 @@ import logging
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +44,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory import embeddings
+from memory import metadata as record_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -427,10 +428,18 @@ PG_KNN_SQL = (
 )
 
 
-def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[VectorHit]:
+def search(
+    *,
+    visible_scopes: Sequence[str],
+    query: str,
+    limit: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> list[VectorHit]:
     """The ``limit`` active records in ``visible_scopes`` nearest in meaning to ``query``.
 
-    Best first. Empty when semantic recall is unavailable.
+    Best first. Empty when semantic recall is unavailable. ``metadata`` keeps
+    only records holding those typed values, inside the query (see
+    :func:`_filtered_sqlite` and :func:`_filtered_postgresql`).
     """
     if not visible_scopes or limit <= 0 or not query.strip() or not _usable():
         return []
@@ -440,8 +449,11 @@ def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[Vec
     k = min(limit, MAX_K)
     literal = _pg_literal(vector) if connection.vendor != "sqlite" else ""
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
+    condition, condition_params = record_metadata.sql_condition("r", metadata or {})
     with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
+        if connection.vendor == "sqlite" and metadata:
+            _filtered_sqlite(cursor, vector, k, visible_scopes, (condition, condition_params))
+        elif connection.vendor == "sqlite":
             # The coarse KNN (Hamming distance on the sign bits) runs over the
             # visible scopes' partitions and active rows only; its candidates
             # are re-ranked by exact cosine distance on their float vectors,
@@ -474,14 +486,83 @@ def search(*, visible_scopes: Sequence[str], query: str, limit: int) -> list[Vec
             # starvation). SET LOCAL needs a transaction, hence the atomic.
             with transaction.atomic():
                 cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                cursor.execute(
-                    PG_KNN_SQL, [literal, list(visible_scopes), literal, k, list(visible_scopes)]
-                )
+                if metadata:
+                    _filtered_postgresql(
+                        cursor, literal, k, visible_scopes, (condition, condition_params)
+                    )
+                else:
+                    cursor.execute(
+                        PG_KNN_SQL,
+                        [literal, list(visible_scopes), literal, k, list(visible_scopes)],
+                    )
         rows = cursor.fetchall()
     # Cosine distance is 1 - similarity on both engines.
     return [
         VectorHit(int(pk), record_id, 1.0 - float(distance)) for pk, record_id, distance in rows
     ]
+
+
+def _filtered_sqlite(
+    cursor: Any,
+    vector: bytes,
+    k: int,
+    visible_scopes: Sequence[str],
+    wanted: tuple[str, list[Any]],
+) -> None:
+    """The KNN restricted to records holding the metadata filter (SQLite).
+
+    vec0's KNN filters on its own partition and metadata columns only, and
+    caller metadata is open-ended, so it cannot live there; asking the KNN for
+    more rows and filtering after would starve top-k whenever the filter is
+    selective. So the candidate set is restricted in SQL first: the side
+    table's (key, value) index names the matching records, the scope and
+    status are checked on their rows, and each survivor's vector is read by
+    primary key and measured exactly (vec_distance_cosine). The cost follows
+    how many visible active records match the filter, and the answer is the
+    exact top-k among them.
+    """
+    condition, condition_params = wanted
+    scope_marks = ", ".join(["%s"] * len(visible_scopes))
+    cursor.execute(
+        "SELECT r.id, r.record_id, vec_distance_cosine(v.embedding, %s) AS distance "  # noqa: S608  (placeholders only)
+        f"FROM memory_record r JOIN {TABLE} v ON v.record_pk = r.id "
+        f"WHERE r.status = 'active' AND r.scope IN ({scope_marks}) AND {condition} "
+        "ORDER BY distance, r.id DESC LIMIT %s",
+        [vector, *visible_scopes, *condition_params, k],
+    )
+
+
+def _filtered_postgresql(
+    cursor: Any,
+    literal: str,
+    k: int,
+    visible_scopes: Sequence[str],
+    wanted: tuple[str, list[Any]],
+) -> None:
+    """The KNN restricted to records holding the metadata filter (PostgreSQL).
+
+    The filter is on the record row (``metadata @> ...``, answered by its GIN
+    index), so unlike :data:`PG_KNN_SQL` the record is joined inside the
+    ``LIMIT k`` query: joining after it would filter the k nearest of the
+    whole scope, handing back fewer than k (or none) whenever the filter is
+    selective. The inner ORDER BY is the distance alone so the planner may
+    still walk HNSW (with the caller's iterative scan) when the filter
+    matches most of the scope, or read the GIN matches and sort them when it
+    matches few; the outer query breaks distance ties by newest record.
+    Runs inside the caller's transaction (the SET LOCAL).
+    """
+    condition, condition_params = wanted
+    scopes = list(visible_scopes)
+    cursor.execute(
+        "SELECT knn.record_pk, knn.record_id, knn.distance FROM ("  # noqa: S608  (placeholders only)
+        "SELECT v.record_pk, r.record_id, v.embedding <=> %s::vector AS distance "
+        f"FROM {TABLE} v JOIN memory_record r ON r.id = v.record_pk "
+        "WHERE v.scope = ANY(%s) AND v.status = 'active' "
+        f"AND r.status = 'active' AND r.scope = ANY(%s) AND {condition} "
+        "ORDER BY v.embedding <=> %s::vector LIMIT %s) knn "
+        "ORDER BY knn.distance, knn.record_pk DESC",
+        [literal, scopes, scopes, *condition_params, literal, k],
+    )
 
 
 # -- backfill -------------------------------------------------------------------

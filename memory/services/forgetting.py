@@ -22,6 +22,7 @@ from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
 from audit.receipts import build_deletion_receipt
 from audit.services import lock_subject
+from memory import metadata as record_metadata
 from memory import search
 from memory.errors import ForgetPreviewStale, RecordNotFound, RecordStateError, SelectorError
 from memory.extraction import (
@@ -341,9 +342,13 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
         content="",
         fact_key="",
         content_digest="",
+        # Metadata may hold personal data (a customer ID, an address): it is
+        # purged with the content, index rows included.
+        metadata={},
         deleted_at=now,
         updated_at=now,
     )
+    record_metadata.purge(pks)
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
     # A review reason may quote the content: it goes with it.
     ReviewReason.objects.filter(record_id__in=[r.record_id for r in records]).update(reason="")

@@ -17,7 +17,7 @@ committed forget already removed (see :func:`_still_current`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
@@ -31,6 +31,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
+from memory import metadata as record_metadata
 from memory import ranking, search, vectors
 from memory.errors import InvalidInput
 from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
@@ -68,13 +69,18 @@ class _CandidateRow(NamedTuple):
     fact_key: str
     trust_tier: str
     status: str
+    metadata: dict[str, Any]
 
 
 def _score_candidates(
-    scope: Scope, query: str, limit: int, min_score: float
+    scope: Scope,
+    query: str,
+    limit: int,
+    min_score: float,
+    wanted: Mapping[str, Any] | None = None,
 ) -> list[RecallCandidate]:
     terms = search.query_terms(query)
-    rows, evidence = _gather(scope, query, terms)
+    rows, evidence = _gather(scope, query, terms, wanted or {})
     ranked = scoring.rank(evidence, term_count=len(terms))
     return [
         RecallCandidate(
@@ -88,19 +94,25 @@ def _score_candidates(
             rank=item.rank,
             above_threshold=item.above_threshold,
             returned=item.returned,
+            metadata=rows[item.scored.pk].metadata or {},
         )
         for item in scoring.place(ranked, limit=limit, min_score=min_score)
     ]
 
 
 def _gather(
-    scope: Scope, query: str, terms: Sequence[str]
+    scope: Scope, query: str, terms: Sequence[str], wanted: Mapping[str, Any]
 ) -> tuple[dict[int, _CandidateRow], list[scoring.Evidence]]:
-    """Ask both indexes for candidates; keep the active ones this scope can see, with their evidence."""
+    """Ask both indexes for candidates; keep the active ones this scope can see, with their evidence.
+
+    A metadata filter (``wanted``) runs inside both index queries.
+    """
     visible = scope.visible_strings()
     hits = {
         hit.pk: hit
-        for hit in search.search(visible_scopes=visible, terms=terms, limit=scoring.CANDIDATE_LIMIT)
+        for hit in search.search(
+            visible_scopes=visible, terms=terms, limit=scoring.CANDIDATE_LIMIT, metadata=wanted
+        )
     }
     # Semantic candidates beside the full-text ones (empty when the model or
     # the vector index is unavailable: recall is then exactly lexical).
@@ -108,7 +120,12 @@ def _gather(
     near = {
         hit.pk: hit
         for hit in (
-            vectors.search(visible_scopes=visible, query=query, limit=scoring.SEMANTIC_CANDIDATES)
+            vectors.search(
+                visible_scopes=visible,
+                query=query,
+                limit=scoring.SEMANTIC_CANDIDATES,
+                metadata=wanted,
+            )
             if terms
             else []
         )
@@ -149,14 +166,21 @@ def _gather(
 
 
 def _still_current(
-    scope: Scope, query: str, limit: int, min_score: float, candidates: list[RecallCandidate]
+    scope: Scope,
+    query: str,
+    limit: int,
+    min_score: float,
+    candidates: list[RecallCandidate],
+    wanted: Mapping[str, Any] | None = None,
 ) -> list[RecallCandidate]:
     """``candidates``, or a fresh scoring if one of them is no longer active.
 
     Called inside the write transaction (on SQLite, under the write lock), so
     the check sees every write committed before it: one indexed read in the
     common case, the full scoring again only after a race with a forget,
-    supersede or reject.
+    supersede or reject. The fresh scoring keeps the metadata filter
+    (``wanted``): a record's metadata never changes while it is active (a
+    correction is a new record), so checking status is enough for the first.
     """
     record_ids = [c.record_id for c in candidates]
     if not record_ids:
@@ -164,7 +188,7 @@ def _still_current(
     active = Record.objects.filter(record_id__in=record_ids, status=Status.ACTIVE).count()
     if active == len(record_ids):
         return candidates
-    return _score_candidates(scope, query, limit, min_score)
+    return _score_candidates(scope, query, limit, min_score, wanted)
 
 
 def _log_retrieval(
@@ -177,6 +201,7 @@ def _log_retrieval(
     actor: str,
     purpose: str,
     candidates: list[RecallCandidate],
+    wanted: Mapping[str, Any] | None = None,
 ) -> tuple[RetrievalEvent, AuditEvent]:
     query_sha256 = sha256_text(query)
     returned_ids = [c.record_id for c in candidates if c.returned]
@@ -192,6 +217,12 @@ def _log_retrieval(
             "returned_ids": returned_ids,
             "limit": limit,
             "purpose": purpose,
+            # Filter values may be personal data: the chain keeps their digest.
+            **(
+                {"metadata_filter_sha256": record_metadata.metadata_digest(wanted)}
+                if wanted
+                else {}
+            ),
         },
         session_id=session,
         mentions=returned_ids,
@@ -243,6 +274,7 @@ def recall(
     limit: int = 5,
     min_score: float = 0.0,
     session_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RecallResult:
@@ -251,16 +283,18 @@ def recall(
     Every recall is logged as a retrieval event and a ``memory.recall`` audit event,
     in the chain of ``scope`` itself; so an operator recalls only inside their own
     subtree (an ancestor they may read is reached by recalling from below it).
+    ``metadata`` keeps only records holding every one of those typed values.
     """
     parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
+    wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, limit, threshold)  # no lock held
+    candidates = _score_candidates(parsed, query, limit, threshold, wanted)  # no lock held
     with transaction.atomic():
-        candidates = _still_current(parsed, query, limit, threshold, candidates)
+        candidates = _still_current(parsed, query, limit, threshold, candidates, wanted)
         event, audit_event = _log_retrieval(
             scope=parsed,
             query=query,
@@ -270,6 +304,7 @@ def recall(
             actor=actor_label,
             purpose="recall",
             candidates=candidates,
+            wanted=wanted,
         )
     return RecallResult(str(parsed), event.retrieval_id, audit_event.event_id, tuple(candidates))
 
@@ -317,6 +352,7 @@ def recall_block(
     max_chars: int = 2000,
     min_score: float = RECALL_BLOCK_MIN_SCORE,
     session_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RecallBlock:
@@ -331,10 +367,11 @@ def recall_block(
     max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
     threshold = _check_min_score(min_score)
     session = _context("session_id", session_id)
+    wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, max_items, threshold)  # no lock held
+    candidates = _score_candidates(parsed, query, max_items, threshold, wanted)  # no lock held
     with transaction.atomic():
-        candidates = _still_current(parsed, query, max_items, threshold, candidates)
+        candidates = _still_current(parsed, query, max_items, threshold, candidates, wanted)
         text, injected, candidates = _fill_block(candidates, max_chars)
         event, _ = _log_retrieval(
             scope=parsed,
@@ -345,6 +382,7 @@ def recall_block(
             actor=actor_label,
             purpose="recall_block",
             candidates=candidates,
+            wanted=wanted,
         )
         audit_event_id = None
         if injected:

@@ -21,6 +21,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
+from memory import metadata as record_metadata
 from memory import search, vectors
 from memory.errors import ExtractionError, InvalidInput
 from memory.extraction import (
@@ -94,6 +95,7 @@ class _Write(NamedTuple):
     kind: str
     evidence: Sequence[str]
     extra_payload: dict[str, Any]
+    metadata: record_metadata.Metadata
 
     @property
     def trust_tier(self) -> str:
@@ -119,6 +121,7 @@ def _store_candidate(
     kind: str = "",
     evidence: Sequence[str] = (),
     extra_payload: dict[str, Any] | None = None,
+    metadata: record_metadata.Metadata | None = None,
 ) -> tuple[StoredRecord | None, list[str]]:
     """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
 
@@ -136,6 +139,7 @@ def _store_candidate(
         kind,
         evidence,
         extra_payload or {},
+        metadata or {},
     )
     digest_value = content_digest(candidate.content)
     duplicates = _repeats(scope, candidate, digest_value, trusted=trusted)
@@ -177,6 +181,7 @@ def _create(
         write, candidate, status, digest_value, older[-1].record_id if older else None
     )
     _tally(tally, {status: 1})
+    record_metadata.index_record(record.pk, record.record_id, write.metadata)
     if status == Status.ACTIVE:
         search.index_records([(record.pk, record.record_id, record.scope, record.content)])
     superseded_ids = _retire(scope, older, by=record.record_id, now=now, tally=tally)
@@ -196,6 +201,13 @@ def _create(
             # Binds the exact content stored, so an edit behind the engine's back
             # shows in verification (memory.selectors.content_binding).
             "content_sha256": sha256_text(candidate.content),
+            # The audit spec keeps digests, never values: metadata may hold
+            # personal data, so only its canonical digest is chained.
+            **(
+                {"metadata_sha256": record_metadata.metadata_digest(write.metadata)}
+                if write.metadata
+                else {}
+            ),
             **write.extra_payload,
         },
         session_id=write.session_id,
@@ -204,7 +216,12 @@ def _create(
         mentions=superseded_ids,
     )
     return StoredRecord(
-        record.record_id, status, candidate.fact_key, candidate.content, tuple(superseded_ids)
+        record.record_id,
+        status,
+        candidate.fact_key,
+        candidate.content,
+        tuple(superseded_ids),
+        dict(write.metadata),
     )
 
 
@@ -233,6 +250,7 @@ def _new_record(
         content=candidate.content,
         content_digest=digest_value,
         evidence=list(write.evidence),
+        metadata=write.metadata,
         created_at=write.now,
         updated_at=write.now,
     )
@@ -312,6 +330,7 @@ def remember(
     turn_id: str | None = None,
     source_type: str | None = None,
     force: bool = False,
+    metadata: dict[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -319,9 +338,11 @@ def remember(
 
     Trusted user text lands active (superseding the same slot at this scope);
     webpage and tool content lands quarantined; duplicates are not stored twice.
+    Every record stored gets ``metadata`` (a duplicate keeps its own).
     """
     parsed = access.require(principal, access.WRITE, scope)
     text = _check_text(text)
+    checked_metadata = record_metadata.check_metadata(metadata)
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     reading = read_source(text, source_type)
@@ -336,7 +357,14 @@ def remember(
         transaction.atomic(),
     ):
         return _remember_in_transaction(
-            parsed, text, reading, candidates, session=session, turn=turn, actor_label=actor_label
+            parsed,
+            text,
+            reading,
+            candidates,
+            session=session,
+            turn=turn,
+            actor_label=actor_label,
+            metadata=checked_metadata,
         )
 
 
@@ -349,6 +377,7 @@ def _remember_in_transaction(
     session: str,
     turn: str,
     actor_label: str,
+    metadata: record_metadata.Metadata,
 ) -> RememberResult:
     trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
     lock_subject(str(parsed))
@@ -378,6 +407,7 @@ def _remember_in_transaction(
             actor=actor_label,
             now=now,
             tally=tally,
+            metadata=metadata,
         )
         if record:
             stored.append(record)
@@ -413,6 +443,7 @@ def remember_fact(
     kind: str | None = None,
     session_id: str | None = None,
     turn_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -422,6 +453,7 @@ def remember_fact(
     """
     parsed = access.require(principal, access.WRITE, scope)
     candidate = explicit_fact(key, value)
+    checked_metadata = record_metadata.check_metadata(metadata)
     kind_label = kind or ""
     if not isinstance(kind_label, str) or len(kind_label) > MAX_KIND_CHARS:
         raise InvalidInput(
@@ -439,6 +471,7 @@ def remember_fact(
             turn=turn,
             principal=principal,
             actor=actor,
+            metadata=checked_metadata,
         )
 
 
@@ -451,6 +484,7 @@ def _remember_fact_in_transaction(
     turn: str,
     principal: Principal,
     actor: str | None,
+    metadata: record_metadata.Metadata,
 ) -> RememberResult:
     lock_subject(str(parsed))
     tally: dict[str, int] = {}
@@ -467,6 +501,7 @@ def _remember_fact_in_transaction(
         tally=tally,
         kind=kind_label,
         extra_payload={"kind": kind_label},
+        metadata=metadata,
     )
     _bump(parsed, **tally)
     return RememberResult(

@@ -32,6 +32,7 @@ class StoredRecord(_AsDict):
     fact_key: str
     content: str
     superseded_ids: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class RecallCandidate(_AsDict):
     rank: int
     above_threshold: bool
     returned: bool
+    # The record's metadata as stored (not kept in the retrieval log).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
