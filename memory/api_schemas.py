@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from aetnaweb.api import ContextStr, ScopeStr
 from audit.services import MAX_EVENT_TYPE_LENGTH
@@ -44,7 +44,10 @@ Score = Annotated[float, Field(ge=0.0, le=1.0)]
 
 # Record metadata (memory/metadata.py): the schema states the shape; the
 # service checks every bound (keys, size, NaN, NUL...) and names the field.
-MetadataValue = str | int | float | bool | None
+# Values are typed in the document but accepted as any JSON here: the
+# service refuses a nested or odd value naming ``metadata.<key>``, which
+# reads better than pydantic's per-alternative union errors.
+MetadataValue = Annotated[Any, WithJsonSchema({"type": ["string", "number", "boolean", "null"]})]
 METADATA_DESCRIPTION = (
     f"Flat JSON key/values stored with every record this call creates: at most "
     f"{MAX_METADATA_KEYS} keys of 1-{MAX_METADATA_KEY_CHARS} characters "

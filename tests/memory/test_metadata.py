@@ -389,3 +389,35 @@ def test_query_string_filters_parse_json_values():
     with pytest.raises(MetadataError) as caught:
         metadata.filter_from_query([("metadata.a", "1"), ("metadata.a", "2")])
     assert caught.value.field == "metadata.a"
+
+
+# -- indexes ---------------------------------------------------------------------------------
+
+
+def _plan(sql: str, params: list) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            return "\n".join(str(row[-1]) for row in cursor.fetchall())
+        # Few rows in a test table: forbid the sequential scan so the plan shows
+        # whether the index *can* answer the containment.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_the_filter_is_answered_by_an_index_on_this_database():
+    # Given records with metadata
+    for n in range(20):
+        remember(f"I reviewed the launch codename plan {n}.", metadata={"customer_id": n})
+    # When the list filter's condition is planned
+    condition, params = metadata.sql_condition("r", {"customer_id": 4})
+    plan = _plan(f"SELECT r.id FROM memory_record r WHERE {condition}", params)  # noqa: S608
+    # Then it reads the metadata index: GIN jsonb_path_ops, or the side table's (key, value)
+    if connection.vendor == "sqlite":
+        assert "memory_record_meta_kv" in plan, plan
+    else:
+        assert "mem_record_metadata_gin" in plan, plan
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM memory_record r WHERE {condition}", params)  # noqa: S608
+        assert cursor.fetchone()[0] == 1
