@@ -55,6 +55,8 @@ from memory.limits import (
     MAX_FORGET_RECORDS,
     MAX_KEY_CHARS,
     MAX_KIND_CHARS,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_KEYS,
     MAX_PAGE,
     MAX_PROPOSED_FACTS,
     MAX_QUERY_CHARS,
@@ -86,6 +88,35 @@ INSTRUCTIONS = (
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Context = Annotated[str | None, Field(default=None, min_length=1, max_length=MAX_CONTEXT_CHARS)]
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
+MetadataArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        default=None,
+        description="Flat key/values stored with each record, e.g. {\"customer_id\": 42}: "
+        f"at most {MAX_METADATA_KEYS} keys of [a-z0-9_.-], values string, number, "
+        f"true/false or null, {MAX_METADATA_BYTES} bytes in all. Recall and list_records "
+        "can filter on them.",
+    ),
+]
+FiltersArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        default=None,
+        description="Keep only records matching, as in the HTTP API: "
+        '{"metadata": {"customer_id": 42}} keeps records whose metadata holds exactly '
+        'that typed value (42 and "42" differ); several keys must all match.',
+    ),
+]
+
+
+def _metadata_filter(filters: dict[str, Any] | None) -> Any:
+    """The metadata part of a ``filters`` argument (the service checks its contents)."""
+    if not filters:
+        return None
+    unknown = sorted(set(filters) - {"metadata"})
+    if unknown:
+        raise ToolError(f"filters: unknown filter {unknown[0][:40]!r}; the filter is 'metadata'")
+    return filters.get("metadata")
 
 
 class ProposedFact(BaseModel):
@@ -246,6 +277,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
             bool,
             Field(description="Also keep prose that states nothing about the user, as a note."),
         ] = False,
+        metadata: MetadataArg = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: services.remember(
@@ -255,6 +287,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 turn_id=turn_id,
                 source_type=source_type,
                 force=force,
+                metadata=metadata,
                 principal=principal,
             ).as_dict()
         )
@@ -270,6 +303,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         value: Annotated[str, Field(min_length=1, max_length=MAX_VALUE_CHARS)],
         kind: Annotated[str | None, Field(default=None, max_length=MAX_KIND_CHARS)] = None,
         session_id: Context = None,
+        metadata: MetadataArg = None,
     ) -> dict[str, Any]:
         """Remember an explicit fact: key (a slot such as 'backup email') and its value.
 
@@ -283,6 +317,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 value=value,
                 kind=kind,
                 session_id=session_id,
+                metadata=metadata,
                 principal=principal,
             ).as_dict()
         )
@@ -301,6 +336,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0,
         session_id: Context = None,
+        filters: FiltersArg = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: services.recall(
@@ -309,6 +345,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 limit=limit,
                 min_score=min_score,
                 session_id=session_id,
+                metadata=_metadata_filter(filters),
                 principal=principal,
             ).as_dict()
         )
@@ -326,6 +363,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         max_chars: Annotated[int, Field(ge=1, le=MAX_BLOCK_CHARS)] = 2000,
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
         session_id: Context = None,
+        filters: FiltersArg = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: services.recall_block(
@@ -335,6 +373,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 max_chars=max_chars,
                 min_score=min_score,
                 session_id=session_id,
+                metadata=_metadata_filter(filters),
                 principal=principal,
             ).as_dict()
         )
@@ -437,13 +476,20 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
             Field(default=None, max_length=20, description="next_cursor of the previous page."),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 20,
+        filters: FiltersArg = None,
     ) -> dict[str, Any]:
         """List records stored at exactly this scope, newest first (all statuses unless one
         is given); pass next_cursor as after for the next page."""
 
         def run() -> dict[str, Any]:
             page = selectors.list_records(
-                principal, scope=at, status=status, text=text, after=after, limit=limit
+                principal,
+                scope=at,
+                status=status,
+                text=text,
+                metadata=_metadata_filter(filters),
+                after=after,
+                limit=limit,
             )
             return {
                 "scope": at,
