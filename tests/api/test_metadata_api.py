@@ -170,10 +170,11 @@ def test_limits_at_the_limit_and_one_past_through_the_api(alice_api):
 
 def test_nan_and_lone_surrogates_in_raw_json_are_refused(alice_api):
     before = counts()
+    prefix = '{"scope": "' + S + '", "text": "My car is red.", "metadata": '
     for raw in (
-        '{"scope": "%s", "text": "My car is red.", "metadata": {"x": NaN}}' % S,
-        '{"scope": "%s", "text": "My car is red.", "metadata": {"x": "\\ud800"}}' % S,
-        '{"scope": "%s", "text": "My car is red.", "metadata": {"\\ud800": 1}}' % S,
+        prefix + '{"x": NaN}}',
+        prefix + '{"x": "\\ud800"}}',
+        prefix + '{"\\ud800": 1}}',
     ):
         response = alice_api.post("/memory/remember", raw=raw)
         assert response.status_code == 400, (raw, response.data)
