@@ -10,6 +10,7 @@ could store a fact twice.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -50,6 +51,26 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _with_filters(body: dict[str, Any]) -> dict[str, Any]:
+    """Move a ``metadata`` filter argument to the body's ``filters`` object."""
+    wanted = body.pop("metadata", None)
+    if wanted is not None:
+        body["filters"] = {"metadata": dict(wanted)}
+    return body
+
+
+def _metadata_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Spell a ``metadata`` filter as the query string does: ``metadata.<key>=<JSON>``.
+
+    JSON values keep the type: ``{"customer_id": 42}`` asks for the number,
+    ``{"customer_id": "42"}`` for the string.
+    """
+    wanted = params.pop("metadata", None) or {}
+    for key, value in wanted.items():
+        params[f"metadata.{key}"] = json.dumps(value, allow_nan=False)
+    return params
+
+
 def _segment(value: str) -> str:
     # An ID goes into the path: quote everything, so "../" or "?" cannot change the URL.
     return quote(value, safe="")
@@ -88,12 +109,12 @@ class _Calls:
     @staticmethod
     def recall(scope: str, query: str, **fields: Any) -> _Call:
         body = {"scope": scope, "query": query, **fields}
-        return _Call("POST", "memory/recall", body=_drop_none(body))
+        return _Call("POST", "memory/recall", body=_with_filters(_drop_none(body)))
 
     @staticmethod
     def recall_block(scope: str, query: str, **fields: Any) -> _Call:
         body = {"scope": scope, "query": query, **fields}
-        return _Call("POST", "memory/recall-block", body=_drop_none(body))
+        return _Call("POST", "memory/recall-block", body=_with_filters(_drop_none(body)))
 
     @staticmethod
     def persona(scope: str, max_chars: int | None) -> _Call:
@@ -107,7 +128,8 @@ class _Calls:
 
     @staticmethod
     def list_records(scope: str, **filters: Any) -> _Call:
-        return _Call("GET", "memory/records", params=_drop_none({"scope": scope, **filters}))
+        params = _metadata_params(_drop_none({"scope": scope, **filters}))
+        return _Call("GET", "memory/records", params=params)
 
     @staticmethod
     def get_record(record_id: str) -> _Call:
@@ -244,8 +266,12 @@ class Client:
         turn_id: str | None = None,
         source_type: str | None = None,
         force: bool | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> RememberResult:
-        """Store a message (``text``) or an explicit ``key``/``value`` at exactly ``scope``."""
+        """Store a message (``text``) or an explicit ``key``/``value`` at exactly ``scope``.
+
+        ``metadata`` (flat JSON key/values) is stored with every record made.
+        """
         call = _Calls.remember(
             scope,
             text=text,
@@ -256,6 +282,7 @@ class Client:
             turn_id=turn_id,
             source_type=source_type,
             force=force,
+            metadata=metadata,
         )
         return cast(RememberResult, self._run(call))
 
@@ -333,9 +360,20 @@ class Client:
         limit: int | None = None,
         min_score: float | None = None,
         session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> RecallResult:
-        """The most relevant active memories visible from ``scope`` (audited)."""
-        call = _Calls.recall(scope, query, limit=limit, min_score=min_score, session_id=session_id)
+        """The most relevant active memories visible from ``scope`` (audited).
+
+        ``metadata`` keeps only records holding exactly those typed values.
+        """
+        call = _Calls.recall(
+            scope,
+            query,
+            limit=limit,
+            min_score=min_score,
+            session_id=session_id,
+            metadata=metadata,
+        )
         return cast(RecallResult, self._run(call))
 
     def recall_block(
@@ -347,6 +385,7 @@ class Client:
         max_chars: int | None = None,
         min_score: float | None = None,
         session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> RecallBlock:
         """A ``<relevant_memories>`` block for a prompt (empty text when nothing qualifies)."""
         call = _Calls.recall_block(
@@ -356,6 +395,7 @@ class Client:
             max_chars=max_chars,
             min_score=min_score,
             session_id=session_id,
+            metadata=metadata,
         )
         return cast(RecallBlock, self._run(call))
 
@@ -379,7 +419,8 @@ class Client:
 
     def list_records(self, scope: str, **filters: Any) -> JSON:
         """One page of records (filters: status, source_type, trust_tier, session_id, text,
-        include_descendants, after, limit); see :meth:`iter_records`."""
+        include_descendants, metadata={"key": typed value}, after, limit); see
+        :meth:`iter_records`."""
         return cast(JSON, self._run(_Calls.list_records(scope, **filters)))
 
     def iter_records(self, scope: str, *, page_size: int = 100, **filters: Any) -> Iterator[Record]:

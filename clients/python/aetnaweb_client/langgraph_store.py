@@ -7,12 +7,20 @@ compact JSON) that supersedes the same key, keeping its history; ``get``
 reads the active value of that key; ``search(ns, query=...)`` is recall (ranked,
 audited, sees the scope's ancestors); ``delete`` forgets the key's lineage and
 returns the deletion receipt's evidence to the audit chain.
+
+A value's top-level scalar fields (string, number, bool, null, under keys
+the engine accepts) are also stored as the record's metadata, so
+``search(ns, filter={"customer_id": 42})`` is a metadata filter the server
+runs inside recall's candidate queries (typed: 42 and "42" differ), never a
+filter over a page already cut to ``limit``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -33,6 +41,34 @@ from aetnaweb_client.client import Client
 from aetnaweb_client.types import Record
 
 KIND = "langgraph"
+# The engine's metadata bounds (memory/limits.py on the server).
+METADATA_KEY = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
+METADATA_MAX_KEYS = 32
+METADATA_MAX_BYTES = 4096
+SAFE_INTEGER = 2**53 - 1
+
+
+def _scalar(value: Any) -> bool:
+    if value is None or isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return abs(value) <= SAFE_INTEGER
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def value_metadata(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``value`` kept as record metadata: scalars under valid keys, in order,
+    while they fit the engine's bounds (a field that would not fit is left out)."""
+    kept: dict[str, Any] = {}
+    for key, item in value.items():
+        if len(kept) == METADATA_MAX_KEYS:
+            break
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key) or not _scalar(item):
+            continue
+        trial = {**kept, key: item}
+        if len(json.dumps(trial, separators=(",", ":"), sort_keys=True)) <= METADATA_MAX_BYTES:
+            kept = trial
+    return kept
 
 
 def namespace_scope(namespace: tuple[str, ...]) -> str:
@@ -133,25 +169,36 @@ class AetnawebStore(BaseStore):
                 self.client.forget(scope, record_ids=ids, expected_record_ids=preview["record_ids"])
             return
         encoded = json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
-        self.client.remember(scope, key=key, value=encoded, kind=KIND)
+        self.client.remember(
+            scope, key=key, value=encoded, kind=KIND, metadata=value_metadata(value)
+        )
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         scope = namespace_scope(op.namespace_prefix)
         rows: list[tuple[str, str, float | None, Record | None]]
+        wanted = dict(op.filter or {})
+        # A filter the engine can index runs on the server, before the limit.
+        server_filter = wanted if wanted and value_metadata(wanted) == wanted else None
         if op.query:
-            found = self.client.recall(scope, op.query, limit=min(op.offset + op.limit, 50))
+            found = self.client.recall(
+                scope, op.query, limit=min(op.offset + op.limit, 50), metadata=server_filter
+            )
             rows = [
                 (c["scope"], c["content"], c["score"], None)
                 for c in found["candidates"]
                 if c["returned"]
             ]
         else:
-            records = self.client.list_records(scope, status="active", limit=op.offset + op.limit)
+            records = self.client.list_records(
+                scope, status="active", limit=op.offset + op.limit, metadata=server_filter
+            )
             rows = [(r["scope"], r["content"], None, r) for r in records["items"]]
         items = []
         for row_scope, content, score, record in rows[op.offset : op.offset + op.limit]:
             key, value = _split(content)
-            if op.filter and any(value.get(name) != want for name, want in op.filter.items()):
+            # Re-checked on the value: a filter the server could not run (a nested
+            # value, an odd key) still only returns matching items.
+            if wanted and any(value.get(name) != want for name, want in wanted.items()):
                 continue
             stamp = _when(record["created_at"]) if record else datetime.now().astimezone()
             items.append(

@@ -11,6 +11,7 @@ class StoredRecord(TypedDict):
     fact_key: str
     content: str
     superseded_ids: list[str]
+    metadata: dict[str, Any]
 
 
 class RememberResult(TypedDict):
@@ -35,6 +36,7 @@ class RecallCandidate(TypedDict):
     rank: int
     above_threshold: bool
     returned: bool
+    metadata: dict[str, Any]
 
 
 class RecallResult(TypedDict):
@@ -69,6 +71,7 @@ class Record(TypedDict):
     supersedes: str | None
     superseded_by: str | None
     evidence: Any
+    metadata: dict[str, Any]
     created_at: str
     updated_at: str
     deleted_at: str | None
