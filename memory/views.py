@@ -410,6 +410,11 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
             "promoted": promoted,
             "tombstoned_by": tombstoned_by,
             "binding": binding,
+            # Values as JSON text, so 42 and "42" read differently (autoescaped).
+            "metadata_rows": [
+                (key, json.dumps(value, ensure_ascii=False))
+                for key, value in (record.metadata or {}).items()
+            ],
             "returned_recalls": [hit for hit in detail.recalls if hit.returned],
             "considered_recalls": [hit for hit in detail.recalls if not hit.returned],
             "may_review": may_review and record.status == Status.QUARANTINED,

@@ -789,3 +789,39 @@ def test_pages_carry_csrf_tokens_and_no_inline_styles_or_scripts(reviewer, facts
         assert " onclick=" not in text and " onsubmit=" not in text, url
         for form in re.findall(r"<form[^>]*method=\"post\"[^>]*>.*?</form>", text, re.S):
             assert "csrfmiddlewaretoken" in form, url
+
+
+def test_record_page_shows_metadata_as_an_escaped_typed_table(viewer):
+    # Given a record whose metadata mimics markup and differs only by type
+    record_id = (
+        services.remember(
+            principal=SYSTEM,
+            scope=SCOPE,
+            text="My shell is fish.",
+            metadata={"customer_id": 42, "label": "42", "html": "<script>alert(1)</script>"},
+        )
+        .records[0]
+        .record_id
+    )
+    # When the record page is shown
+    text = body(viewer.get(reverse("memory:record", args=[record_id])))
+    # Then each key is a row, values as JSON (42 vs "42"), markup escaped
+    assert 'id="metadata-heading"' in text
+    assert '<code>customer_id</code></td><td data-label="Value"><code>42</code>' in text
+    assert "<code>&quot;42&quot;</code>" in text
+    assert "<script>alert(1)</script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_a_forgotten_records_page_shows_no_metadata(viewer):
+    record_id = (
+        services.remember(
+            principal=SYSTEM, scope=SCOPE, text="My shell is fish.", metadata={"secret": "s3cr3t"}
+        )
+        .records[0]
+        .record_id
+    )
+    services.forget(principal=SYSTEM, scope=SCOPE, record_ids=[record_id])
+    text = body(viewer.get(reverse("memory:record", args=[record_id])))
+    assert "s3cr3t" not in text
+    assert "Purged with the content" in text
