@@ -92,7 +92,7 @@ MetadataArg = Annotated[
     dict[str, Any] | None,
     Field(
         default=None,
-        description="Flat key/values stored with each record, e.g. {\"customer_id\": 42}: "
+        description='Flat key/values stored with each record, e.g. {"customer_id": 42}: '
         f"at most {MAX_METADATA_KEYS} keys of [a-z0-9_.-], values string, number, "
         f"true/false or null, {MAX_METADATA_BYTES} bytes in all. Recall and list_records "
         "can filter on them.",

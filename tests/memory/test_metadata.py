@@ -412,12 +412,12 @@ def test_the_filter_is_answered_by_an_index_on_this_database():
         remember(f"I reviewed the launch codename plan {n}.", metadata={"customer_id": n})
     # When the list filter's condition is planned
     condition, params = metadata.sql_condition("r", {"customer_id": 4})
-    plan = _plan(f"SELECT r.id FROM memory_record r WHERE {condition}", params)  # noqa: S608
+    plan = _plan(f"SELECT r.id FROM memory_record r WHERE {condition}", params)
     # Then it reads the metadata index: GIN jsonb_path_ops, or the side table's (key, value)
     if connection.vendor == "sqlite":
         assert "memory_record_meta_kv" in plan, plan
     else:
         assert "mem_record_metadata_gin" in plan, plan
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM memory_record r WHERE {condition}", params)  # noqa: S608
+        cursor.execute(f"SELECT COUNT(*) FROM memory_record r WHERE {condition}", params)
         assert cursor.fetchone()[0] == 1
