@@ -129,6 +129,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
             content=payload.content,
             session_id=payload.session_id,
             turn_id=payload.turn_id,
+            metadata=payload.metadata,
             principal=principal_of(request),
         )
     return result.as_dict()

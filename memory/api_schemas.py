@@ -141,6 +141,7 @@ class CaptureIn(Schema):
     content: str = Field(..., max_length=MAX_TEXT_CHARS)
     session_id: ContextStr | None = None
     turn_id: ContextStr | None = None
+    metadata: Metadata
 
 
 class ForgetIn(Schema):

@@ -384,6 +384,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         content: Text,
         session_id: Context = None,
         turn_id: Context = None,
+        metadata: MetadataArg = None,
     ) -> dict[str, Any]:
         """Record one turn: a user turn is remembered (as remember does); assistant and tool
         turns leave only a digest and a size in the audit chain (an agent cannot poison its
@@ -395,6 +396,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 content=content,
                 session_id=session_id,
                 turn_id=turn_id,
+                metadata=metadata,
                 principal=principal,
             ).as_dict()
         )

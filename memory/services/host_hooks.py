@@ -12,6 +12,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import AuditError, lock_subject, log_agent_event
+from memory import metadata as record_metadata
 from memory.errors import ActionLogError, CaptureError
 from memory.services._common import _audit, _context
 from memory.services.remembering import remember
@@ -33,6 +34,7 @@ def capture(
     content: str,
     session_id: str | None = None,
     turn_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> CaptureResult:
@@ -40,14 +42,17 @@ def capture(
 
     ``assistant``, ``tool_call`` and ``tool_result`` append ``agent.*`` events
     with a digest and size, never content, so an agent cannot poison its own
-    memory. Any other role is refused.
+    memory. Any other role is refused. ``metadata`` goes with the records a
+    user turn stores; it is checked for every role (an agent turn stores none).
     """
+    checked_metadata = record_metadata.check_metadata(metadata)
     if role == "user":
         result = remember(
             scope=scope,
             text=content,
             session_id=session_id,
             turn_id=turn_id,
+            metadata=checked_metadata,
             principal=principal,
             actor=actor,
         )

@@ -267,3 +267,19 @@ def test_the_openapi_document_describes_metadata(alice_api, client):
     assert "metadata" in schemas["RecordOut"]["properties"]
     operation = document["paths"]["/api/v1/memory/records"]["get"]
     assert operation["x-metadata-filter"]["examples"][0] == "metadata.customer_id=42"
+
+
+def test_capture_of_a_user_turn_stores_metadata_and_checks_it_for_every_role(alice_api):
+    response = alice_api.post(
+        "/memory/capture",
+        {"scope": S, "role": "user", "content": "My shell is fish.", "metadata": {"n": 1}},
+    )
+    assert response.status_code == 200, response.data
+    assert response.data["remembered"]["records"][0]["metadata"] == {"n": 1}
+    before = counts()
+    bad = alice_api.post(
+        "/memory/capture",
+        {"scope": S, "role": "assistant", "content": "ok", "metadata": {"n": [1]}},
+    )
+    assert bad.status_code == 400 and bad.data["field"] == "metadata.n"
+    assert counts() == before
