@@ -113,6 +113,32 @@ def test_a_record_forgotten_while_recall_reads_never_reaches_the_answer_or_the_l
     assert Record.objects.get(record_id=gone).content == ""
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_rescoring_after_a_race_keeps_the_metadata_filter():
+    # Given two matching facts for customer 7 and one for customer 8
+    gone = services.remember(
+        principal=SYSTEM, scope=S, text="My backup email is bob@example.com.", metadata={"c": 7}
+    ).record_ids[0]
+    kept = services.remember(
+        principal=SYSTEM, scope=S, text="My work email is alice@example.com.", metadata={"c": 7}
+    ).record_ids[0]
+    other = services.remember(
+        principal=SYSTEM, scope=S, text="My home email is eve@example.com.", metadata={"c": 8}
+    ).record_ids[0]
+
+    def forget_meanwhile() -> None:
+        services.forget(principal=SYSTEM, scope=S, record_ids=[gone])
+
+    patch, in_transaction = _spy(scoring, "place", after_first=forget_meanwhile)
+    # When a recall filtered on customer 7 races with a forget
+    with patch:
+        result = services.recall(principal=SYSTEM, scope=S, query="email", metadata={"c": 7})
+    # Then the fresh scoring under the lock still filters: customer 8's record never appears
+    assert in_transaction == [False, True]
+    assert result.record_ids == [kept]
+    assert other not in RetrievalHit.objects.values_list("record_id", flat=True)
+
+
 def _recall_over_http(secret: str) -> Any:
     return Client().post(
         "/api/v1/memory/recall",
