@@ -25,7 +25,10 @@ not):
   filtered HNSW scan keeps going until it has ``k`` rows.
 
 Either way the hits are joined to the record row, which re-checks status and
-scope. If the model or the database extension is unavailable, every function
+scope. A recall metadata filter (:mod:`memory.metadata`) is a condition on
+that row, so a filtered query has its own path on each engine, with the
+filter inside the candidate query (:func:`_filtered_sqlite`,
+:func:`_filtered_postgresql`). If the model or the database extension is unavailable, every function
 here quietly does nothing and :func:`status` says why; recall stays lexical.
 """
 
