@@ -34,10 +34,12 @@ from django.utils import timezone
 
 from access import ratelimits, tokens
 from access.models import ApiToken, IdempotencyKey
+from aetnaweb.api import IDEMPOTENCY_HEADER as HEADER
+from aetnaweb.api import IDEMPOTENT_WRITE_METHODS as WRITE_METHODS
 
-HEADER = "Idempotency-Key"
+# The header and the methods are the kernel's (aetnaweb.api documents them in the
+# OpenAPI document); this middleware honours exactly what that document promises.
 REPLAYED_HEADER = "Idempotent-Replayed"
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Visible ASCII only: a key is an opaque client token (a UUID, typically), and
 # anything else (spaces, NUL, non-ASCII look-alikes) is far likelier a bug.
 _KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,255}")

@@ -53,6 +53,8 @@ TRANSACTION_STATES = (
     UNCERTAIN,
     RECOVERY_REQUIRED,
 )
+# The states an operator must look at (needs attention; a resolution may close them).
+ATTENTION_STATES = (UNCERTAIN, RECOVERY_REQUIRED)
 TERMINAL_STATES = frozenset(
     {COMMITTED, ABORTED, COMPENSATED, PARTIAL, UNCERTAIN, RECOVERY_REQUIRED}
 )

@@ -40,7 +40,7 @@ from aetnaweb.scopes import Scope
 from audit.canonical import digest, sha256_text
 from memory.models import Episode, Record, SourceType, Status, TrustTier
 
-ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
+ATTENTION_STATES = formats.ATTENTION_STATES
 
 
 @dataclass(frozen=True)

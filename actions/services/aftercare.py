@@ -269,7 +269,7 @@ def _fence_interrupted_run(
 # -- resolution (closing "needs attention") --------------------------------------------
 
 RESOLUTION_OUTCOMES = tuple(value for value, _ in ActionResolution.OUTCOMES)
-ATTENTION_STATES = (formats.UNCERTAIN, formats.RECOVERY_REQUIRED)
+ATTENTION_STATES = formats.ATTENTION_STATES
 
 
 def _clean_text(name: str, value: Any, *, limit: int) -> str:
