@@ -212,3 +212,11 @@ def test_a_malformed_login_threshold_is_one_clear_error(tmp_path):
     assert (
         "AETNAWEB_LOGIN_SLOW_AFTER must be a whole number of at least 1, got 'three'" in done.stderr
     )
+
+
+def test_an_unknown_embedding_precision_is_refused(tmp_path):
+    done = run(
+        tmp_path, "manage.py", "check", SECRET_KEY="k" * 60, AETNAWEB_EMBEDDING_PRECISION="fp16"
+    )
+    assert done.returncode != 0
+    assert "AETNAWEB_EMBEDDING_PRECISION must be 'int8' or 'float32'" in done.stderr

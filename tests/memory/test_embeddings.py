@@ -31,16 +31,55 @@ def numpy_encoder() -> embeddings._Encoder:
     return embeddings._Encoder(embeddings._model_dir(), runtime="numpy")
 
 
-def test_the_engine_encodes_with_onnxruntime():
-    # Given the installed dependencies, when the model loads, then the fast runtime is the one used.
+@pytest.fixture(scope="module")
+def float_encoder() -> embeddings._Encoder:
+    return embeddings._Encoder(embeddings._model_dir(), precision="float32")
+
+
+def test_the_engine_encodes_with_onnxruntime_in_int8_by_default():
+    # Given the installed dependencies and no precision setting, when the model loads,
+    # then the fast runtime runs the 8-bit graph, and the status says so.
     assert embeddings.status().available
-    assert embeddings.status().detail == "loaded (onnxruntime)"
+    assert embeddings.status().detail == "loaded (onnxruntime, int8)"
+
+
+def test_float32_precision_is_the_exact_published_model(float_encoder, numpy_encoder):
+    # AETNAWEB_EMBEDDING_PRECISION=float32: the same vectors as the NumPy forward pass.
+    assert float_encoder.runtime == "onnxruntime"
+    for text in ("I avoid beef at business dinners.", "Am I vegetarian?"):
+        assert float(float_encoder.encode(text) @ numpy_encoder.encode(text)) >= 0.9999
+
+
+def test_the_precision_setting_is_read_from_django_settings(settings):
+    settings.AETNAWEB_EMBEDDING_PRECISION = "float32"
+    assert embeddings._precision() == "float32"
+    settings.AETNAWEB_EMBEDDING_PRECISION = "int8"
+    assert embeddings._precision() == "int8"
+
+
+def test_quantised_columns_rebuild_the_matrix_to_half_a_step():
+    # Given a matrix with columns of very different ranges and one column of zeros,
+    # when it is quantised, then each column has its own scale, every weight is
+    # within [-127, 127], and weight * scale is within half a step of the original.
+    rng = np.random.default_rng(3)
+    matrix = (rng.standard_normal((64, 5)) * np.array([0.01, 1.0, 30.0, 0.5, 0.0])).astype(
+        np.float32
+    )
+    weights, scales = embeddings.quantize_columns(matrix)
+    assert weights.dtype == np.int8 and scales.dtype == np.float32 and scales.shape == (5,)
+    assert int(np.abs(weights).max()) <= 127
+    assert scales[4] == 1.0 and not weights[:, 4].any()
+    error = np.abs(weights.astype(np.float32) * scales - matrix)
+    assert (error <= scales / 2 + 1e-6).all()
+    # One scale per column, not one per matrix: the small column keeps its precision.
+    assert error[:, 0].max() < 0.01 * 0.05
 
 
 def test_onnxruntime_vectors_match_the_numpy_encoder_on_the_recall_quality_texts(numpy_encoder):
     # Given the texts of the paraphrase benchmark (facts in their stored, first-person
     # wording and the questions), when both runtimes encode them, then every pair of
-    # vectors has a cosine of at least 0.99: vectors stored before the switch stay comparable.
+    # vectors has a cosine of at least 0.985 (int8 against the float model; 0.9908 measured):
+    # vectors stored before the switch, or under the other precision, stay comparable.
     texts = _recall_quality_texts()
     assert len(texts) >= 225
     worst = 1.0
@@ -49,7 +88,7 @@ def test_onnxruntime_vectors_match_the_numpy_encoder_on_the_recall_quality_texts
         reference = numpy_encoder.encode(vectors.embedding_text(text))
         assert fast.shape == (embeddings.DIMENSIONS,)
         worst = min(worst, float(fast @ reference))
-    assert worst >= 0.99, worst
+    assert worst >= 0.985, worst
 
 
 def test_the_reference_similarity_of_the_sbert_example_pair_holds():
@@ -62,8 +101,9 @@ def test_the_reference_similarity_of_the_sbert_example_pair_holds():
 
 def test_without_onnxruntime_the_numpy_runtime_gives_the_same_vector(monkeypatch):
     # Given onnxruntime cannot load (no wheel for the platform), when the encoder is built,
-    # then it falls back to NumPy and still encodes, with the same vector as onnxruntime.
-    def broken(encoder: embeddings._Encoder) -> None:
+    # then it falls back to NumPy (float32) and still encodes, with the vector of the
+    # int8 graph to within the same cosine as every stored vector.
+    def broken(encoder: embeddings._Encoder, precision: str) -> None:
         raise ImportError("No module named 'onnxruntime'")
 
     monkeypatch.setattr(embeddings, "_onnx_session", broken)
@@ -71,7 +111,7 @@ def test_without_onnxruntime_the_numpy_runtime_gives_the_same_vector(monkeypatch
     assert fallback.runtime == "numpy" and fallback.session is None
     text = "I avoid beef at business dinners."
     fast = np.frombuffer(embeddings.embed(text) or b"", dtype="<f4")
-    assert float(fallback.encode(text) @ fast) >= 0.9999
+    assert float(fallback.encode(text) @ fast) >= 0.985
 
 
 def test_the_onnx_runtime_drops_the_numpy_copies_of_the_weights():
