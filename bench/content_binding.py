@@ -68,8 +68,8 @@ def fill(path: Path, records: int, subjects: int) -> None:
     conn.executemany(
         "INSERT INTO memory_record (id, record_id, scope, tenant, user, project, session_id,"
         " turn_id, source_type, trust_tier, confidence, status, fact_key, kind, content,"
-        " content_digest, evidence, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, '', '',"
-        " 'user_message', 'trusted_user', 0.9, 'active', '', '', ?, '', '[]', ?, ?)",
+        " content_digest, evidence, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?,"
+        " '', '', 'user_message', 'trusted_user', 0.9, 'active', '', '', ?, '', '[]', '{}', ?, ?)",
         rows,
     )
     conn.commit()

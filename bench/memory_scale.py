@@ -192,8 +192,8 @@ def seed(count: int, *, hot_count: int, start_id: int, corpus: Corpus, scopes: l
             cursor.executemany(
                 "INSERT INTO memory_record (id, scope, tenant, user, project, record_id, "
                 "session_id, turn_id, source_type, trust_tier, confidence, status, fact_key, kind, "
-                "content, content_digest, evidence, created_at, updated_at) "
-                "VALUES (" + ", ".join(["%s"] * 19) + ")",
+                "content, content_digest, evidence, created_at, updated_at, metadata) "
+                "VALUES (" + ", ".join(["%s"] * 19) + ", '{}')",
                 records,
             )
             cursor.executemany(
@@ -365,8 +365,8 @@ def seed_dense(start: int, stop: int) -> None:
             cursor.executemany(
                 'INSERT INTO memory_record (id, scope, tenant, "user", project, record_id, '
                 "session_id, turn_id, source_type, trust_tier, confidence, status, fact_key, "
-                "kind, content, content_digest, evidence, created_at, updated_at) "
-                "VALUES (" + ", ".join(["%s"] * 19) + ")",
+                "kind, content, content_digest, evidence, created_at, updated_at, metadata) "
+                "VALUES (" + ", ".join(["%s"] * 19) + ", '{}')",
                 records,
             )
             if sqlite:
