@@ -21,7 +21,7 @@ from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from jobs.models import Job
 from jobs.services import JobError, Progress, queue_after_commit, record_job, run_job
-from memory import vectors
+from memory import vector_cells, vectors
 
 BATCH = 200
 
@@ -71,4 +71,43 @@ def _reindex(job: Job, progress: Progress) -> dict[str, Any]:
     progress.set(0, total=vectors.missing_count(job.scope))
     indexed = vectors.reindex(scope=job.scope, batch=BATCH, progress=progress.add)
     progress.set(indexed, total=max(indexed, job.total))
-    return {"indexed": indexed}
+    # Then (SQLite) split the big scopes into cells: each refiled vector counts.
+    trained = vectors.train_cells(job.scope, progress=progress.add)
+    refiled = sum(t.refiled for t in trained)
+    progress.set(indexed + refiled, total=max(indexed + refiled, job.total))
+    result: dict[str, Any] = {"indexed": indexed}
+    if trained:
+        result["cells"] = {t.scope: t.cells for t in trained}
+        result["refiled"] = refiled
+    return result
+
+
+CELLS_STARTED_BY = "system: vector cells"
+
+
+def schedule_cells_if_due(scope: str) -> Job | None:
+    """Queue a reindex of ``scope`` when it is due to be split into cells (SQLite; see vector_cells).
+
+    Called after a write commits, now and then (vector_cells.note_write). Does
+    nothing while a reindex of that scope is already queued or running, so a
+    busy scope queues one job, not one per write.
+    """
+    if not vector_cells.due(scope):
+        return None
+    pending = Job.objects.filter(kind=Job.Kind.REINDEX, scope=scope, status=Job.Status.RUNNING)
+    if any(not job.is_stale for job in pending):
+        return None
+    state = vectors.status()
+    with transaction.atomic():
+        job = record_job(
+            kind=Job.Kind.REINDEX,
+            scope=scope,
+            started_by=CELLS_STARTED_BY,
+            requested_by_id=None,
+            total=vectors.missing_count(scope),
+            params={"engine": state.engine, "model": state.model, "reason": "vector cells"},
+        )
+        from memory.tasks import reindex_job  # memory.tasks imports this module
+
+        queue_after_commit(job, reindex_job)
+    return job

@@ -41,12 +41,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 
-from memory import embeddings
+from memory import embeddings, vector_cells
 from memory import metadata as record_metadata
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,18 @@ COARSE_FACTOR = 3
 # (vec_quantize_binary), searched by Hamming distance; ``embedding`` is an
 # auxiliary column (stored beside the row, never scanned) holding the float32
 # vector for the re-rank and for rebuilding.
+# ``cell`` is the inverted-file cell of big scopes (memory/vector_cells.py;
+# 0 for every vector of a scope that is not split).
 _SQLITE_COLUMNS = (
+    "record_pk integer primary key, "
+    "scope text partition key, "
+    "cell integer partition key, "
+    "status text, "
+    f"coarse bit[{embeddings.DIMENSIONS}], "
+    "+embedding blob"
+)
+# Migration 0009's layout: coarse + re-rank, no cells.
+_SQLITE_COARSE_COLUMNS = (
     "record_pk integer primary key, "
     "scope text partition key, "
     "status text, "
@@ -182,6 +194,7 @@ def create_table(schema_editor: Any) -> bool:
             cursor.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0({_SQLITE_COLUMNS})"
             )
+            vector_cells.create_table(cursor)
             return True
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
         if cursor.fetchone() is None:
@@ -228,7 +241,7 @@ def quantise_table(schema_editor: Any, *, coarse: bool = True) -> None:
         )
         cursor.execute(f"DROP TABLE {TABLE}")
         if coarse:
-            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_COLUMNS})")
+            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_COARSE_COLUMNS})")
             cursor.execute(
                 f"INSERT INTO {TABLE}(record_pk, scope, status, coarse, embedding) "  # noqa: S608  (constant tables)
                 "SELECT record_pk, scope, status, vec_quantize_binary(embedding), embedding "
@@ -243,9 +256,48 @@ def quantise_table(schema_editor: Any, *, coarse: bool = True) -> None:
         cursor.execute(f"DROP TABLE {staging}")
 
 
+def cell_table(schema_editor: Any, *, cells: bool = True) -> None:
+    """SQLite: add the ``cell`` partition key to the coarse layout (or take it away, ``cells=False``).
+
+    Every vector is kept, filed in cell 0 (as if no scope were split yet; the
+    next reindex splits the big ones). Going back drops the centroids.
+    A table already in the wanted layout, or no table at all, is left alone.
+    """
+    conn = schema_editor.connection
+    if conn.vendor != "sqlite":
+        return
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [TABLE])
+        row = cursor.fetchone()
+        if row is None or ("cell integer" in row[0]) == cells:
+            if cells and row is not None:
+                vector_cells.create_table(cursor)
+            return
+        if not getattr(conn, "aetnaweb_vec_loaded", False):
+            raise RuntimeError(f"sqlite-vec is needed to convert {TABLE}; it is not loaded")
+        staging = TABLE + "_staging"
+        cursor.execute(
+            f"CREATE TABLE {staging} AS SELECT record_pk, scope, status, embedding FROM {TABLE}"  # noqa: S608  (constant tables)
+        )
+        cursor.execute(f"DROP TABLE {TABLE}")
+        columns = _SQLITE_COLUMNS if cells else _SQLITE_COARSE_COLUMNS
+        cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({columns})")
+        cursor.execute(
+            f"INSERT INTO {TABLE}(record_pk, scope, {'cell, ' if cells else ''}status, coarse, "  # noqa: S608  (constant tables)
+            f"embedding) SELECT record_pk, scope, {'0, ' if cells else ''}status, "
+            f"vec_quantize_binary(embedding), embedding FROM {staging}"
+        )
+        cursor.execute(f"DROP TABLE {staging}")
+        if cells:
+            vector_cells.create_table(cursor)
+        else:
+            cursor.execute(f"DROP TABLE IF EXISTS {vector_cells.CELLS_TABLE}")
+
+
 def drop_table(schema_editor: Any) -> None:
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        cursor.execute(f"DROP TABLE IF EXISTS {vector_cells.CELLS_TABLE}")
 
 
 def status() -> SemanticStatus:
@@ -282,15 +334,11 @@ def _pg_literal(vector: bytes) -> str:
 def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
     if connection.vendor == "sqlite":
         # vec0 has no upsert: delete first so a re-index replaces, never duplicates.
-        marks = ", ".join(["%s"] * len(rows))
-        cursor.execute(
-            f"DELETE FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
-            [pk for pk, _, _ in rows],
-        )
+        _sqlite_delete(cursor, [pk for pk, _, _ in rows])
         cursor.executemany(
-            f"INSERT INTO {TABLE}(record_pk, scope, status, coarse, embedding) "  # noqa: S608  (constant table)
-            "VALUES (%s, %s, 'active', vec_quantize_binary(%s), %s)",
-            [(pk, scope, vector, vector) for pk, scope, vector in rows],
+            f"INSERT INTO {TABLE}(record_pk, scope, cell, status, coarse, embedding) "  # noqa: S608  (constant table)
+            f"VALUES (%s, %s, {vector_cells.cell_sql()}, 'active', vec_quantize_binary(%s), %s)",
+            [(pk, scope, scope, scope, vector, vector, vector) for pk, scope, vector in rows],
         )
     else:
         cursor.executemany(
@@ -372,6 +420,31 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
     if vectors:
         with connection.cursor() as cursor:
             _write(cursor, vectors)
+        if connection.vendor == "sqlite":
+            for scope in {scope for _, scope, _ in vectors}:
+                if vector_cells.note_write(scope):
+                    transaction.on_commit(partial(_schedule_cells, scope))
+
+
+def _schedule_cells(scope: str) -> None:
+    # The job layer sits above this module (memory.reindexing imports it).
+    from memory.reindexing import schedule_cells_if_due
+
+    schedule_cells_if_due(scope)
+
+
+def train_cells(
+    scope: str | None = None, progress: Callable[[int], None] | None = None
+) -> list[vector_cells.Training]:
+    """SQLite: split every big scope (or ``scope``) that is due into cells; see memory/vector_cells.py."""
+    if connection.vendor != "sqlite" or not status().available:
+        return []
+    done = []
+    for name in vector_cells.scopes_due(scope):
+        trained = vector_cells.train(name, table=TABLE, progress=progress)
+        if trained is not None:
+            done.append(trained)
+    return done
 
 
 def unindex_records(pks: Sequence[int]) -> None:
@@ -386,25 +459,38 @@ def unindex_records(pks: Sequence[int]) -> None:
             # forgotten record's vector behind.
             raise RuntimeError(f"cannot remove vectors from {TABLE}: {reason}")
         return
-    marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
-            list(pks),
-        )
+        if connection.vendor == "sqlite":
+            _sqlite_delete(cursor, pks)
+        else:
+            marks = ", ".join(["%s"] * len(pks))
+            cursor.execute(
+                f"DELETE FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
+                list(pks),
+            )
+
+
+def _sqlite_delete(cursor: Any, pks: Sequence[int]) -> None:
+    # One rowid lookup per vector: vec0 answers ``record_pk IN (a, b, ...)``
+    # by reading every row of the table (SQLite turns a one-value IN into
+    # ``=``, so only deletes of several records were slow: 0.4 s per forget
+    # in a million-vector table, under the write lock).
+    cursor.executemany(
+        f"DELETE FROM {TABLE} WHERE record_pk = %s",  # noqa: S608  (constant table)
+        [(int(pk),) for pk in pks],
+    )
 
 
 def indexed_pks(pks: Sequence[int]) -> set[int]:
     """Which of ``pks`` have a vector (for inspection and tests)."""
     if not pks or _table_missing_reason() is not None:
         return set()
-    marks = ", ".join(["%s"] * len(pks))
+    found = set()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT record_pk FROM {TABLE} WHERE record_pk IN ({marks})",  # noqa: S608  (placeholders only)
-            list(pks),
-        )
-        return {int(row[0]) for row in cursor.fetchall()}
+        for pk in pks:
+            cursor.execute(f"SELECT record_pk FROM {TABLE} WHERE record_pk = %s", [pk])  # noqa: S608  (constant table)
+            found.update(int(row[0]) for row in cursor.fetchall())
+    return found
 
 
 def index_size() -> int:
@@ -461,23 +547,32 @@ def search(
             # visible scopes' partitions and active rows only; its candidates
             # are re-ranked by exact cosine distance on their float vectors,
             # and the join re-checks status and scope on the record row.
+            # Big scopes are split into cells: only cell 0 and the cells
+            # nearest the query are read (memory/vector_cells.py), one KNN
+            # per group of partitions. vec0 answers k rows per (scope, cell)
+            # partition named, so the best ``k * COARSE_FACTOR`` of them all
+            # are taken before the exact re-rank.
+            coarse_k = min(MAX_K, k * COARSE_FACTOR)
+            branches, params = [], []
+            for scopes, cells in vector_cells.plan(cursor, visible_scopes, vector):
+                branches.append(
+                    f"SELECT record_pk, distance FROM {TABLE} "  # noqa: S608  (placeholders only)
+                    "WHERE coarse MATCH vec_quantize_binary(%s) AND k = %s "
+                    f"AND scope IN ({', '.join(['%s'] * len(scopes))}) "
+                    f"AND cell IN ({', '.join(['%s'] * len(cells))}) AND status = 'active'"
+                )
+                params += [vector, coarse_k, *scopes, *cells]
             cursor.execute(
-                "WITH knn AS MATERIALIZED ("  # noqa: S608  (placeholders only)
-                f"SELECT record_pk, embedding FROM {TABLE} "
-                "WHERE coarse MATCH vec_quantize_binary(%s) AND k = %s "
-                f"AND scope IN ({scope_marks}) AND status = 'active') "
-                "SELECT knn.record_pk, r.record_id, vec_distance_cosine(knn.embedding, %s) AS distance "
-                "FROM knn JOIN memory_record r ON r.id = knn.record_pk "
+                f"WITH knn AS MATERIALIZED ({' UNION ALL '.join(branches)}), "  # noqa: S608  (placeholders only)
+                "best AS MATERIALIZED (SELECT record_pk FROM knn "
+                "ORDER BY distance, record_pk DESC LIMIT %s) "
+                "SELECT best.record_pk, r.record_id, "
+                "vec_distance_cosine(v.embedding, %s) AS distance "
+                f"FROM best JOIN {TABLE} v ON v.record_pk = best.record_pk "
+                "JOIN memory_record r ON r.id = best.record_pk "
                 f"WHERE r.status = 'active' AND r.scope IN ({scope_marks}) "
-                "ORDER BY distance, knn.record_pk DESC LIMIT %s",
-                [
-                    vector,
-                    min(MAX_K, k * COARSE_FACTOR),
-                    *visible_scopes,
-                    vector,
-                    *visible_scopes,
-                    k,
-                ],
+                "ORDER BY distance, best.record_pk DESC LIMIT %s",
+                [*params, coarse_k, vector, *visible_scopes, k],
             )
         else:
             # The inner query orders by distance alone, so the planner walks

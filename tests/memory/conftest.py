@@ -9,7 +9,7 @@ from django.db import connection
 
 from aetnaweb.access import operator_principal
 from audit.models import AuditEvent
-from memory import search, vectors
+from memory import search, vector_cells, vectors
 from memory.models import (
     DeletionReceipt,
     Episode,
@@ -76,3 +76,5 @@ def clean_index(transactional_db):
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM memory_record_fts")
         cursor.execute(f"DELETE FROM {vectors.TABLE}")
+        if connection.vendor == "sqlite":
+            cursor.execute(f"DELETE FROM {vector_cells.CELLS_TABLE}")

@@ -73,15 +73,21 @@ def test_the_migration_converts_both_ways_keeping_every_vector(clean_index):
     pks = [Record.objects.get(record_id=i).pk for i in ids]
     before = vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5)
     assert "coarse bit" in _table_sql()
-    # When migration 0009 is reversed (float-only layout of 0006) and applied again
+    assert "cell integer" in _table_sql()
+    # When migrations 0011 and 0009 are reversed (float-only layout of 0006) and applied again
     with connection.schema_editor() as editor:
+        vectors.cell_table(editor, cells=False)
+        assert "cell" not in _table_sql() and "coarse bit" in _table_sql()
+        assert vectors.indexed_pks(pks) == set(pks)
         vectors.quantise_table(editor, coarse=False)
     assert "coarse" not in _table_sql() and vectors.indexed_pks(pks) == set(pks)
     with connection.schema_editor() as editor:
         vectors.quantise_table(editor, coarse=True)
         vectors.quantise_table(editor, coarse=True)  # a second run changes nothing
-    # Then every vector is still there and search answers exactly as before
-    assert "coarse bit" in _table_sql()
+        vectors.cell_table(editor)
+        vectors.cell_table(editor)
+    # Then every vector is still there, in cell 0, and search answers exactly as before
+    assert "coarse bit" in _table_sql() and "cell integer" in _table_sql()
     assert vectors.indexed_pks(pks) == set(pks)
     assert vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5) == before
 

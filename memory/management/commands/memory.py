@@ -19,7 +19,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory inspect SCOPE
     memory propose SCOPE FILE        (a JSON list of facts, or {"facts": [...]})
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
-    memory reindex [--scope S] [--batch N]   (backfill semantic vectors; resumable)
+    memory reindex [--scope S] [--batch N]   (backfill semantic vectors; resumable;
+                                              on SQLite also splits big scopes into cells)
 
 ``--json`` (before or after the verb) prints machine-readable JSON. Every
 refusal (an invalid scope, an unknown record, a record in the wrong state, an
@@ -447,8 +448,20 @@ class Command(BaseCommand):
         indexed = vectors.reindex(scope=scope, batch=options["batch"], progress=progress)
         if done:
             self.stderr.write("")
+        # SQLite: split every big scope that is due into cells (memory/vector_cells.py).
+        trained = vectors.train_cells(scope)
         where = f" at {scope}" if scope else ""
+        lines = [f"indexed {indexed} record(s){where} ({state.model} on {state.engine})"]
+        lines += [
+            f"split {t.scope} into {t.cells} cells ({t.refiled} vectors refiled)" for t in trained
+        ]
         self._emit(
-            {"indexed": indexed, "scope": scope, "engine": state.engine, "model": state.model},
-            f"indexed {indexed} record(s){where} ({state.model} on {state.engine})",
+            {
+                "indexed": indexed,
+                "scope": scope,
+                "engine": state.engine,
+                "model": state.model,
+                "cells": {t.scope: t.cells for t in trained},
+            },
+            "\n".join(lines),
         )

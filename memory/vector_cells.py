@@ -1,0 +1,355 @@
+"""SQLite: the vector index of a big scope is split into cells, and a search reads only the nearest.
+
+sqlite-vec 0.1 has no sub-linear index: its KNN reads every vector of the
+partitions a query names, about 50 ns each, so a scope of a million records
+costs about 100 ms per recall. The vec0 table therefore has a second
+partition key, ``cell`` (an inverted file, as in IVF indexes): once a scope
+holds :data:`TRAIN_AT` vectors, its vectors are clustered (spherical k-means
+on a sample) into about one cell per :data:`VECTORS_PER_CELL` vectors, each
+vector is filed under its nearest centroid, and a search reads the cells whose
+centroids are nearest the query (:func:`plan`): :data:`PROBE_FACTOR` times
+the square root of their number, never fewer than :data:`MIN_PROBE`. Everything else is as before: the scope
+partition and ``status`` are still inside the KNN query, the KNN still scans
+the 1-bit vectors, and the best of them are still re-ranked by exact cosine.
+
+Cell 0 holds every vector of a scope that has no centroids yet (all small
+scopes) and the vectors of a scope that is being filed; every search reads
+cell 0, so a vector is found whichever cell it is in. Centroids belong to a
+generation: training again (when a scope has grown :data:`RETRAIN_GROWTH`
+times since) writes a new generation, refiles every vector into it in short
+transactions, and only then drops the old one; until then searches probe
+both. The work runs in the semantic reindex (``manage.py memory reindex``,
+the Maintenance page, or a job queued by itself when a scope crosses a
+threshold: :func:`schedule_if_due`).
+
+A centroid is the mean of at least :data:`MIN_MEMBERS` records' vectors of
+the training sample (smaller clusters are dropped and their members filed
+under the next nearest), so no centroid is one record's vector; forgetting a
+record removes its own vector as before, and the next training recomputes the
+means without it. PostgreSQL does not use any of this: HNSW is sub-linear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+
+logger = logging.getLogger(__name__)
+
+CELLS_TABLE = "memory_record_vec_cells"
+# A scope is split once it holds this many vectors; smaller scopes stay in cell 0.
+TRAIN_AT = 20_000
+# Train again when a scope has grown this many times since its last training.
+RETRAIN_GROWTH = 4
+VECTORS_PER_CELL = 1_000
+MIN_CELLS, MAX_CELLS = 16, 1_024
+# A search reads the nearest PROBE_FACTOR * sqrt(cells) of a scope's cells,
+# at least MIN_PROBE: a sixth of 100 cells (a scope of 100k), a twentieth of
+# 1,000 (a million). bench/memory_scale.py --dense prints how many of the top
+# five hits this finds against reading every cell.
+PROBE_FACTOR = 1.6
+MIN_PROBE = 8
+SAMPLE = 25_000
+ITERATIONS = 8
+MIN_MEMBERS = 20
+# Cell numbers: generation g uses g * CELL_SPAN + 1 ... g * CELL_SPAN + MAX_CELLS.
+CELL_SPAN = 100_000
+REFILE_BATCH = 2_000
+
+
+@dataclass(frozen=True)
+class Training:
+    """What one training of a scope did."""
+
+    scope: str
+    generation: int
+    cells: int
+    vectors: int
+    refiled: int
+
+
+def create_table(cursor: Any) -> None:
+    cursor.execute(
+        f"CREATE TABLE IF NOT EXISTS {CELLS_TABLE} ("
+        "scope TEXT NOT NULL, cell INTEGER NOT NULL, generation INTEGER NOT NULL, "
+        "trained_size INTEGER NOT NULL, centroid BLOB NOT NULL, "
+        "PRIMARY KEY (scope, cell)) WITHOUT ROWID"
+    )
+
+
+def _active() -> bool:
+    if connection.vendor != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [CELLS_TABLE])
+        return cursor.fetchone() is not None
+
+
+def probe_count(cells: int) -> int:
+    return min(cells, max(MIN_PROBE, math.ceil(PROBE_FACTOR * math.sqrt(cells))))
+
+
+# -- asking ---------------------------------------------------------------------
+
+
+def plan(
+    cursor: Any, visible_scopes: Sequence[str], vector: bytes
+) -> list[tuple[list[str], list[int]]]:
+    """Which (scopes, cells) partitions a search of ``visible_scopes`` reads, as KNN groups.
+
+    A scope without centroids is read in cell 0 (one group for all of them);
+    a split scope in cell 0 and, per generation, its :func:`probe_count`
+    cells nearest ``vector``. Grouping keeps vec0 from visiting every
+    (scope, cell) pair of the cross product of the two lists.
+    """
+    marks = ", ".join(["%s"] * len(visible_scopes))
+    cursor.execute(
+        "SELECT scope, generation, cell FROM "  # noqa: S608  (placeholders only)
+        f"{CELLS_TABLE} WHERE scope IN ({marks}) "
+        "ORDER BY scope, generation, vec_distance_cosine(centroid, %s), cell",
+        [*visible_scopes, vector],
+    )
+    ordered: dict[tuple[str, int], list[int]] = {}
+    for scope, generation, cell in cursor.fetchall():
+        ordered.setdefault((str(scope), int(generation)), []).append(int(cell))
+    split: dict[str, list[int]] = {}
+    for (scope, _generation), cells in ordered.items():
+        split.setdefault(scope, [0]).extend(cells[: probe_count(len(cells))])
+    whole = [scope for scope in visible_scopes if scope not in split]
+    groups = [(whole, [0])] if whole else []
+    return groups + [([scope], cells) for scope, cells in split.items()]
+
+
+def cell_sql() -> str:
+    """SQL for the cell a new vector of scope %s with vector %s is filed in (0 if none)."""
+    return (
+        f"COALESCE((SELECT cell FROM {CELLS_TABLE} WHERE scope = %s AND generation = "  # noqa: S608  (constant table)
+        f"(SELECT MAX(generation) FROM {CELLS_TABLE} WHERE scope = %s) "
+        "ORDER BY vec_distance_cosine(centroid, %s), cell LIMIT 1), 0)"
+    )
+
+
+# -- when to train ----------------------------------------------------------------
+
+# Writes per scope seen by this process; every CHECK_EVERY-th one (and the
+# first) looks whether the scope is due, after its transaction commits.
+CHECK_EVERY = 256
+_writes: dict[str, int] = {}
+
+
+def note_write(scope: str) -> bool:
+    """Count a vector written into ``scope``; True when this write should check :func:`due`."""
+    count = _writes.get(scope, 0)
+    _writes[scope] = count + 1
+    if len(_writes) > 10_000:  # bounded: a process serving many scopes forgets old counts
+        _writes.clear()
+    return count % CHECK_EVERY == 0
+
+
+# -- training -------------------------------------------------------------------
+
+
+def _scope_size(cursor: Any, scope: str) -> int:
+    """Active records stored at exactly ``scope`` (the services' counter: no count of rows)."""
+    cursor.execute("SELECT active FROM memory_scopestats WHERE scope = %s", [scope])
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _trained_size(cursor: Any, scope: str) -> int | None:
+    cursor.execute(
+        f"SELECT MAX(trained_size) FROM {CELLS_TABLE} WHERE scope = %s "  # noqa: S608  (constant table)
+        f"AND generation = (SELECT MAX(generation) FROM {CELLS_TABLE} WHERE scope = %s)",
+        [scope, scope],
+    )
+    row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def due(scope: str) -> bool:
+    """Whether ``scope`` should be (re)trained now."""
+    if not _active():
+        return False
+    with connection.cursor() as cursor:
+        size = _scope_size(cursor, scope)
+        trained = _trained_size(cursor, scope)
+    if trained is None:
+        return size >= TRAIN_AT
+    return size >= trained * RETRAIN_GROWTH
+
+
+def scopes_due(scope: str | None = None) -> list[str]:
+    """Scopes (``scope`` alone, or every scope) that are due for a training."""
+    if not _active():
+        return []
+    if scope is not None:
+        return [scope] if due(scope) else []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT scope FROM memory_scopestats WHERE active >= %s ORDER BY scope", [TRAIN_AT]
+        )
+        big = [str(row[0]) for row in cursor.fetchall()]
+    return [name for name in big if due(name)]
+
+
+def _sample(cursor: Any, scope: str, table: str) -> Any:
+    import numpy as np
+
+    cursor.execute("SELECT id FROM memory_record WHERE scope = %s AND status = 'active'", [scope])
+    pks = [int(row[0]) for row in cursor.fetchall()]
+    seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
+    chosen = random.Random(seed).sample(pks, min(SAMPLE, len(pks)))
+    rows = [row for row in _vector_rows(cursor, table, chosen) if row is not None]
+    return np.frombuffer(b"".join(bytes(r[3]) for r in rows), dtype="<f4").reshape(len(rows), -1)
+
+
+def _vector_rows(cursor: Any, table: str, pks: Sequence[int]) -> list[tuple[Any, ...] | None]:
+    """``(record_pk, cell, status, embedding)`` of each pk (None if it has no vector).
+
+    One rowid lookup per pk: vec0 answers ``record_pk IN (...)`` by reading
+    the whole table, which at a million vectors costs half a second a batch.
+    """
+    found = []
+    for pk in pks:
+        cursor.execute(
+            f"SELECT record_pk, cell, status, embedding FROM {table} WHERE record_pk = %s",  # noqa: S608  (constant table)
+            [pk],
+        )
+        found.append(cursor.fetchone())
+    return found
+
+
+def _means(data: Any, nearest: Any, count: int) -> Any:
+    """Unit centroids of the clusters of at least MIN_MEMBERS vectors (``nearest``: each row's cluster)."""
+    import numpy as np
+
+    order = np.argsort(nearest, kind="stable")
+    labels = nearest[order]
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    sizes = np.diff(np.r_[starts, len(labels)])
+    sums = np.add.reduceat(data[order], starts, axis=0)
+    kept = sizes >= MIN_MEMBERS
+    if not kept.any():
+        kept = sizes == sizes.max()
+    sums = sums[kept]
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def kmeans(vectors: Any, cells: int, seed: int) -> Any:
+    """Spherical k-means: unit centroids, each the normalised mean of at least MIN_MEMBERS vectors.
+
+    Clusters that end up smaller are dropped (their vectors go to the next
+    nearest centroid), so a centroid never stands for a handful of records.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    data = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    data = data.astype(np.float32)
+    centroids = data[rng.choice(len(data), size=min(cells, len(data)), replace=False)]
+    for _ in range(ITERATIONS):
+        centroids = _means(data, np.argmax(data @ centroids.T, axis=1), len(centroids))
+    # One last assignment, so every stored centroid is the mean of its final members.
+    return _means(data, np.argmax(data @ centroids.T, axis=1), len(centroids)).astype("<f4")
+
+
+def train(
+    scope: str, *, table: str, progress: Callable[[int], None] | None = None
+) -> Training | None:
+    """Cluster ``scope``'s vectors into a new generation of cells and refile every vector.
+
+    Returns None when the scope has too few vectors to train.
+    """
+
+    with connection.cursor() as cursor:
+        sample = _sample(cursor, scope, table)
+        size = _scope_size(cursor, scope)
+    if len(sample) < max(TRAIN_AT // 2, MIN_MEMBERS * MIN_CELLS):
+        return None
+    wanted = min(MAX_CELLS, max(MIN_CELLS, size // VECTORS_PER_CELL))
+    seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
+    centroids = kmeans(sample, wanted, seed)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COALESCE(MAX(generation), 0) FROM {CELLS_TABLE} WHERE scope = %s",  # noqa: S608  (constant table)
+            [scope],
+        )
+        generation = int(cursor.fetchone()[0]) + 1
+        first = generation * CELL_SPAN + 1
+        cursor.executemany(
+            f"INSERT INTO {CELLS_TABLE} (scope, cell, generation, trained_size, centroid) "  # noqa: S608  (constant table)
+            "VALUES (%s, %s, %s, %s, %s)",
+            [
+                (scope, first + index, generation, size, centroid.tobytes())
+                for index, centroid in enumerate(centroids)
+            ],
+        )
+    refiled = _refile(scope, table, generation, centroids, progress)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {CELLS_TABLE} WHERE scope = %s AND generation < %s",  # noqa: S608  (constant table)
+            [scope, generation],
+        )
+    logger.info(
+        "vector cells: %s trained, %d cells, %d vectors refiled", scope, len(centroids), refiled
+    )
+    return Training(scope, generation, len(centroids), len(sample), refiled)
+
+
+def _refile(
+    scope: str,
+    table: str,
+    generation: int,
+    centroids: Any,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Move every vector of ``scope`` not yet in ``generation`` to its nearest cell, in batches."""
+    import numpy as np
+
+    first = generation * CELL_SPAN + 1
+    last = first + len(centroids) - 1
+    after, refiled = 0, 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM memory_record WHERE scope = %s AND status = 'active' AND id > %s "
+                "ORDER BY id LIMIT %s",
+                [scope, after, REFILE_BATCH],
+            )
+            pks = [int(row[0]) for row in cursor.fetchall()]
+        if not pks:
+            return refiled
+        after = pks[-1]
+        # Read and rewritten in one transaction: a vector removed meanwhile
+        # (forget, supersede) is not read, so it cannot come back.
+        with transaction.atomic(), connection.cursor() as cursor:
+            rows = [
+                r
+                for r in _vector_rows(cursor, table, pks)
+                if r is not None and not first <= int(r[1]) <= last
+            ]
+            if rows:
+                data = np.frombuffer(b"".join(bytes(r[3]) for r in rows), dtype="<f4")
+                nearest = np.argmax(data.reshape(len(rows), -1) @ centroids.T, axis=1)
+                cursor.executemany(
+                    f"DELETE FROM {table} WHERE record_pk = %s",  # noqa: S608  (constant table)
+                    [(int(r[0]),) for r in rows],
+                )
+                cursor.executemany(
+                    f"INSERT INTO {table}(record_pk, scope, cell, status, coarse, embedding) "  # noqa: S608  (constant table)
+                    "VALUES (%s, %s, %s, %s, vec_quantize_binary(%s), %s)",
+                    [
+                        (int(r[0]), scope, first + int(cell), r[2], bytes(r[3]), bytes(r[3]))
+                        for r, cell in zip(rows, nearest, strict=True)
+                    ],
+                )
+                refiled += len(rows)
+        if progress is not None:
+            progress(len(pks))
