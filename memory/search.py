@@ -26,8 +26,12 @@ scope's records into Python.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -207,6 +211,60 @@ def search(
 # make recall cost grow with the scope. See _search_sqlite.
 COMMON_POSTINGS = 2000
 
+# Whether a word is common is a statistic of the whole visible corpus, and in
+# a busy scope the answer for "project" or "budget" is the same from one
+# recall to the next: counting it again cost 1.5 ms a recall on SQLite and
+# 6.5 ms on PostgreSQL at 100k records. Each process remembers the words it
+# found common for POSTINGS_TTL_SECONDS, keyed by a digest of the scopes and
+# the word (no query text is kept). Only "common" is remembered: a rare or
+# absent word is counted again every time, so a record just remembered is
+# found by its words at once. A stale "common" (after a forget of thousands
+# of records) only changes which words rank the candidates; what a recall may
+# return is still decided by the index query and its scope and status
+# filters, which always run.
+POSTINGS_TTL_SECONDS = 60.0
+POSTINGS_CACHE_SIZE = 4096
+
+
+class _PostingCounts:
+    """A small LRU of (scopes, word) -> posting count of the common words, per process, with a TTL."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[bytes, tuple[float, int]] = OrderedDict()
+
+    @staticmethod
+    def key(vendor: str, scopes: Sequence[str], term: str) -> bytes:
+        digest = hashlib.sha256(vendor.encode())
+        for part in (*scopes, "\x00", term):
+            digest.update(part.encode("utf-8", "replace") + b"\x1f")
+        return digest.digest()
+
+    def get_or_count(self, key: bytes, count: Callable[[], int]) -> int:
+        """The cached count if the word was found common lately, else ``count()`` (kept if common)."""
+        now = time.monotonic()
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None and now - found[0] < POSTINGS_TTL_SECONDS:
+                self._entries.move_to_end(key)
+                return found[1]
+        value = count()
+        if value <= COMMON_POSTINGS:
+            return value
+        with self._lock:
+            self._entries[key] = (now, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > POSTINGS_CACHE_SIZE:
+                self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+posting_counts = _PostingCounts()
+
 
 def _search_sqlite(
     visible_scopes: Sequence[str],
@@ -220,14 +278,20 @@ def _search_sqlite(
     with connection.cursor() as cursor:
         # How many records hold each word, counted only up to the cap (cheap:
         # a doclist read that stops early).
-        postings: dict[str, int] = {}
-        for term in terms:
+        def count(term: str) -> int:
             cursor.execute(
                 "SELECT COUNT(*) FROM (SELECT rowid FROM memory_record_fts "
                 "WHERE memory_record_fts MATCH %s LIMIT %s)",
                 [_fts_any(keys, [term]), COMMON_POSTINGS + 1],
             )
-            postings[term] = int(cursor.fetchone()[0])
+            return int(cursor.fetchone()[0])
+
+        postings = {
+            term: posting_counts.get_or_count(
+                posting_counts.key("sqlite", visible_scopes, term), partial(count, term)
+            )
+            for term in terms
+        }
         present = [term for term in terms if postings[term]]
         if not present:
             return []
@@ -288,15 +352,21 @@ def _search_postgresql(
     with connection.cursor() as cursor:
         # As on SQLite: words in more than COMMON_POSTINGS visible records do
         # not get every such record ranked (see _search_sqlite).
-        postings: dict[str, int] = {}
-        for term in terms:
+        def count(term: str) -> int:
             cursor.execute(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "
                 "WHERE f.scope = ANY(%s) AND f.document @@ plainto_tsquery('english', %s) "
                 "LIMIT %s) m",
                 [scopes, term, COMMON_POSTINGS + 1],
             )
-            postings[term] = int(cursor.fetchone()[0])
+            return int(cursor.fetchone()[0])
+
+        postings = {
+            term: posting_counts.get_or_count(
+                posting_counts.key("postgresql", scopes, term), partial(count, term)
+            )
+            for term in terms
+        }
         present = [term for term in terms if postings[term]]
         if not present:
             return []

@@ -26,6 +26,17 @@ def _fresh_rate_limit_reservations():
     ratelimits.forget_reservations()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_search_statistics():
+    """Each test starts without the common words and split checks of an earlier test's rows."""
+    from memory import search, vector_cells
+
+    search.posting_counts.clear()
+    vector_cells._writes.clear()
+    yield
+    search.posting_counts.clear()
+
+
 @pytest.fixture
 def operator(django_user_model):
     """A plain signed-in-able user with no grants."""

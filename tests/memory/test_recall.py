@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from aetnaweb.access import SYSTEM, AccessDenied
 from aetnaweb.scopes import ScopeError
@@ -367,3 +369,47 @@ def test_common_words_in_a_dense_scope_are_bounded_and_rare_words_still_decide(
     result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
     # Then only the newest COMMON_POSTINGS matches are ranked, not the whole scope
     assert [c.record_id for c in result.candidates] == ids[:2:-1]
+
+
+def _posting_counts(queries: list[dict[str, str]]) -> int:
+    return sum(
+        "LIMIT" in q["sql"] and "COUNT(*)" in q["sql"] and "memory_record_fts" in q["sql"]
+        for q in queries
+    )
+
+
+@pytest.mark.django_db
+def test_a_word_found_common_is_not_counted_again_until_its_time_is_up(monkeypatch, settings):
+    # Given a dense scope where "project" is common and "falcon1" is rare
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    monkeypatch.setattr(search, "COMMON_POSTINGS", 3)
+    for i in range(6):
+        services.remember(
+            principal=SYSTEM, scope=S, text=f"Remember that project {i} uses falcon{i}."
+        )
+    query = "project falcon1"
+    first = services.recall(principal=SYSTEM, scope=S, query=query)
+    # When the same words are asked again
+    with CaptureQueriesContext(connection) as again:
+        second = services.recall(principal=SYSTEM, scope=S, query=query)
+    # Then only the rare word is counted again, and the answer is the same
+    assert _posting_counts(again.captured_queries) == 1
+    assert second.record_ids == first.record_ids
+    # and no word is kept as text, only as a digest
+    assert all(isinstance(key, bytes) and len(key) == 32 for key in search.posting_counts._entries)
+    # When its time is up, the common word is counted again
+    monkeypatch.setattr(search, "POSTINGS_TTL_SECONDS", 0.0)
+    with CaptureQueriesContext(connection) as expired:
+        services.recall(principal=SYSTEM, scope=S, query=query)
+    assert _posting_counts(expired.captured_queries) == 2
+
+
+@pytest.mark.django_db
+def test_a_word_that_was_absent_is_found_as_soon_as_a_record_holds_it(settings):
+    # Given a recall that found nothing for a word
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    assert services.recall(principal=SYSTEM, scope=S, query="zebra").candidates == ()
+    # When a record with that word is remembered
+    stored = services.remember(principal=SYSTEM, scope=S, text="Remember that my zebra is Ziggy.")
+    # Then the very next recall finds it (absent and rare words are never cached)
+    assert services.recall(principal=SYSTEM, scope=S, query="zebra").record_ids == stored.record_ids
