@@ -35,6 +35,9 @@ import hashlib
 import logging
 import math
 import random
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,11 +79,17 @@ class Training:
 
 
 def create_table(cursor: Any) -> None:
+    # ``token`` is random per training: a process caches a generation's
+    # centroids under it, so a cache can never outlive what it copied.
     cursor.execute(
         f"CREATE TABLE IF NOT EXISTS {CELLS_TABLE} ("
         "scope TEXT NOT NULL, cell INTEGER NOT NULL, generation INTEGER NOT NULL, "
-        "trained_size INTEGER NOT NULL, centroid BLOB NOT NULL, "
+        "token TEXT NOT NULL, trained_size INTEGER NOT NULL, centroid BLOB NOT NULL, "
         "PRIMARY KEY (scope, cell)) WITHOUT ROWID"
+    )
+    cursor.execute(
+        f"CREATE INDEX IF NOT EXISTS {CELLS_TABLE}_generation "
+        f"ON {CELLS_TABLE} (scope, generation, token)"
     )
 
 
@@ -99,6 +108,78 @@ def probe_count(cells: int) -> int:
 # -- asking ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Generation:
+    """One generation of a scope's centroids, as read once per process."""
+
+    scope: str
+    generation: int
+    cells: Any  # int64 array, ascending
+    matrix: Any  # float32, one unit centroid per row, in ``cells`` order
+
+
+_cache_lock = threading.Lock()
+_cache: OrderedDict[str, _Generation] = OrderedDict()
+CACHED_GENERATIONS = 32
+
+
+def _generations(cursor: Any, scopes: Sequence[str]) -> list[_Generation]:
+    """The centroid generations of ``scopes``, oldest first per scope (read from the cache).
+
+    One small index-only query per call; a generation's centroids are read
+    from the table only the first time this process meets its token (they
+    never change once written: a new training writes a new generation).
+    """
+    import numpy as np
+
+    marks = ", ".join(["%s"] * len(scopes))
+    cursor.execute(
+        f"SELECT scope, generation, token, COUNT(*) FROM {CELLS_TABLE} "  # noqa: S608  (placeholders only)
+        f"WHERE scope IN ({marks}) GROUP BY scope, generation, token ORDER BY scope, generation",
+        list(scopes),
+    )
+    found = []
+    for scope, generation, token, count in cursor.fetchall():
+        with _cache_lock:
+            cached = _cache.get(str(token))
+            if cached is not None:
+                _cache.move_to_end(str(token))
+        if cached is None or len(cached.cells) != int(count):
+            cursor.execute(
+                f"SELECT cell, centroid FROM {CELLS_TABLE} "  # noqa: S608  (constant table)
+                "WHERE scope = %s AND generation = %s ORDER BY cell",
+                [scope, generation],
+            )
+            rows = cursor.fetchall()
+            cached = _Generation(
+                str(scope),
+                int(generation),
+                np.array([int(r[0]) for r in rows], dtype=np.int64),
+                np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(
+                    len(rows), -1
+                ),
+            )
+            if len(rows) == int(count):  # a complete generation (its training committed)
+                with _cache_lock:
+                    _cache[str(token)] = cached
+                    while len(_cache) > CACHED_GENERATIONS:
+                        _cache.popitem(last=False)
+        found.append(cached)
+    return found
+
+
+def forget_cached() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _similarities(generation: _Generation, vector: bytes) -> Any:
+    import numpy as np
+
+    # Unit vectors: the dot product orders as the cosine distance does.
+    return generation.matrix @ np.frombuffer(vector, dtype="<f4")
+
+
 def plan(
     cursor: Any, visible_scopes: Sequence[str], vector: bytes
 ) -> list[tuple[list[str], list[int]]]:
@@ -106,34 +187,30 @@ def plan(
 
     A scope without centroids is read in cell 0 (one group for all of them);
     a split scope in cell 0 and, per generation, its :func:`probe_count`
-    cells nearest ``vector``. Grouping keeps vec0 from visiting every
-    (scope, cell) pair of the cross product of the two lists.
+    cells nearest ``vector`` (ties: the lower cell). Grouping keeps vec0 from
+    visiting every (scope, cell) pair of the cross product of the two lists.
     """
-    marks = ", ".join(["%s"] * len(visible_scopes))
-    cursor.execute(
-        "SELECT scope, generation, cell FROM "  # noqa: S608  (placeholders only)
-        f"{CELLS_TABLE} WHERE scope IN ({marks}) "
-        "ORDER BY scope, generation, vec_distance_cosine(centroid, %s), cell",
-        [*visible_scopes, vector],
-    )
-    ordered: dict[tuple[str, int], list[int]] = {}
-    for scope, generation, cell in cursor.fetchall():
-        ordered.setdefault((str(scope), int(generation)), []).append(int(cell))
+    import numpy as np
+
     split: dict[str, list[int]] = {}
-    for (scope, _generation), cells in ordered.items():
-        split.setdefault(scope, [0]).extend(cells[: probe_count(len(cells))])
+    for generation in _generations(cursor, visible_scopes):
+        nearest = np.argsort(-_similarities(generation, vector), kind="stable")
+        chosen = generation.cells[nearest[: probe_count(len(generation.cells))]]
+        split.setdefault(generation.scope, [0]).extend(int(cell) for cell in chosen)
     whole = [scope for scope in visible_scopes if scope not in split]
     groups = [(whole, [0])] if whole else []
     return groups + [([scope], cells) for scope, cells in split.items()]
 
 
-def cell_sql() -> str:
-    """SQL for the cell a new vector of scope %s with vector %s is filed in (0 if none)."""
-    return (
-        f"COALESCE((SELECT cell FROM {CELLS_TABLE} WHERE scope = %s AND generation = "  # noqa: S608  (constant table)
-        f"(SELECT MAX(generation) FROM {CELLS_TABLE} WHERE scope = %s) "
-        "ORDER BY vec_distance_cosine(centroid, %s), cell LIMIT 1), 0)"
-    )
+def cell_for(cursor: Any, scope: str, vector: bytes) -> int:
+    """The cell a new vector of ``scope`` is filed in: nearest of the newest generation, or 0."""
+    import numpy as np
+
+    generations = _generations(cursor, [scope])
+    if not generations:
+        return 0
+    newest = generations[-1]
+    return int(newest.cells[int(np.argmax(_similarities(newest, vector)))])
 
 
 # -- when to train ----------------------------------------------------------------
@@ -283,11 +360,12 @@ def train(
         )
         generation = int(cursor.fetchone()[0]) + 1
         first = generation * CELL_SPAN + 1
+        token = secrets.token_hex(16)
         cursor.executemany(
-            f"INSERT INTO {CELLS_TABLE} (scope, cell, generation, trained_size, centroid) "  # noqa: S608  (constant table)
-            "VALUES (%s, %s, %s, %s, %s)",
+            f"INSERT INTO {CELLS_TABLE} (scope, cell, generation, token, trained_size, centroid) "  # noqa: S608  (constant table)
+            "VALUES (%s, %s, %s, %s, %s, %s)",
             [
-                (scope, first + index, generation, size, centroid.tobytes())
+                (scope, first + index, generation, token, size, centroid.tobytes())
                 for index, centroid in enumerate(centroids)
             ],
         )

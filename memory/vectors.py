@@ -337,8 +337,11 @@ def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
         _sqlite_delete(cursor, [pk for pk, _, _ in rows])
         cursor.executemany(
             f"INSERT INTO {TABLE}(record_pk, scope, cell, status, coarse, embedding) "  # noqa: S608  (constant table)
-            f"VALUES (%s, %s, {vector_cells.cell_sql()}, 'active', vec_quantize_binary(%s), %s)",
-            [(pk, scope, scope, scope, vector, vector, vector) for pk, scope, vector in rows],
+            "VALUES (%s, %s, %s, 'active', vec_quantize_binary(%s), %s)",
+            [
+                (pk, scope, vector_cells.cell_for(cursor, scope, vector), vector, vector)
+                for pk, scope, vector in rows
+            ],
         )
     else:
         cursor.executemany(

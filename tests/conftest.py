@@ -33,6 +33,7 @@ def _fresh_search_statistics():
 
     search.posting_counts.clear()
     vector_cells._writes.clear()
+    vector_cells.forget_cached()
     yield
     search.posting_counts.clear()
 

@@ -153,8 +153,8 @@ def test_training_again_replaces_the_generation_and_an_interrupted_one_is_finish
     # Given a second training that stopped after writing its centroids (before refiling)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {vector_cells.CELLS_TABLE} (scope, cell, generation, trained_size, "
-            "centroid) SELECT scope, cell + %s, 2, trained_size, centroid "
+            f"INSERT INTO {vector_cells.CELLS_TABLE} (scope, cell, generation, token, "
+            "trained_size, centroid) SELECT scope, cell + %s, 2, 'interrupted', trained_size, centroid "
             f"FROM {vector_cells.CELLS_TABLE} WHERE scope = %s",
             [vector_cells.CELL_SPAN, ALICE],
         )
@@ -170,6 +170,11 @@ def test_training_again_replaces_the_generation_and_an_interrupted_one_is_finish
     first = 3 * vector_cells.CELL_SPAN + 1
     assert all(first <= cell < first + trained.cells for cell in _cells_of(pks).values())
     assert vectors.search(visible_scopes=[ALICE], query=QUESTION, limit=3)[0].pk == _pk(beef)
+    # and this process, which had read the older generations' centroids, files a new
+    # vector under the new ones
+    later = services.remember(principal=SYSTEM, scope=ALICE, text="I commute by bicycle.")
+    cell = _cells_of([_pk(later.record_ids[0])])[_pk(later.record_ids[0])]
+    assert first <= cell < first + trained.cells
 
 
 def test_crossing_the_threshold_queues_one_reindex_job_that_splits_the_scope(
