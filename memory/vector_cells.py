@@ -59,7 +59,11 @@ MIN_CELLS, MAX_CELLS = 16, 1_024
 # five hits this finds against reading every cell.
 PROBE_FACTOR = 1.6
 MIN_PROBE = 8
+# Training vectors: SAMPLE_PER_CELL per wanted cell (so a cell is not dropped
+# for want of sample members), from SAMPLE up to MAX_SAMPLE.
 SAMPLE = 25_000
+SAMPLE_PER_CELL = 50
+MAX_SAMPLE = 60_000
 ITERATIONS = 8
 MIN_MEMBERS = 20
 # Cell numbers: generation g uses g * CELL_SPAN + 1 ... g * CELL_SPAN + MAX_CELLS.
@@ -276,13 +280,14 @@ def scopes_due(scope: str | None = None) -> list[str]:
     return [name for name in big if due(name)]
 
 
-def _sample(cursor: Any, scope: str, table: str) -> Any:
+def _sample(cursor: Any, scope: str, table: str, cells: int) -> Any:
     import numpy as np
 
     cursor.execute("SELECT id FROM memory_record WHERE scope = %s AND status = 'active'", [scope])
     pks = [int(row[0]) for row in cursor.fetchall()]
     seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
-    chosen = random.Random(seed).sample(pks, min(SAMPLE, len(pks)))
+    wanted = min(MAX_SAMPLE, max(SAMPLE, SAMPLE_PER_CELL * cells))
+    chosen = random.Random(seed).sample(pks, min(wanted, len(pks)))
     rows = [row for row in _vector_rows(cursor, table, chosen) if row is not None]
     return np.frombuffer(b"".join(bytes(r[3]) for r in rows), dtype="<f4").reshape(len(rows), -1)
 
@@ -346,11 +351,11 @@ def train(
     """
 
     with connection.cursor() as cursor:
-        sample = _sample(cursor, scope, table)
         size = _scope_size(cursor, scope)
+        wanted = min(MAX_CELLS, max(MIN_CELLS, size // VECTORS_PER_CELL))
+        sample = _sample(cursor, scope, table, wanted)
     if len(sample) < max(TRAIN_AT // 2, MIN_MEMBERS * MIN_CELLS):
         return None
-    wanted = min(MAX_CELLS, max(MIN_CELLS, size // VECTORS_PER_CELL))
     seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
     centroids = kmeans(sample, wanted, seed)
     with transaction.atomic(), connection.cursor() as cursor:

@@ -1,5 +1,8 @@
 """SQLite: the vector index gets a ``cell`` partition key, so a big scope's search reads only its nearest cells.
 
+``status`` becomes a partition key as well (checked once per chunk of
+vectors instead of once per vector).
+
 Every stored vector is kept, in cell 0 (nothing is split yet); the next
 semantic reindex, or the job a scope queues when it crosses the threshold,
 clusters the big scopes (memory/vector_cells.py). PostgreSQL is unchanged.
