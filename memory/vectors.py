@@ -236,27 +236,37 @@ def quantise_table(schema_editor: Any, *, coarse: bool = True) -> None:
         row = cursor.fetchone()
         if row is None or ("coarse bit" in row[0]) == coarse:
             return
-        if not getattr(conn, "aetnaweb_vec_loaded", False):
-            raise RuntimeError(f"sqlite-vec is needed to convert {TABLE}; it is not loaded")
-        # A plain staging table: vec0 does not rename its shadow tables.
-        staging = TABLE + "_staging"
+        if coarse:
+            _relayout(
+                conn,
+                _SQLITE_COARSE_COLUMNS,
+                "record_pk, scope, status, coarse, embedding",
+                "record_pk, scope, status, vec_quantize_binary(embedding), embedding",
+            )
+        else:
+            _relayout(
+                conn,
+                _SQLITE_FLOAT_COLUMNS,
+                "record_pk, scope, status, embedding",
+                "record_pk, scope, status, embedding",
+            )
+
+
+def _relayout(conn: Any, columns: str, insert: str, select: str) -> None:
+    """Rebuild the vec0 table with ``columns``, copying every vector (``select`` from the old rows).
+
+    Through a plain staging table: vec0 does not rename its shadow tables.
+    """
+    if not getattr(conn, "aetnaweb_vec_loaded", False):
+        raise RuntimeError(f"sqlite-vec is needed to convert {TABLE}; it is not loaded")
+    staging = TABLE + "_staging"
+    with conn.cursor() as cursor:
         cursor.execute(
             f"CREATE TABLE {staging} AS SELECT record_pk, scope, status, embedding FROM {TABLE}"  # noqa: S608  (constant tables)
         )
         cursor.execute(f"DROP TABLE {TABLE}")
-        if coarse:
-            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_COARSE_COLUMNS})")
-            cursor.execute(
-                f"INSERT INTO {TABLE}(record_pk, scope, status, coarse, embedding) "  # noqa: S608  (constant tables)
-                "SELECT record_pk, scope, status, vec_quantize_binary(embedding), embedding "
-                f"FROM {staging}"
-            )
-        else:
-            cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({_SQLITE_FLOAT_COLUMNS})")
-            cursor.execute(
-                f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant tables)
-                f"SELECT record_pk, scope, status, embedding FROM {staging}"
-            )
+        cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({columns})")
+        cursor.execute(f"INSERT INTO {TABLE}({insert}) SELECT {select} FROM {staging}")  # noqa: S608  (constant tables)
         cursor.execute(f"DROP TABLE {staging}")
 
 
@@ -277,21 +287,13 @@ def cell_table(schema_editor: Any, *, cells: bool = True) -> None:
             if cells and row is not None:
                 vector_cells.create_table(cursor)
             return
-        if not getattr(conn, "aetnaweb_vec_loaded", False):
-            raise RuntimeError(f"sqlite-vec is needed to convert {TABLE}; it is not loaded")
-        staging = TABLE + "_staging"
-        cursor.execute(
-            f"CREATE TABLE {staging} AS SELECT record_pk, scope, status, embedding FROM {TABLE}"  # noqa: S608  (constant tables)
+        cell = ("cell, ", "0, ") if cells else ("", "")
+        _relayout(
+            conn,
+            _SQLITE_COLUMNS if cells else _SQLITE_COARSE_COLUMNS,
+            f"record_pk, scope, {cell[0]}status, coarse, embedding",
+            f"record_pk, scope, {cell[1]}status, vec_quantize_binary(embedding), embedding",
         )
-        cursor.execute(f"DROP TABLE {TABLE}")
-        columns = _SQLITE_COLUMNS if cells else _SQLITE_COARSE_COLUMNS
-        cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({columns})")
-        cursor.execute(
-            f"INSERT INTO {TABLE}(record_pk, scope, {'cell, ' if cells else ''}status, coarse, "  # noqa: S608  (constant tables)
-            f"embedding) SELECT record_pk, scope, {'0, ' if cells else ''}status, "
-            f"vec_quantize_binary(embedding), embedding FROM {staging}"
-        )
-        cursor.execute(f"DROP TABLE {staging}")
         if cells:
             vector_cells.create_table(cursor)
         else:
