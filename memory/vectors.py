@@ -494,7 +494,7 @@ def indexed_pks(pks: Sequence[int]) -> set[int]:
     """Which of ``pks`` have a vector (for inspection and tests)."""
     if not pks or _table_missing_reason() is not None:
         return set()
-    found = set()
+    found: set[int] = set()
     with connection.cursor() as cursor:
         for pk in pks:
             cursor.execute(f"SELECT record_pk FROM {TABLE} WHERE record_pk = %s", [pk])  # noqa: S608  (constant table)
@@ -562,7 +562,8 @@ def search(
             # partition named, so the best ``k * COARSE_FACTOR`` of them all
             # are taken before the exact re-rank.
             coarse_k = min(MAX_K, k * COARSE_FACTOR)
-            branches, params = [], []
+            branches: list[str] = []
+            params: list[Any] = []
             for scopes, cells in vector_cells.plan(cursor, visible_scopes, vector):
                 branches.append(
                     f"SELECT record_pk, distance FROM {TABLE} "  # noqa: S608  (placeholders only)
