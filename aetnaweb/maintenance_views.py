@@ -23,7 +23,7 @@ from aetnaweb.scopes import Scope
 from jobs import selectors as job_selectors
 from jobs.models import Job
 from jobs.services import JobError
-from memory import vectors
+from memory import vector_cells, vectors
 from memory.reindexing import start_reindex
 
 RECENT = 10
@@ -54,6 +54,7 @@ def _page(
         "reindex_form": reindex_form or ReindexForm(),
         "reindex_jobs": job_selectors.recent_jobs(principal, kind=Job.Kind.REINDEX, limit=RECENT),
         "semantic": vectors.status(),
+        "cells_from": f"{vector_cells.TRAIN_AT:,}",
     }
     last = context["retention_jobs"][0] if context["retention_jobs"] else None
     context["last_retention"] = last

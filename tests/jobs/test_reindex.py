@@ -154,3 +154,15 @@ def test_others_see_no_reindex_job_and_a_stale_one_offers_a_retry(client):
     page = client.get(url).content.decode()
     assert "interrupted" in page and "stopped reporting" in page
     assert reverse("maintenance:reindex") in page and "picks up where this one stopped" in page
+
+
+def test_the_maintenance_page_says_a_reindex_also_splits_big_scopes(client):
+    # On SQLite the page tells the admin that big scopes are split, from what size,
+    # and how a job the system queued for that is named.
+    login_as(client, make_operator("ta", grants=[("acme:*:*", "admin")]))
+    page = client.get(reverse("maintenance:index")).content.decode()
+    if vectors.status().engine == "sqlite-vec":
+        assert "splits every scope of 20,000 records or more" in page
+        assert "system: vector cells" in page
+    else:
+        assert "system: vector cells" not in page
