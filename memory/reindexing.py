@@ -90,12 +90,16 @@ def schedule_cells_if_due(scope: str) -> Job | None:
 
     Called after a write commits, now and then (vector_cells.note_write). Does
     nothing while a reindex of that scope is already queued or running, so a
-    busy scope queues one job, not one per write.
+    busy scope queues one job, not one per write, even when no task worker
+    picks it up for hours.
     """
     if not vector_cells.due(scope):
         return None
     pending = Job.objects.filter(kind=Job.Kind.REINDEX, scope=scope, status=Job.Status.RUNNING)
-    if any(not job.is_stale for job in pending):
+    # A job still waiting for a worker counts however old it is: with no
+    # worker running, a busy scope must not pile up one queued job per check.
+    # Only a job whose worker started and then fell silent is replaced.
+    if any(job.is_queued or not job.is_stale for job in pending):
         return None
     state = vectors.status()
     with transaction.atomic():

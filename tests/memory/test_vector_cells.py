@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from aetnaweb.access import SYSTEM
 from jobs.models import Job
@@ -196,6 +199,23 @@ def test_crossing_the_threshold_queues_one_reindex_job_that_splits_the_scope(
     assert _centroid_rows(ALICE)
     assert reindexing.schedule_cells_if_due(ALICE) is None
     assert Job.objects.filter(kind=Job.Kind.REINDEX).count() == 1
+
+
+def test_a_job_no_worker_picked_up_is_not_queued_again_however_old(small_cells, monkeypatch):
+    # Given a scope due for a split and a job queued for it hours ago that no worker ran
+    monkeypatch.setattr(vector_cells, "CHECK_EVERY", 10**9)
+    _fill(ALICE, 210)
+    job = reindexing.schedule_cells_if_due(ALICE)
+    assert job is not None and job.is_queued
+    hours_ago = timezone.now() - timedelta(hours=5)
+    Job.objects.filter(pk=job.pk).update(started_at=hours_ago, heartbeat_at=hours_ago)
+    assert Job.objects.get(pk=job.pk).is_stale
+    # When the scope is checked again, nothing more is queued
+    assert reindexing.schedule_cells_if_due(ALICE) is None
+    # but a job whose worker started and then went silent is replaced
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=hours_ago + timedelta(minutes=1))
+    assert reindexing.schedule_cells_if_due(ALICE) is not None
+    assert Job.objects.filter(kind=Job.Kind.REINDEX, scope=ALICE).count() == 2
 
 
 def test_the_reindex_command_reports_the_split(small_cells, monkeypatch, capsys):
