@@ -266,6 +266,14 @@ def due(scope: str) -> bool:
     return size >= trained * RETRAIN_GROWTH
 
 
+def is_split(scope: str) -> bool:
+    """Whether ``scope`` has centroids (SQLite)."""
+    if not _active():
+        return False
+    with connection.cursor() as cursor:
+        return _trained_size(cursor, scope) is not None
+
+
 def scopes_due(scope: str | None = None) -> list[str]:
     """Scopes (``scope`` alone, or every scope) that are due for a training."""
     if not _active():

@@ -446,13 +446,24 @@ def _schedule_cells(scope: str) -> None:
 
 
 def train_cells(
-    scope: str | None = None, progress: Callable[[int], None] | None = None
+    scope: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    *,
+    resplit: bool = False,
 ) -> list[vector_cells.Training]:
-    """SQLite: split every big scope (or ``scope``) that is due into cells; see memory/vector_cells.py."""
+    """SQLite: split every big scope (or ``scope``) that is due into cells; see memory/vector_cells.py.
+
+    ``resplit`` (with a ``scope``): split it again now if it is split at all,
+    due or not: after a large forget, new centroids no longer carry the
+    forgotten records' share of their means.
+    """
     if connection.vendor != "sqlite" or not status().available:
         return []
+    names = vector_cells.scopes_due(scope)
+    if resplit and scope is not None and not names and vector_cells.is_split(scope):
+        names = [scope]
     done = []
-    for name in vector_cells.scopes_due(scope):
+    for name in names:
         trained = vector_cells.train(name, table=TABLE, progress=progress)
         if trained is not None:
             done.append(trained)

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -224,6 +224,32 @@ def test_the_reindex_command_reports_the_split(small_cells, monkeypatch, capsys)
     call_command("memory", "reindex")
     out = capsys.readouterr().out
     assert f"split {ALICE} into " in out and "vectors refiled" in out
+
+
+def test_resplit_splits_a_scope_again_now_and_needs_a_scope(small_cells, monkeypatch, capsys):
+    # Given a split scope from which many records were then forgotten (not due: it did
+    # not grow)
+    monkeypatch.setattr(vector_cells, "CHECK_EVERY", 10**9)
+    _fill(ALICE, 220)
+    vectors.train_cells(ALICE)
+    preview = services.forget_preview(principal=SYSTEM, scope=ALICE, selector="project")
+    services.forget(
+        principal=SYSTEM,
+        scope=ALICE,
+        selector="project",
+        expected_record_ids=list(preview.record_ids),
+    )
+    _fill(ALICE, 210, start=5000)
+    assert not vector_cells.due(ALICE)
+    # When an operator asks for a re-split of that scope
+    call_command("memory", "reindex", "--scope", ALICE, "--resplit")
+    # Then it has a new generation of centroids and nothing else
+    assert {gen for _, gen in _centroid_rows(ALICE)} == {2}
+    assert f"split {ALICE} into " in capsys.readouterr().out
+    # and --resplit without a scope is refused before anything runs
+    with pytest.raises(CommandError, match="--resplit needs --scope"):
+        call_command("memory", "reindex", "--resplit")
+    assert {gen for _, gen in _centroid_rows(ALICE)} == {2}
 
 
 def test_kmeans_drops_clusters_too_small_to_stand_for_many_records(monkeypatch):

@@ -19,8 +19,10 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory inspect SCOPE
     memory propose SCOPE FILE        (a JSON list of facts, or {"facts": [...]})
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
-    memory reindex [--scope S] [--batch N]   (backfill semantic vectors; resumable;
-                                              on SQLite also splits big scopes into cells)
+    memory reindex [--scope S [--resplit]] [--batch N]
+                                             (backfill semantic vectors; resumable; on SQLite
+                                              also splits big scopes into cells, --resplit
+                                              splits S again now)
 
 ``--json`` (before or after the verb) prints machine-readable JSON. Every
 refusal (an invalid scope, an unknown record, a record in the wrong state, an
@@ -151,6 +153,12 @@ class Command(BaseCommand):
         )
         reindex.add_argument("--scope", help="only records stored at exactly this scope")
         reindex.add_argument("--batch", type=int, default=200, help="records per transaction")
+        reindex.add_argument(
+            "--resplit",
+            action="store_true",
+            help="with --scope, on SQLite: split that scope into cells again now, due or not "
+            "(after a large forget)",
+        )
 
     # -- dispatch -----------------------------------------------------------------
 
@@ -428,6 +436,8 @@ class Command(BaseCommand):
         scope = str(_scope(options["scope"])) if options.get("scope") else None
         if not 1 <= options["batch"] <= 10_000:
             raise refuse("--batch must be from 1 to 10000")
+        if options.get("resplit") and scope is None:
+            raise refuse("--resplit needs --scope")
         state = vectors.status()
         if not state.available:
             raise refuse(f"semantic index unavailable: {state.detail}")
@@ -449,7 +459,7 @@ class Command(BaseCommand):
         if done:
             self.stderr.write("")
         # SQLite: split every big scope that is due into cells (memory/vector_cells.py).
-        trained = vectors.train_cells(scope)
+        trained = vectors.train_cells(scope, resplit=bool(options.get("resplit")))
         where = f" at {scope}" if scope else ""
         lines = [f"indexed {indexed} record(s){where} ({state.model} on {state.engine})"]
         lines += [
