@@ -128,11 +128,15 @@ def use_fresh_postgres(server_url: str):
     return drop
 
 
-def setup_django(directory: Path) -> None:
+def setup_django(directory: Path, database_file: str = "bench.sqlite3") -> None:
+    """Django on a throwaway database in ``directory`` (or BENCH_DATABASE_URL), migrated.
+
+    Shared by the memory benchmarks (metadata_filter, recall_quality, dashboard).
+    """
     os.environ["AETNAWEB_DATA_DIR"] = str(directory)
     # Never the caller's DATABASE_URL: a benchmark writes only to its own throwaway database.
     os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL") or (
-        f"sqlite:///{directory / 'bench.sqlite3'}"
+        f"sqlite:///{directory / database_file}"
     )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")

@@ -23,36 +23,13 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
 SCOPE = "bench:meta:proj"
-
-
-def setup_django(directory: Path) -> None:
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL") or (
-        f"sqlite:///{directory / 'metadata.sqlite3'}"
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    from aetnaweb import instance
-
-    # The temporary data directory gets its own development key files.
-    instance.ensure_development_files()
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def timed(samples: int, call: Callable[[int], Any]) -> tuple[float, float]:
@@ -75,7 +52,10 @@ def main() -> None:
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-metadata-"))
     try:
-        setup_django(directory)
+        # The memory benchmarks' one set-up (bench/ is on the path when a script runs).
+        from memory_scale import setup_django
+
+        setup_django(directory, "metadata.sqlite3")
         from aetnaweb.access import SYSTEM
         from memory import selectors, services, vectors
 

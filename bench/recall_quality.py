@@ -24,12 +24,9 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # user, project ("*" = the user's own scope), key, statement
 FACTS = """
@@ -304,26 +301,6 @@ def scope_of(user: str, project: str) -> str:
     return f"{TENANT}:{user}:{project}"
 
 
-def setup_django(directory: Path) -> None:
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL") or (
-        f"sqlite:///{directory / 'quality.sqlite3'}"
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    sys.path.insert(0, str(ROOT))
-    # A throwaway data directory gets its own development keys (settings refuse to start without).
-    from aetnaweb import instance
-
-    instance.ensure_development_files()
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def seed() -> dict[tuple[str, str], str]:
     from aetnaweb.access import SYSTEM
     from memory import services
@@ -410,7 +387,10 @@ def main() -> None:
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-quality-"))
     try:
-        setup_django(directory)
+        # bench/ is on the path when the script runs (a test loads this file for its data only).
+        from memory_scale import setup_django
+
+        setup_django(directory, "quality.sqlite3")
         from memory import ranking, vectors
 
         if args.floor is not None:
