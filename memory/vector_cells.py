@@ -173,8 +173,10 @@ def _generations(cursor: Any, scopes: Sequence[str]) -> list[_Generation]:
 
 
 def forget_cached() -> None:
+    """Drop this process's centroid cache and write counts (tests: rows rolled back)."""
     with _cache_lock:
         _cache.clear()
+    _writes.clear()
 
 
 def _similarities(generation: _Generation, vector: bytes) -> Any:
@@ -206,15 +208,26 @@ def plan(
     return groups + [([scope], cells) for scope, cells in split.items()]
 
 
-def cell_for(cursor: Any, scope: str, vector: bytes) -> int:
-    """The cell a new vector of ``scope`` is filed in: nearest of the newest generation, or 0."""
+def cells_for(cursor: Any, rows: Sequence[tuple[str, bytes]]) -> list[int]:
+    """The cell each new ``(scope, vector)`` is filed in: nearest of its scope's newest generation, or 0.
+
+    The generations are asked for once per scope of the batch, not once per vector.
+    """
     import numpy as np
 
-    generations = _generations(cursor, [scope])
-    if not generations:
-        return 0
-    newest = generations[-1]
-    return int(newest.cells[int(np.argmax(_similarities(newest, vector)))])
+    newest: dict[str, _Generation | None] = {}
+    for scope in dict.fromkeys(scope for scope, _ in rows):
+        generations = _generations(cursor, [scope])
+        newest[scope] = generations[-1] if generations else None
+    cells = []
+    for scope, vector in rows:
+        generation = newest[scope]
+        cells.append(
+            0
+            if generation is None
+            else int(generation.cells[int(np.argmax(_similarities(generation, vector)))])
+        )
+    return cells
 
 
 # -- when to train ----------------------------------------------------------------
@@ -288,12 +301,17 @@ def scopes_due(scope: str | None = None) -> list[str]:
     return [name for name in big if due(name)]
 
 
+def _seed(scope: str) -> int:
+    """The scope's fixed random seed (its sample and initial centroids are reproducible)."""
+    return int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
+
+
 def _sample(cursor: Any, scope: str, table: str, cells: int) -> Any:
     import numpy as np
 
     cursor.execute("SELECT id FROM memory_record WHERE scope = %s AND status = 'active'", [scope])
     pks = [int(row[0]) for row in cursor.fetchall()]
-    seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
+    seed = _seed(scope)
     wanted = min(MAX_SAMPLE, max(SAMPLE, SAMPLE_PER_CELL * cells))
     chosen = random.Random(seed).sample(pks, min(wanted, len(pks)))
     rows = [row for row in _vector_rows(cursor, table, chosen) if row is not None]
@@ -316,7 +334,7 @@ def _vector_rows(cursor: Any, table: str, pks: Sequence[int]) -> list[tuple[Any,
     return found
 
 
-def _means(data: Any, nearest: Any, count: int) -> Any:
+def _means(data: Any, nearest: Any) -> Any:
     """Unit centroids of the clusters of at least MIN_MEMBERS vectors (``nearest``: each row's cluster)."""
     import numpy as np
 
@@ -345,9 +363,9 @@ def kmeans(vectors: Any, cells: int, seed: int) -> Any:
     data = data.astype(np.float32)
     centroids = data[rng.choice(len(data), size=min(cells, len(data)), replace=False)]
     for _ in range(ITERATIONS):
-        centroids = _means(data, np.argmax(data @ centroids.T, axis=1), len(centroids))
+        centroids = _means(data, np.argmax(data @ centroids.T, axis=1))
     # One last assignment, so every stored centroid is the mean of its final members.
-    return _means(data, np.argmax(data @ centroids.T, axis=1), len(centroids)).astype("<f4")
+    return _means(data, np.argmax(data @ centroids.T, axis=1)).astype("<f4")
 
 
 def train(
@@ -364,7 +382,7 @@ def train(
         sample = _sample(cursor, scope, table, wanted)
     if len(sample) < max(TRAIN_AT // 2, MIN_MEMBERS * MIN_CELLS):
         return None
-    seed = int.from_bytes(hashlib.sha256(scope.encode()).digest()[:8], "big")
+    seed = _seed(scope)
     centroids = kmeans(sample, wanted, seed)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(

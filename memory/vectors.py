@@ -348,8 +348,12 @@ def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
             f"INSERT INTO {TABLE}(record_pk, scope, cell, status, coarse, embedding) "  # noqa: S608  (constant table)
             "VALUES (%s, %s, %s, 'active', vec_quantize_binary(%s), %s)",
             [
-                (pk, scope, vector_cells.cell_for(cursor, scope, vector), vector, vector)
-                for pk, scope, vector in rows
+                (pk, scope, cell, vector, vector)
+                for (pk, scope, vector), cell in zip(
+                    rows,
+                    vector_cells.cells_for(cursor, [(scope, vector) for _, scope, vector in rows]),
+                    strict=True,
+                )
             ],
         )
     else:

@@ -32,7 +32,6 @@ def _fresh_search_statistics():
     from memory import search, vector_cells
 
     search.posting_counts.clear()
-    vector_cells._writes.clear()
     vector_cells.forget_cached()
     yield
     search.posting_counts.clear()

@@ -35,7 +35,7 @@ def small_cells(monkeypatch):
     monkeypatch.setattr(vector_cells, "MIN_MEMBERS", 5)
     monkeypatch.setattr(vector_cells, "MIN_PROBE", 2)
     monkeypatch.setattr(vector_cells, "CHECK_EVERY", 50)
-    vector_cells._writes.clear()
+    vector_cells.forget_cached()
 
 
 def _fill(scope: str, count: int, start: int = 0) -> None:
