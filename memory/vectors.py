@@ -181,9 +181,7 @@ def _table_missing_reason() -> str | None:
 
 
 def _sqlite_table_exists() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [TABLE])
-        return cursor.fetchone() is not None
+    return _sqlite_table_sql(connection) is not None
 
 
 def create_table(schema_editor: Any) -> bool:
@@ -234,25 +232,31 @@ def quantise_table(schema_editor: Any, *, coarse: bool = True) -> None:
     conn = schema_editor.connection
     if conn.vendor != "sqlite":
         return
+    table_sql = _sqlite_table_sql(conn)
+    if table_sql is None or ("coarse bit" in table_sql) == coarse:
+        return
+    if coarse:
+        _relayout(
+            conn,
+            _SQLITE_COARSE_COLUMNS,
+            "record_pk, scope, status, coarse, embedding",
+            "record_pk, scope, status, vec_quantize_binary(embedding), embedding",
+        )
+    else:
+        _relayout(
+            conn,
+            _SQLITE_FLOAT_COLUMNS,
+            "record_pk, scope, status, embedding",
+            "record_pk, scope, status, embedding",
+        )
+
+
+def _sqlite_table_sql(conn: Any) -> str | None:
+    """The vec0 table's CREATE statement on ``conn`` (its layout), or None without a table."""
     with conn.cursor() as cursor:
         cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [TABLE])
         row = cursor.fetchone()
-        if row is None or ("coarse bit" in row[0]) == coarse:
-            return
-        if coarse:
-            _relayout(
-                conn,
-                _SQLITE_COARSE_COLUMNS,
-                "record_pk, scope, status, coarse, embedding",
-                "record_pk, scope, status, vec_quantize_binary(embedding), embedding",
-            )
-        else:
-            _relayout(
-                conn,
-                _SQLITE_FLOAT_COLUMNS,
-                "record_pk, scope, status, embedding",
-                "record_pk, scope, status, embedding",
-            )
+    return str(row[0]) if row is not None else None
 
 
 def _relayout(conn: Any, columns: str, insert: str, select: str) -> None:
@@ -283,11 +287,10 @@ def cell_table(schema_editor: Any, *, cells: bool = True) -> None:
     conn = schema_editor.connection
     if conn.vendor != "sqlite":
         return
+    table_sql = _sqlite_table_sql(conn)
     with conn.cursor() as cursor:
-        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [TABLE])
-        row = cursor.fetchone()
-        if row is None or ("cell integer" in row[0]) == cells:
-            if cells and row is not None:
+        if table_sql is None or ("cell integer" in table_sql) == cells:
+            if cells and table_sql is not None:
                 vector_cells.create_table(cursor)
             return
         cell = ("cell, ", "0, ") if cells else ("", "")
