@@ -245,6 +245,8 @@ SQLITE_INIT_COMMAND = (
 def _database() -> dict[str, Any]:
     config: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Django's SQLite backend with writers queued on a file lock (see its docstring).
+        config["ENGINE"] = "aetnaweb.sqlite_backend"
         # Immediate transactions take the write lock at BEGIN, so reading a
         # chain head and appending to it can never interleave with another
         # writer (audit-log-v1: no forks).
@@ -282,7 +284,9 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
-DATABASE_VENDOR = "sqlite" if DATABASES["default"]["ENGINE"].endswith("sqlite3") else "postgresql"
+DATABASE_VENDOR = (
+    "postgresql" if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else "sqlite"
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Background work ------------------------------------------------------

@@ -1,0 +1,158 @@
+"""Django's SQLite backend, with writers queued in the kernel instead of SQLite's busy loop.
+
+SQLite lets one writer in at a time. A connection that finds the write lock
+taken does not wait on it: its busy handler sleeps and tries again, for 1,
+2, 5, 10, ... up to 100 ms a sleep, so a writer that arrives while the lock
+is briefly held may sleep 100 ms past its release while later arrivals slip
+in ahead of it. Under concurrent load that is most of the tail latency of
+every request that writes (and every recall writes its audit event).
+
+Here every write transaction first takes an exclusive ``flock`` on a file
+beside the database (``<name>-writers``), then sends ``BEGIN IMMEDIATE``,
+and releases the lock after COMMIT or ROLLBACK. A waiting writer sleeps in
+the kernel and is woken the moment the lock is released: no polling, no
+oversleeping. SQLite's own lock and busy timeout stay as they were
+underneath, so a process that does not use this backend (the standalone
+verifiers, a ``sqlite3`` shell) is still safe, only not queued.
+
+Threads of one process queue first on a process lock (with the same timeout
+as the busy handler, so a stuck writer still ends in "database is locked"
+rather than a hang), then one of them on the file lock. A thread that
+already holds the queue through another connection (two connections in one
+thread) does not wait on it again, which would wait on itself: it falls back
+to SQLite's busy handler, as before.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import weakref
+
+from django.db import OperationalError
+from django.db.backends.sqlite3 import base
+
+_NO_FILE = -1
+_locks_guard = threading.Lock()
+_process_locks: dict[str, threading.Lock] = {}  # queue file path -> this process's queue
+_holding = threading.local()  # .paths: the queue files this thread holds
+_opened: weakref.WeakSet[DatabaseWrapper] = weakref.WeakSet()
+
+
+def _process_lock(path: str) -> threading.Lock:
+    with _locks_guard:
+        return _process_locks.setdefault(path, threading.Lock())
+
+
+def _held_here() -> set[str]:
+    paths: set[str] | None = getattr(_holding, "paths", None)
+    if paths is None:
+        paths = _holding.paths = set()
+    return paths
+
+
+def _reset_after_fork() -> None:
+    """A forked child starts with the queue free and no queue file of its parent's.
+
+    The child shares each inherited file with its parent (one open file, one
+    lock), so it closes them without unlocking: unlocking would release the
+    parent's place in the queue. Its connections open their own on next use.
+    """
+    global _locks_guard, _holding
+    _locks_guard = threading.Lock()
+    _process_locks.clear()
+    _holding = threading.local()
+    for wrapper in list(_opened):
+        if wrapper._queue_fd is not None and wrapper._queue_fd != _NO_FILE:
+            os.close(wrapper._queue_fd)
+        wrapper._queue_fd = None
+        wrapper._queued = False
+    _opened.clear()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    # The open queue file; None: not opened yet; _NO_FILE where there is none
+    # to open (an in-memory or URI database, a folder we may not write to).
+    _queue_fd: int | None = None
+    _queue_path = ""
+    _queued = False
+
+    def _queue_file(self) -> int | None:
+        if self._queue_fd is None:
+            name = os.fspath(self.settings_dict["NAME"] or "")
+            self._queue_fd = _NO_FILE
+            if name and not name.startswith("file:") and not self.is_in_memory_db():
+                path = self._queue_path = os.path.abspath(f"{name}-writers")
+                for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+                    try:
+                        self._queue_fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
+                        _opened.add(self)
+                        break
+                    except OSError:
+                        continue  # read-only: SQLite will refuse the write itself
+        return None if self._queue_fd == _NO_FILE else self._queue_fd
+
+    def _enter_queue(self) -> None:
+        if self._queued:
+            return
+        fd = self._queue_file()
+        if fd is None or self._queue_path in _held_here():
+            return  # no queue file, or this thread's other connection holds it
+        process_lock = _process_lock(self._queue_path)
+        timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
+        if not process_lock.acquire(timeout=timeout):
+            raise OperationalError("database is locked (waited for the write queue)")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            process_lock.release()
+            raise
+        self._queued = True
+        _held_here().add(self._queue_path)
+
+    def _leave_queue(self) -> None:
+        if not self._queued:
+            return
+        self._queued = False
+        _held_here().discard(self._queue_path)
+        assert self._queue_fd is not None
+        try:
+            fcntl.flock(self._queue_fd, fcntl.LOCK_UN)
+        finally:
+            _process_lock(self._queue_path).release()
+
+    def _start_transaction_under_autocommit(self) -> None:
+        self._enter_queue()
+        try:
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # private in django-stubs
+        except BaseException:
+            self._leave_queue()
+            raise
+
+    def _commit(self) -> None:
+        try:
+            super()._commit()  # type: ignore[misc]  # private in django-stubs
+        finally:
+            # A failed COMMIT leaves the transaction open: the rollback that
+            # follows releases the queue.
+            if self.connection is None or not self.connection.in_transaction:
+                self._leave_queue()
+
+    def _rollback(self) -> None:
+        try:
+            super()._rollback()  # type: ignore[misc]  # private in django-stubs
+        finally:
+            self._leave_queue()
+
+    def _close(self) -> None:
+        try:
+            super()._close()  # type: ignore[misc]  # private in django-stubs
+        finally:
+            self._leave_queue()
+            if self._queue_fd is not None and self._queue_fd != _NO_FILE:
+                os.close(self._queue_fd)
+            self._queue_fd = None

@@ -1,0 +1,284 @@
+"""SQLite writers queue on a file lock, not in SQLite's sleeping busy loop (aetnaweb/sqlite_backend)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import OperationalError, connection, connections, transaction
+
+from aetnaweb.sqlite_backend.base import DatabaseWrapper
+
+pytestmark = pytest.mark.skipif(
+    settings.DATABASE_VENDOR != "sqlite", reason="the write queue is SQLite's"
+)
+
+
+def wrapper(path: Path, *, timeout: float = 5, alias: str = "queue-test") -> DatabaseWrapper:
+    """A connection opened the way the project opens SQLite, on ``path``."""
+    config = dict(settings.DATABASES["default"])
+    config |= {
+        "NAME": str(path),
+        "TEST": {},
+        "OPTIONS": {
+            **config["OPTIONS"],
+            "timeout": timeout,
+            "init_command": config["OPTIONS"]["init_command"].replace(
+                "busy_timeout=30000", f"busy_timeout={int(timeout * 1000)}"
+            ),
+        },
+    }
+    return DatabaseWrapper(config, alias=alias)
+
+
+@pytest.fixture(autouse=True)
+def _own_databases(django_db_blocker):
+    # These tests open their own database files, never the test database.
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture
+def database(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    setup = wrapper(path)
+    with setup.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("CREATE TABLE note (n INTEGER, at REAL)")
+    setup.close()
+    return path
+
+
+def rows(path: Path) -> list[tuple[int, float]]:
+    reader = wrapper(path)
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute("SELECT n, at FROM note ORDER BY at")
+            return cursor.fetchall()
+    finally:
+        reader.close()
+
+
+def test_the_project_connects_through_the_queueing_backend(db):
+    assert isinstance(connections["default"], DatabaseWrapper)
+    assert connection.vendor == "sqlite"
+    assert settings.DATABASES["default"]["ENGINE"] == "aetnaweb.sqlite_backend"
+
+
+def test_a_transaction_holds_the_queue_file_and_releases_it_at_commit(database):
+    # Given a connection inside a write transaction
+    conn = wrapper(database)
+    queue_file = f"{database}-writers"
+    with conn_atomic(conn):
+        with conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        # Then another open file of the queue cannot take the lock
+        probe = os.open(queue_file, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(probe)
+            raise
+    try:
+        # And after COMMIT it can
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(probe, fcntl.LOCK_UN)
+    finally:
+        os.close(probe)
+        conn.close()
+    # The queue file is private to its owner, like the database
+    assert os.stat(queue_file).st_mode & 0o777 == 0o600
+    assert rows(database) == [(1, 0.0)]
+
+
+@contextlib.contextmanager
+def conn_atomic(conn: DatabaseWrapper) -> Iterator[None]:
+    """``transaction.atomic`` (the path every service takes) on a connection of our own."""
+    connections[conn.alias] = conn  # per thread, like every Django connection
+    try:
+        with transaction.atomic(using=conn.alias):
+            yield
+    finally:
+        del connections[conn.alias]
+
+
+def test_a_rolled_back_transaction_releases_the_queue(database):
+    conn = wrapper(database)
+    with pytest.raises(ZeroDivisionError), conn_atomic(conn):
+        with conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        1 / 0  # noqa: B018
+    probe = os.open(f"{database}-writers", os.O_RDONLY)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    finally:
+        os.close(probe)
+        conn.close()
+    assert rows(database) == []
+
+
+def test_a_writer_in_another_process_waits_in_the_queue_then_goes_in(database):
+    # Given another process holding the queue file's lock for 0.4 s
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(0.4)\n",
+            f"{database}-writers",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        # When this process writes, with a busy timeout shorter than that wait
+        conn = wrapper(database, timeout=0.05)
+        started = time.monotonic()
+        with conn_atomic(conn), conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        waited = time.monotonic() - started
+        conn.close()
+    finally:
+        holder.wait(timeout=10)
+    # Then it waited for the other writer (in the queue, not in SQLite's
+    # busy handler, which would have given up after 0.05 s) and then wrote
+    assert waited >= 0.2
+    assert rows(database) == [(1, 0.0)]
+
+
+def test_threads_of_one_process_take_turns_in_arrival_order_and_nobody_is_refused(database):
+    # Given one thread inside a write transaction
+    first = wrapper(database, alias="first")
+    order: list[int] = []
+    errors: list[BaseException] = []
+    inside = threading.Event()
+
+    def later_writer(n: int) -> None:
+        conn = wrapper(database, alias=f"writer-{n}")
+        try:
+            with conn_atomic(conn), conn.cursor() as cursor:
+                order.append(n)
+                cursor.execute("INSERT INTO note VALUES (%s, %s)", [n, time.monotonic()])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=later_writer, args=(n,)) for n in range(2, 6)]
+    with conn_atomic(first):
+        with first.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, %s)", [time.monotonic()])
+        inside.set()
+        for thread in threads:
+            thread.start()
+        time.sleep(0.2)
+        # While it holds the transaction, none of the others has begun
+        assert order == []
+    first.close()
+    for thread in threads:
+        thread.join(timeout=10)
+    # Then every writer got in, one after the other, none refused as "locked"
+    assert errors == []
+    assert sorted(n for n, _ in rows(database)) == [1, 2, 3, 4, 5]
+
+
+def test_a_writer_stuck_behind_its_own_process_gets_database_is_locked_not_a_hang(database):
+    # Given a thread holding a write transaction past the other's timeout
+    holder = wrapper(database, alias="holder")
+    waiter_result: list[BaseException | None] = []
+
+    def waiter() -> None:
+        conn = wrapper(database, timeout=0.2, alias="waiter")
+        try:
+            with conn_atomic(conn):
+                pass
+            waiter_result.append(None)
+        except OperationalError as exc:
+            waiter_result.append(exc)
+        finally:
+            conn.close()
+
+    with conn_atomic(holder):
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        thread.join(timeout=10)
+    holder.close()
+    # Then the waiter gave up after its timeout with SQLite's own words
+    assert len(waiter_result) == 1 and isinstance(waiter_result[0], OperationalError)
+    assert "database is locked" in str(waiter_result[0])
+
+
+def test_a_second_connection_in_the_same_thread_does_not_wait_on_its_own_queue(database):
+    # Given this thread already inside a write transaction on one connection
+    outer = wrapper(database, alias="outer")
+    inner = wrapper(database, timeout=0.1, alias="inner")
+    try:
+        with conn_atomic(outer):
+            started = time.monotonic()
+            # When a second connection of the same thread asks to write
+            with pytest.raises(OperationalError, match="database is locked"), conn_atomic(inner):
+                pass
+            # Then it is refused by SQLite's busy timeout, not hung on the queue
+            assert time.monotonic() - started < 5
+    finally:
+        outer.close()
+        inner.close()
+
+
+def test_a_folder_the_process_may_not_write_leaves_writes_to_sqlite(tmp_path):
+    # Given a database whose queue file cannot be created
+    database = tmp_path / "plain.sqlite3"
+    conn = wrapper(database)
+    with conn.cursor() as cursor:
+        cursor.execute("CREATE TABLE note (n INTEGER, at REAL)")
+    conn.close()
+    Path(f"{database}-writers").mkdir()  # a folder where the file would be: open() fails
+    conn = wrapper(database)
+    # When it writes, it writes (unqueued) instead of failing
+    with conn_atomic(conn), conn.cursor() as cursor:
+        cursor.execute("INSERT INTO note VALUES (1, 0)")
+    conn.close()
+    assert rows(database) == [(1, 0.0)]
+
+
+def test_a_forked_child_does_not_inherit_the_queue_held(database):
+    # Given a parent inside a write transaction
+    conn = wrapper(database)
+    with conn_atomic(conn):
+        with conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the connection's queue state is reset
+            try:
+                ok = not conn._queued and conn._queue_fd is None
+                os.write(write, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(write)
+        answer = os.read(read, 1)
+        os.close(read)
+        os.waitpid(pid, 0)
+        # And the parent still holds its place: the child closing its copy released nothing
+        probe = os.open(f"{database}-writers", os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    conn.close()
+    assert answer == b"1"
