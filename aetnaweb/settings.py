@@ -235,6 +235,10 @@ SQLITE_INIT_COMMAND = (
     "PRAGMA foreign_keys=ON;"
     "PRAGMA busy_timeout=30000;"
     "PRAGMA temp_store=MEMORY;"
+    # The project's backend checkpoints every 32 commits, outside its write
+    # queue (aetnaweb/sqlite_backend); SQLite's own, inside a COMMIT, only
+    # as a backstop past 8,000 pages (32 MB) of WAL.
+    "PRAGMA wal_autocheckpoint=8000;"
     "PRAGMA cache_size=-65536;"
     # Freed space is overwritten with zeros, so a forgotten record's bytes do
     # not linger in free pages or cells (memory-engine "Forget": no residue).

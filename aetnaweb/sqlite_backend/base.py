@@ -15,6 +15,21 @@ oversleeping. SQLite's own lock and busy timeout stay as they were
 underneath, so a process that does not use this backend (the standalone
 verifiers, a ``sqlite3`` shell) is still safe, only not queued.
 
+A write outside any transaction (an autocommit ``INSERT``/``UPDATE``/
+``DELETE``, such as the rate limit's counter) takes its turn in the same
+queue for that one statement.
+
+Checkpoints run after the queue is released. SQLite's own automatic
+checkpoint runs inside the COMMIT that crosses its threshold, and copying the
+WAL back into the database ends in an fsync that can take hundreds of
+milliseconds while the disk is busy; inside the queue, every other writer
+waited for it. Here each process checkpoints (``PRAGMA
+wal_checkpoint(PASSIVE)``: never waits for readers or writers) after every
+:data:`CHECKPOINT_EVERY` commits, once its place in the queue is given up.
+SQLite's automatic checkpoint stays on as a backstop at a higher threshold
+(``wal_autocheckpoint`` in settings.py), for writers that do not commit
+through this backend.
+
 Threads of one process queue first on a process lock (with the same timeout
 as the busy handler, so a stuck writer still ends in "database is locked"
 rather than a hang), then one of them on the file lock. A thread that
@@ -25,15 +40,23 @@ to SQLite's busy handler, as before.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
 import weakref
+from collections.abc import Iterator
+from typing import Any
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 _NO_FILE = -1
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+# Commits between two checkpoints in one process: ~30 WAL pages a remember,
+# so a checkpoint copies about SQLite's own default of 1,000 pages.
+CHECKPOINT_EVERY = 32
+_commits = 0
 _locks_guard = threading.Lock()
 _process_locks: dict[str, threading.Lock] = {}  # queue file path -> this process's queue
 _holding = threading.local()  # .paths: the queue files this thread holds
@@ -72,6 +95,31 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class QueuedCursor(base.SQLiteCursorWrapper):
+    """Django's SQLite cursor; a write outside any transaction waits its turn in the queue."""
+
+    queue: DatabaseWrapper | None = None
+
+    def _autocommit_write(self, query: str) -> bool:
+        return (
+            self.queue is not None
+            and not self.connection.in_transaction
+            and query.lstrip()[:7].upper().startswith(_WRITES)
+        )
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        if self.queue is not None and self._autocommit_write(query):
+            with self.queue.statement_in_queue():
+                return super().execute(query, params)
+        return super().execute(query, params)
+
+    def executemany(self, query: str, param_list: Any) -> Any:
+        if self.queue is not None and self._autocommit_write(query):
+            with self.queue.statement_in_queue():
+                return super().executemany(query, param_list)
+        return super().executemany(query, param_list)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -125,6 +173,30 @@ class DatabaseWrapper(base.DatabaseWrapper):
         finally:
             _process_lock(self._queue_path).release()
 
+    def create_cursor(self, name: str | None = None) -> Any:
+        cursor = self.connection.cursor(factory=QueuedCursor)
+        cursor.queue = self
+        return cursor
+
+    @contextlib.contextmanager
+    def statement_in_queue(self) -> Iterator[None]:
+        """Hold the queue for one statement run outside a transaction."""
+        self._enter_queue()
+        try:
+            yield
+        finally:
+            self._leave_queue()
+
+    def _checkpoint_if_due(self) -> None:
+        global _commits
+        _commits += 1
+        if _commits % CHECKPOINT_EVERY or self.connection is None or self._queue_file() is None:
+            return
+        # PASSIVE never waits, never fails for being busy: what another
+        # checkpoint or a reader keeps from this one waits for the next.
+        with self.wrap_database_errors:
+            self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
         try:
@@ -141,6 +213,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             # follows releases the queue.
             if self.connection is None or not self.connection.in_transaction:
                 self._leave_queue()
+        self._checkpoint_if_due()
 
     def _rollback(self) -> None:
         try:

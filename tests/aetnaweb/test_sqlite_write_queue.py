@@ -282,3 +282,83 @@ def test_a_forked_child_does_not_inherit_the_queue_held(database):
             os.close(probe)
     conn.close()
     assert answer == b"1"
+
+
+def test_a_write_outside_any_transaction_also_waits_its_turn(database):
+    # Given another process holding the queue for 0.4 s
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(0.4)\n",
+            f"{database}-writers",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    conn = wrapper(database)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        # When a connection in autocommit mode runs a lone INSERT
+        started = time.monotonic()
+        with conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        waited = time.monotonic() - started
+        holder.wait(timeout=10)
+    finally:
+        conn.close()
+    # Then the INSERT waited in the queue, and is written
+    assert waited >= 0.2
+    assert rows(database) == [(1, 0.0)]
+
+
+def test_reads_outside_a_transaction_never_touch_the_queue(database):
+    conn = wrapper(database)
+    probe = os.open(f"{database}-writers", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX)  # the queue is taken...
+        started = time.monotonic()
+        with conn.cursor() as cursor:  # ...and reading goes on regardless
+            cursor.execute("SELECT count(*) FROM note")
+            assert cursor.fetchone() == (0,)
+        assert time.monotonic() - started < 1
+    finally:
+        os.close(probe)
+        conn.close()
+
+
+def test_checkpoints_run_every_so_many_commits_after_the_queue_is_released(database, monkeypatch):
+    from aetnaweb.sqlite_backend import base as backend
+
+    monkeypatch.setattr(backend, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(backend, "_commits", 0)
+    conn = wrapper(database)
+    conn.ensure_connection()
+    queue_free_at_checkpoint: list[bool] = []
+
+    def traced(statement: str) -> None:
+        if "wal_checkpoint" in statement:
+            probe = os.open(f"{database}-writers", os.O_RDONLY)
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                queue_free_at_checkpoint.append(True)
+            except BlockingIOError:
+                queue_free_at_checkpoint.append(False)
+            finally:
+                os.close(probe)
+
+    conn.connection.set_trace_callback(traced)
+    try:
+        # When 8 transactions commit
+        for n in range(8):
+            with conn_atomic(conn), conn.cursor() as cursor:
+                cursor.execute("INSERT INTO note VALUES (%s, 0)", [n])
+        # Then two checkpoints ran, each after this writer left the queue
+        assert queue_free_at_checkpoint == [True, True]
+    finally:
+        conn.close()
