@@ -49,7 +49,7 @@ from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now
 from audit.checkpoints import CheckpointError, build_checkpoint_document
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
 from audit.subscribers import announce, announce_failed_run
-from audit.tree import after_append, lock_tree
+from audit.tree import TREE_LOCK_KEY, after_append, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
 logger = logging.getLogger(__name__)
@@ -142,9 +142,13 @@ def lock_subject(subject_id: str) -> None:
     the subject (a deadlock). One order, tree then subjects, rules that out.
     """
     if connection.vendor == "postgresql":
-        lock_tree()
+        # One round trip for both: PostgreSQL evaluates a select list left to
+        # right, so the tree's lock is still taken (and waited for) first.
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [subject_lock_key(subject_id)])
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s), pg_advisory_xact_lock(%s)",
+                [TREE_LOCK_KEY, subject_lock_key(subject_id)],
+            )
     # SQLite: BEGIN IMMEDIATE already holds the single database write lock.
 
 
