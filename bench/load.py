@@ -4,13 +4,22 @@ Usage::
 
     .venv/bin/python bench/load.py [--db sqlite|postgres] [--instances 1|2]
         [--clients 32] [--api-requests 6000] [--page-requests 600]
-        [--workers N] [--threads N] [--port 8150]
+        [--workers N] [--threads N] [--port 8150] [--rate R]
         [--postgres-url postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres]
     .venv/bin/python bench/load.py --recall-p99     # issue 12's measurement
+    .venv/bin/python bench/load.py --recall-p99 --rate 60
 
 ``--recall-p99`` is issue 12's "reads don't queue behind writes" measurement:
 8 concurrent clients, the same remember/recall mix, no pages phase; the
 figure to read is the recall line's p99 (target <= 50 ms on SQLite).
+By default the clients run a closed loop (each sends again the moment it is
+answered), which saturates the machine: on 2 cores the mean latency is then
+``clients / throughput`` (Little's law), about 50 ms at 8 clients whatever
+the database does, so that run's p99 mostly measures queueing for a core.
+``--rate R`` offers R API requests per second in all instead, at random
+(Poisson) times planned in advance, and counts each latency from its planned
+time: below saturation, what remains of the tail is what requests wait for
+each other (the write lock, the GIL), which is what the target is about.
 ``--workers``/``--threads`` default to make serve's (aetnaweb/gunicorn_conf.py).
 
 What it does, all on loopback:
@@ -49,6 +58,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import random
 import re
 import secrets
 import shutil
@@ -230,9 +240,23 @@ def api_job(client: Client, token: str, n: int) -> tuple[str, str, bytes]:
 
 
 def client_process(
-    phase: str, ports: list[int], token: str, jobs: list[int], threads: int, queue: object
+    phase: str,
+    ports: list[int],
+    token: str,
+    jobs: list[int],
+    threads: int,
+    queue: object,
+    rate_per_client: float = 0.0,
 ) -> None:
-    """Run ``jobs`` (request numbers) over ``threads`` keep-alive clients; report timings."""
+    """Run ``jobs`` (request numbers) over ``threads`` keep-alive clients; report timings.
+
+    ``rate_per_client`` 0: each client sends its next request as soon as the
+    last one is answered (closed loop: the server is saturated, and latency is
+    mostly waiting for a core). Above 0: each client sends at that mean rate,
+    at Poisson-distributed times fixed in advance (open loop), and a request's
+    latency counts from its planned send time, so a server that falls behind
+    is charged for the requests that queued at the client too.
+    """
     latencies: list[tuple[str, float]] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -252,13 +276,20 @@ def client_process(
             chunk = []
         ready.wait()
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        pacing = random.Random(index)
+        planned = time.perf_counter()
         for n in chunk:
             if phase == "api":
                 method, path, body = api_job(client, token, n)
                 request_headers = headers
             else:
                 method, path, body, request_headers = "GET", PAGES[n % len(PAGES)], None, {}
-            start = time.perf_counter()
+            if rate_per_client:
+                planned += pacing.expovariate(rate_per_client)
+                time.sleep(max(0.0, planned - time.perf_counter()))
+                start = planned
+            else:
+                start = time.perf_counter()
             try:
                 status, data = client.request(method, path, body, request_headers)
             except Exception as exc:
@@ -281,7 +312,13 @@ def client_process(
 
 
 def drive(
-    phase: str, ports: list[int], token: str, total: int, clients: int, server_pids: list[int]
+    phase: str,
+    ports: list[int],
+    token: str,
+    total: int,
+    clients: int,
+    server_pids: list[int],
+    rate: float = 0.0,
 ) -> dict[str, object]:
     processes = max(1, min(4, clients // 4))
     per_process = max(1, clients // processes)
@@ -297,6 +334,7 @@ def drive(
                 jobs[i::processes],
                 per_process,
                 queue,
+                rate / (processes * per_process) if rate else 0.0,
             ),
         )
         for i in range(processes)
@@ -413,6 +451,13 @@ def main() -> None:
         help="issue 12's measurement: 8 clients, API phase only (read the recall p99)",
     )
     parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="API requests per second offered by all clients together, at Poisson times"
+        " (open loop); 0 (default): every client sends again as soon as it is answered",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get(
             "AETNAWEB_BENCH_POSTGRES", "postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres"
@@ -460,11 +505,14 @@ def main() -> None:
             wait_healthy(port, deadline)
         print(
             f"load: {args.db}, {args.instances} instance(s) x {args.workers or 'default'} "
-            f"workers x {args.threads or 'default'} threads, {args.clients} clients, "
-            f"cpus={os.cpu_count()}"
+            f"workers x {args.threads or 'default'} threads, {args.clients} clients"
+            + (f" offering {args.rate:g} API req/s" if args.rate else " (closed loop)")
+            + f", cpus={os.cpu_count()}"
         )
         pids = [server.pid for server in servers]
-        results = [drive("api", ports, seeded["token"], args.api_requests, args.clients, pids)]
+        results = [
+            drive("api", ports, seeded["token"], args.api_requests, args.clients, pids, args.rate)
+        ]
         if args.page_requests:
             results.append(
                 drive(
