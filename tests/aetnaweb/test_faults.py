@@ -245,7 +245,7 @@ def test_dashboard_errors_stay_html():
     assert middleware(request).content == b"<h1>no</h1>"
 
 
-# -- PostgreSQL connections are pooled and checked ---------------------------------------------
+# -- connections: pooled and checked (PostgreSQL), kept per thread (SQLite) -------------------
 
 
 def database_settings(tmp_path: Path, **env: str) -> dict:
@@ -280,6 +280,19 @@ def test_postgresql_uses_a_checked_pool_by_default(tmp_path):
 def test_postgresql_without_a_pool_keeps_connections(tmp_path):
     config = database_settings(tmp_path, AETNAWEB_DB_POOL_SIZE="0")
     assert "pool" not in config["OPTIONS"] and config["CONN_MAX_AGE"] == 60
+
+
+def test_sqlite_threads_keep_their_connection_for_a_minute_unless_told_otherwise(tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    config = database_settings(tmp_path, DATABASE_URL=url)
+    assert config["ENGINE"] == "aetnaweb.sqlite_backend"
+    assert config["CONN_MAX_AGE"] == 60 and config["CONN_HEALTH_CHECKS"] is True
+    assert (
+        database_settings(tmp_path, DATABASE_URL=url, AETNAWEB_DB_CONN_MAX_AGE_SECONDS="0")[
+            "CONN_MAX_AGE"
+        ]
+        == 0
+    )
 
 
 # -- the database file is private ------------------------------------------------------------------
