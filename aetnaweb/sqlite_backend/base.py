@@ -87,10 +87,7 @@ def _reset_after_fork() -> None:
     _process_locks.clear()
     _holding = threading.local()
     for wrapper in list(_opened):
-        if wrapper._queue_fd is not None and wrapper._queue_fd != _NO_FILE:
-            os.close(wrapper._queue_fd)
-        wrapper._queue_fd = None
-        wrapper._queued = False
+        wrapper._close_queue_file()
     _opened.clear()
 
 
@@ -126,6 +123,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
     # The open queue file; None: not opened yet; _NO_FILE where there is none
     # to open (an in-memory or URI database, a folder we may not write to).
     _queue_fd: int | None = None
+    # Closes the queue file when the connection is closed, or when it is
+    # dropped unclosed (a thread that ends keeps no connection: runserver's
+    # thread per request), so no file descriptor is left behind.
+    _queue_closer: weakref.finalize | None = None
     _queue_path = ""
     _queued = False
 
@@ -138,6 +139,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
                     try:
                         self._queue_fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
+                        self._queue_closer = weakref.finalize(self, os.close, self._queue_fd)
                         _opened.add(self)
                         break
                     except OSError:
@@ -226,6 +228,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
             super()._close()  # type: ignore[misc]  # private in django-stubs
         finally:
             self._leave_queue()
-            if self._queue_fd is not None and self._queue_fd != _NO_FILE:
-                os.close(self._queue_fd)
-            self._queue_fd = None
+            self._close_queue_file()
+
+    def _close_queue_file(self) -> None:
+        if self._queue_closer is not None:
+            self._queue_closer()  # once only, whoever calls it first
+            self._queue_closer = None
+        self._queue_fd = None
+        self._queued = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import subprocess
 import sys
@@ -362,3 +363,37 @@ def test_checkpoints_run_every_so_many_commits_after_the_queue_is_released(datab
         assert queue_free_at_checkpoint == [True, True]
     finally:
         conn.close()
+
+
+def queue_files_open(database: Path) -> int:
+    target = f"{database}-writers"
+    return sum(
+        1 for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == target
+    )
+
+
+def test_a_connection_dropped_without_closing_leaves_no_queue_file_open(database):
+    # Given a connection that wrote (so it opened its queue file) and was
+    # never closed, as when the thread that owned it ends
+    conn = wrapper(database)
+    with conn_atomic(conn), conn.cursor() as cursor:
+        cursor.execute("INSERT INTO note VALUES (1, 0)")
+    assert queue_files_open(database) == 1
+    # When it is dropped (its last cursor too)
+    del conn, cursor
+    gc.collect()
+    # Then its queue file is closed with it
+    assert queue_files_open(database) == 0
+
+
+def test_closing_a_connection_closes_its_queue_file(database):
+    conn = wrapper(database)
+    with conn_atomic(conn), conn.cursor() as cursor:
+        cursor.execute("INSERT INTO note VALUES (1, 0)")
+    conn.close()
+    assert queue_files_open(database) == 0
+    # and it opens again on the next write
+    with conn_atomic(conn), conn.cursor() as cursor:
+        cursor.execute("INSERT INTO note VALUES (2, 0)")
+    assert queue_files_open(database) == 1
+    conn.close()
