@@ -69,6 +69,33 @@ def rows(path: Path) -> list[tuple[int, float]]:
         reader.close()
 
 
+@contextlib.contextmanager
+def queue_held_elsewhere(database: Path, seconds: float = 0.4) -> Iterator[None]:
+    """Another process holds ``database``'s write queue for ``seconds`` from entry."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(float(sys.argv[2]))\n",
+            f"{database}-writers",
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.wait(timeout=10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
 def test_the_project_connects_through_the_queueing_backend(db):
     assert isinstance(connections["default"], DatabaseWrapper)
     assert connection.vendor == "sqlite"
@@ -130,22 +157,7 @@ def test_a_rolled_back_transaction_releases_the_queue(database):
 
 def test_a_writer_in_another_process_waits_in_the_queue_then_goes_in(database):
     # Given another process holding the queue file's lock for 0.4 s
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys, time\n"
-            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "print('held', flush=True)\n"
-            "time.sleep(0.4)\n",
-            f"{database}-writers",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with queue_held_elsewhere(database):
         # When this process writes, with a busy timeout shorter than that wait
         conn = wrapper(database, timeout=0.05)
         started = time.monotonic()
@@ -153,8 +165,6 @@ def test_a_writer_in_another_process_waits_in_the_queue_then_goes_in(database):
             cursor.execute("INSERT INTO note VALUES (1, 0)")
         waited = time.monotonic() - started
         conn.close()
-    finally:
-        holder.wait(timeout=10)
     # Then it waited for the other writer (in the queue, not in SQLite's
     # busy handler, which would have given up after 0.05 s) and then wrote
     assert waited >= 0.2
@@ -287,29 +297,14 @@ def test_a_forked_child_does_not_inherit_the_queue_held(database):
 
 def test_a_write_outside_any_transaction_also_waits_its_turn(database):
     # Given another process holding the queue for 0.4 s
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys, time\n"
-            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "print('held', flush=True)\n"
-            "time.sleep(0.4)\n",
-            f"{database}-writers",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     conn = wrapper(database)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        # When a connection in autocommit mode runs a lone INSERT
-        started = time.monotonic()
-        with conn.cursor() as cursor:
-            cursor.execute("INSERT INTO note VALUES (1, 0)")
-        waited = time.monotonic() - started
-        holder.wait(timeout=10)
+        with queue_held_elsewhere(database):
+            # When a connection in autocommit mode runs a lone INSERT
+            started = time.monotonic()
+            with conn.cursor() as cursor:
+                cursor.execute("INSERT INTO note VALUES (1, 0)")
+            waited = time.monotonic() - started
     finally:
         conn.close()
     # Then the INSERT waited in the queue, and is written
