@@ -159,6 +159,21 @@ def test_integration_backfills_events_that_predate_the_log():
     assert tree.root_at(10) == merkle.root_of_leaves(_reference_leaves())
 
 
+def test_a_batch_larger_than_one_insert_is_written_in_several(monkeypatch):
+    # Given more pending leaves (and nodes) than one multi-row INSERT takes
+    monkeypatch.setattr(tree, "_ROWS_PER_INSERT", 3)
+    for i in range(10):
+        append("acme:alice:proj", payload={"n": i})
+    # When they are integrated in one batch
+    assert tree.integrate() == 10
+    # Then every leaf and node is there, and every root is the reference one
+    assert AuditTreeLeaf.objects.count() == 10
+    assert AuditTreeNode.objects.count() == 5 + 2 + 1
+    reference = _reference_leaves()
+    for size in range(11):
+        assert tree.root_at(size) == merkle.root_of_leaves(reference[:size])
+
+
 def test_a_deleted_state_row_cannot_restart_the_tree():
     append("acme:alice:proj", payload={})
     tree.integrate()
