@@ -127,6 +127,11 @@ _TYPE_UPSERT_SQL = (
 )
 
 
+_COUNTERS_UPSERT_PG = (
+    f"WITH subject AS ({_SUBJECT_UPSERT_SQL}), daily AS ({_DAILY_UPSERT_SQL}) {_TYPE_UPSERT_SQL}"
+)
+
+
 def subject_lock_key(subject_id: str) -> int:
     """A signed 64-bit key for ``pg_advisory_xact_lock``, stable across processes."""
     raw = hashlib.sha256(b"aetnaweb-audit:" + subject_id.encode("utf-8")).digest()[:8]
@@ -256,19 +261,24 @@ def _insert_event(cursor: Any, event: _EventInput) -> tuple[AuditEvent, int | No
 def _count_event(cursor: Any, event: _EventInput, row: AuditEvent) -> None:
     """The dashboard's bookkeeping: the subject index and the day's and the type's counters."""
     scope = event.scope
-    cursor.execute(
-        _SUBJECT_UPSERT_SQL,
-        [
-            row.subject_id,
-            scope.tenant,
-            scope.user,
-            scope.project,
-            row.sequence,
-            row.event_hash,
-            row.created_at,
-        ],
-    )
     day = connection.ops.adapt_datefield_value(date.fromisoformat(row.created_at[:10]))
+    subject = [
+        row.subject_id,
+        scope.tenant,
+        scope.user,
+        scope.project,
+        row.sequence,
+        row.event_hash,
+        row.created_at,
+    ]
+    if connection.vendor == "postgresql":
+        # One round trip for the three: data-modifying WITH clauses all run,
+        # once each, whether or not the main statement reads them.
+        cursor.execute(
+            _COUNTERS_UPSERT_PG, [*subject, row.subject_id, day, row.subject_id, row.event_type]
+        )
+        return
+    cursor.execute(_SUBJECT_UPSERT_SQL, subject)
     cursor.execute(_DAILY_UPSERT_SQL, [row.subject_id, day])
     cursor.execute(_TYPE_UPSERT_SQL, [row.subject_id, row.event_type])
 
