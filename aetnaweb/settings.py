@@ -27,7 +27,8 @@ Environment variables:
   ``AETNAWEB_DB_CONN_MAX_AGE_SECONDS``, default 60);
   ``AETNAWEB_DB_POOL_TIMEOUT_SECONDS``: how long a request waits for one (10).
   On SQLite each thread keeps its connection for
-  ``AETNAWEB_DB_CONN_MAX_AGE_SECONDS`` (default 60; ``0``: one per request).
+  ``AETNAWEB_DB_CONN_MAX_AGE_SECONDS`` (default 60 in production, 0 in
+  development: one per request).
 - ``AETNAWEB_SEMANTIC_RECALL``: hybrid recall (full-text + sentence
   embeddings). On by default; ``0`` makes recall purely lexical (no model is
   loaded, no vectors are written).
@@ -261,10 +262,14 @@ def _database() -> dict[str, Any]:
             "init_command": SQLITE_INIT_COMMAND,
             "timeout": 30,
         }
-        # Each thread keeps its connection for a while: opening one costs
-        # ~3.5 ms of CPU in its first request (extension load, pragmas, the
-        # schema and every statement prepared again), a third of a request.
-        config["CONN_MAX_AGE"] = env_int("AETNAWEB_DB_CONN_MAX_AGE_SECONDS", 60)
+        # In production each server thread keeps its connection for a while:
+        # opening one costs ~3.5 ms of CPU in its first request (extension
+        # load, pragmas, the schema and every statement prepared again), a
+        # third of a request. The development server starts a thread per
+        # request, which could never reuse one: there, one per request.
+        config["CONN_MAX_AGE"] = env_int(
+            "AETNAWEB_DB_CONN_MAX_AGE_SECONDS", 60 if PRODUCTION else 0
+        )
         config["CONN_HEALTH_CHECKS"] = True
         # A file, not :memory:, so multi-process tests and the standalone
         # verifiers can open the test database; one per test process so that

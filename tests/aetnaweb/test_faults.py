@@ -282,17 +282,20 @@ def test_postgresql_without_a_pool_keeps_connections(tmp_path):
     assert "pool" not in config["OPTIONS"] and config["CONN_MAX_AGE"] == 60
 
 
-def test_sqlite_threads_keep_their_connection_for_a_minute_unless_told_otherwise(tmp_path):
+def test_sqlite_server_threads_keep_their_connection_for_a_minute_in_production(tmp_path):
     url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
-    config = database_settings(tmp_path, DATABASE_URL=url)
-    assert config["ENGINE"] == "aetnaweb.sqlite_backend"
-    assert config["CONN_MAX_AGE"] == 60 and config["CONN_HEALTH_CHECKS"] is True
-    assert (
-        database_settings(tmp_path, DATABASE_URL=url, AETNAWEB_DB_CONN_MAX_AGE_SECONDS="0")[
-            "CONN_MAX_AGE"
-        ]
-        == 0
-    )
+    production = database_settings(tmp_path, DATABASE_URL=url, AETNAWEB_ENV="production")
+    assert production["ENGINE"] == "aetnaweb.sqlite_backend"
+    assert production["CONN_MAX_AGE"] == 60 and production["CONN_HEALTH_CHECKS"] is True
+    # The development server's thread per request could never reuse one
+    development = database_settings(tmp_path, DATABASE_URL=url, AETNAWEB_ENV="development")
+    assert development["CONN_MAX_AGE"] == 0
+    # And the operator's value wins in both
+    for env in ("production", "development"):
+        chosen = database_settings(
+            tmp_path, DATABASE_URL=url, AETNAWEB_ENV=env, AETNAWEB_DB_CONN_MAX_AGE_SECONDS="5"
+        )
+        assert chosen["CONN_MAX_AGE"] == 5
 
 
 # -- the database file is private ------------------------------------------------------------------
