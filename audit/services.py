@@ -271,16 +271,16 @@ def _count_event(cursor: Any, event: _EventInput, row: AuditEvent) -> None:
         row.event_hash,
         row.created_at,
     ]
+    daily = [row.subject_id, day]
+    by_type = [row.subject_id, row.event_type]
     if connection.vendor == "postgresql":
         # One round trip for the three: data-modifying WITH clauses all run,
         # once each, whether or not the main statement reads them.
-        cursor.execute(
-            _COUNTERS_UPSERT_PG, [*subject, row.subject_id, day, row.subject_id, row.event_type]
-        )
+        cursor.execute(_COUNTERS_UPSERT_PG, [*subject, *daily, *by_type])
         return
     cursor.execute(_SUBJECT_UPSERT_SQL, subject)
-    cursor.execute(_DAILY_UPSERT_SQL, [row.subject_id, day])
-    cursor.execute(_TYPE_UPSERT_SQL, [row.subject_id, row.event_type])
+    cursor.execute(_DAILY_UPSERT_SQL, daily)
+    cursor.execute(_TYPE_UPSERT_SQL, by_type)
 
 
 @storable_text_arguments

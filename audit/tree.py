@@ -20,11 +20,12 @@ before anything else in the append.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from django.db import connection, transaction
 
 from aetnaweb.errors import DomainError
+from aetnaweb.sql import insert_rows
 from audit import merkle
 
 # Any fixed value; it only has to differ from every subject key (which are
@@ -39,10 +40,8 @@ TREE_LOCK_KEY = 0x6165746E61747265  # "aetnatre"
 INTEGRATE_EVERY = 64
 
 _STATE_SQL = "SELECT size, frontier FROM audit_tree_state WHERE id = 1"
-_LEAF_SQL = "INSERT INTO audit_tree_leaf (leaf_index, sequence, leaf_hash) VALUES "
-_NODE_SQL = "INSERT INTO audit_tree_node (node_id, hash) VALUES "
-# Rows per multi-row INSERT: far below both databases' bound on parameters.
-_ROWS_PER_INSERT = 500
+_LEAF_COLUMNS = ("leaf_index", "sequence", "leaf_hash")
+_NODE_COLUMNS = ("node_id", "hash")
 # An upsert: a flushed database (test teardown, a fresh install) has no state
 # row and an empty tree. A state row deleted while leaves remain cannot pass
 # for an empty tree: leaf 0 already exists and the append fails loudly.
@@ -91,16 +90,6 @@ def _extend(
     return leaves, nodes, frontier
 
 
-def _insert_rows(cursor: object, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start : start + _ROWS_PER_INSERT]
-        placeholders = "(" + ", ".join(["%s"] * len(chunk[0])) + ")"
-        cursor.execute(  # type: ignore[attr-defined]
-            sql + ", ".join([placeholders] * len(chunk)),
-            [value for row in chunk for value in row],
-        )
-
-
 def _write_batch(
     cursor: object,
     leaves: list[tuple[int, int, str]],
@@ -110,8 +99,8 @@ def _write_batch(
 ) -> None:
     # Multi-row INSERTs (executemany costs a round trip per row on
     # PostgreSQL: 64 leaves and ~64 nodes a batch), and the state once.
-    _insert_rows(cursor, _LEAF_SQL, leaves)
-    _insert_rows(cursor, _NODE_SQL, nodes)
+    insert_rows(cursor, "audit_tree_leaf", _LEAF_COLUMNS, leaves)
+    insert_rows(cursor, "audit_tree_node", _NODE_COLUMNS, nodes)
     cursor.execute(_SAVE_STATE_SQL, [size, "".join(value.hex() for value in frontier)])  # type: ignore[attr-defined]
 
 

@@ -99,24 +99,23 @@ class QueuedCursor(base.SQLiteCursorWrapper):
 
     queue: DatabaseWrapper | None = None
 
-    def _autocommit_write(self, query: str) -> bool:
-        return (
-            self.queue is not None
-            and not self.connection.in_transaction
-            and query.lstrip()[:7].upper().startswith(_WRITES)
-        )
+    def _turn(self, query: str) -> contextlib.AbstractContextManager[None]:
+        """The queue for one write run outside a transaction; nothing for the rest."""
+        if (
+            self.queue is None
+            or self.connection.in_transaction
+            or not query.lstrip()[:7].upper().startswith(_WRITES)
+        ):
+            return contextlib.nullcontext()
+        return self.queue.statement_in_queue()
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if self.queue is not None and self._autocommit_write(query):
-            with self.queue.statement_in_queue():
-                return super().execute(query, params)
-        return super().execute(query, params)
+        with self._turn(query):
+            return super().execute(query, params)
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        if self.queue is not None and self._autocommit_write(query):
-            with self.queue.statement_in_queue():
-                return super().executemany(query, param_list)
-        return super().executemany(query, param_list)
+        with self._turn(query):
+            return super().executemany(query, param_list)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -128,7 +127,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     # thread per request), so no file descriptor is left behind.
     _queue_closer: weakref.finalize | None = None
     _queue_path = ""
-    _queued = False
+    # The process lock taken with the queue file's, while this connection holds both.
+    _queued_under: threading.Lock | None = None
 
     def _queue_file(self) -> int | None:
         if self._queue_fd is None:
@@ -146,6 +146,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
                         continue  # read-only: SQLite will refuse the write itself
         return None if self._queue_fd == _NO_FILE else self._queue_fd
 
+    @property
+    def _queued(self) -> bool:
+        return self._queued_under is not None
+
     def _enter_queue(self) -> None:
         if self._queued:
             return
@@ -161,19 +165,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         except BaseException:
             process_lock.release()
             raise
-        self._queued = True
+        self._queued_under = process_lock
         _held_here().add(self._queue_path)
 
     def _leave_queue(self) -> None:
-        if not self._queued:
+        process_lock = self._queued_under
+        if process_lock is None:
             return
-        self._queued = False
+        self._queued_under = None
         _held_here().discard(self._queue_path)
         assert self._queue_fd is not None
         try:
             fcntl.flock(self._queue_fd, fcntl.LOCK_UN)
         finally:
-            _process_lock(self._queue_path).release()
+            process_lock.release()
 
     def create_cursor(self, name: str | None = None) -> Any:
         cursor = self.connection.cursor(factory=QueuedCursor)
@@ -235,4 +240,4 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._queue_closer()  # once only, whoever calls it first
             self._queue_closer = None
         self._queue_fd = None
-        self._queued = False
+        self._queued_under = None

@@ -17,6 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from aetnaweb.scopes import Scope
+from aetnaweb.sql import insert_rows
 from audit.models import AuditEvent
 from audit.services import append_event
 from memory import search, selectors
@@ -63,18 +64,12 @@ def _audit(
     )
     named = dict.fromkeys(item for item in (record_id, *mentions) if item)
     if named:
-        # One multi-row INSERT (a recall names up to its limit of records):
-        # executemany costs a round trip per row on PostgreSQL.
-        rows = ", ".join(["(%s, %s, %s, %s)"] * len(named))
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {RecordAuditLink._meta.db_table} "  # noqa: S608  (model metadata and placeholders only)
-                f"(record_id, event_sequence, event_id, event_type) VALUES {rows}",
-                [
-                    value
-                    for item in named
-                    for value in (item, event.sequence, event.event_id, event_type)
-                ],
+            insert_rows(
+                cursor,
+                RecordAuditLink._meta.db_table,
+                ("record_id", "event_sequence", "event_id", "event_type"),
+                [(item, event.sequence, event.event_id, event_type) for item in named],
             )
     return event
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from aetnaweb import sql
 from audit import merkle, tree
 from audit.models import AuditEvent, AuditTreeLeaf, AuditTreeNode, AuditTreeState
 from audit.services import AuditError, append_event
@@ -161,7 +162,7 @@ def test_integration_backfills_events_that_predate_the_log():
 
 def test_a_batch_larger_than_one_insert_is_written_in_several(monkeypatch):
     # Given more pending leaves (and nodes) than one multi-row INSERT takes
-    monkeypatch.setattr(tree, "_ROWS_PER_INSERT", 3)
+    monkeypatch.setattr(sql, "ROWS_PER_INSERT", 3)
     for i in range(10):
         append("acme:alice:proj", payload={"n": i})
     # When they are integrated in one batch
