@@ -562,9 +562,12 @@ def main() -> None:
             setup_django(directory)
             run_dense(sizes, args.samples)
         finally:
-            if dropper is not None:
-                dropper()
-            shutil.rmtree(directory, ignore_errors=True)
+            if args.keep:
+                print(f"kept: {os.environ.get('BENCH_DATABASE_URL') or directory}")
+            else:
+                if dropper is not None:
+                    dropper()
+                shutil.rmtree(directory, ignore_errors=True)
         return
 
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-memory-bench-"))

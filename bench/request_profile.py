@@ -1,6 +1,6 @@
 """Profile of one API request: CPU ms, wall ms and SQL statements for remember and recall.
 
-    .venv/bin/python bench/request_profile.py [--requests 200] [--profile recall|remember]
+    .venv/bin/python bench/request_profile.py [--requests 200] [--profile recall|remember] [--show-sql]
 
 On a temporary SQLite database (``--database-url`` for another one, e.g. a
 throwaway PostgreSQL database), with a token whose limit is counted but never
@@ -101,6 +101,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--records", type=int, default=200, help="records in the recalled scope")
     parser.add_argument("--profile", choices=["recall", "remember"])
+    parser.add_argument(
+        "--show-sql", action="store_true", help="print the statements of one request of each kind"
+    )
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
@@ -163,6 +166,9 @@ def main() -> None:
                 call()
             statements = [q["sql"].lstrip().split(" ", 1)[0].upper() for q in captured]
             writes = sum(1 for verb in statements if verb.startswith(WRITE_VERBS))
+            if args.show_sql:
+                for query in captured:
+                    print(f"    {name} {float(query['time']) * 1000:6.2f} ms  {query['sql'][:150]}")
             walls: list[float] = []
             held.spans.clear()
             held.cpu_spans.clear()

@@ -19,14 +19,16 @@ A write outside any transaction (an autocommit ``INSERT``/``UPDATE``/
 ``DELETE``, such as the rate limit's counter) takes its turn in the same
 queue for that one statement.
 
-Checkpoints run after the queue is released. SQLite's own automatic
-checkpoint runs inside the COMMIT that crosses its threshold, and copying the
-WAL back into the database ends in an fsync that can take hundreds of
-milliseconds while the disk is busy; inside the queue, every other writer
-waited for it. Here each process checkpoints (``PRAGMA
-wal_checkpoint(PASSIVE)``: never waits for readers or writers) after every
-:data:`CHECKPOINT_EVERY` commits, once its place in the queue is given up.
-SQLite's automatic checkpoint stays on as a backstop at a higher threshold
+Checkpoints run outside the queue and outside the request. SQLite's own
+automatic checkpoint runs inside the COMMIT that crosses its threshold, and
+copying the WAL back into the database ends in an fsync that can take
+hundreds of milliseconds while the disk is busy; inside the queue, every
+other writer waited for it, and the request that committed waited too. Here
+every :data:`CHECKPOINT_EVERY` commits a process wakes its checkpoint thread
+(one per database file, :class:`_Checkpointer`), which runs ``PRAGMA
+wal_checkpoint(PASSIVE)`` (never waits for readers or writers) on a
+connection of its own while the committing thread goes on. SQLite's
+automatic checkpoint stays on as a backstop at a higher threshold
 (``wal_autocheckpoint`` in settings.py), for writers that do not commit
 through this backend.
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import threading
 import weakref
@@ -51,16 +54,77 @@ from typing import Any
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
+logger = logging.getLogger(__name__)
 _NO_FILE = -1
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 # Commits between two checkpoints in one process: ~30 WAL pages a remember,
 # so a checkpoint copies about SQLite's own default of 1,000 pages.
 CHECKPOINT_EVERY = 32
 _commits = 0
+# A checkpoint thread with nothing to do for this long ends (a new one starts when needed).
+IDLE_SECONDS = 60.0
 _locks_guard = threading.Lock()
 _process_locks: dict[str, threading.Lock] = {}  # queue file path -> this process's queue
 _holding = threading.local()  # .paths: the queue files this thread holds
 _opened: weakref.WeakSet[DatabaseWrapper] = weakref.WeakSet()
+
+
+class _Checkpointer:
+    """A daemon thread that checkpoints one database file's WAL whenever it is asked to.
+
+    Requests made while a checkpoint runs fold into one more run. Each run
+    opens a connection of its own and closes it (no file stays open between
+    runs, and nothing is shared with the request threads' connections); a
+    failure is logged and waits for the next request. The thread ends after
+    :data:`IDLE_SECONDS` without a request.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.runs = 0  # finished checkpoints (read by the tests)
+        self._due = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def request(self) -> None:
+        with self._guard:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"sqlite checkpoint {self.database}", daemon=True
+                )
+                self._thread.start()
+            self._due.set()
+
+    def checkpoint(self) -> None:
+        import sqlite3  # the current build that aetnaweb.sqlite.install() routed, as Django's
+
+        conn = sqlite3.connect(self.database, timeout=0, isolation_level=None)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            conn.close()
+
+    def _run(self) -> None:
+        while True:
+            if not self._due.wait(IDLE_SECONDS):
+                with self._guard:
+                    if not self._due.is_set():  # idle: the next request starts a new thread
+                        self._thread = None
+                        return
+            self._due.clear()
+            try:
+                self.checkpoint()
+            except Exception:
+                logger.warning("WAL checkpoint of %s failed", self.database, exc_info=True)
+            self.runs += 1
+
+
+_checkpointers: dict[str, _Checkpointer] = {}  # database file -> its checkpoint thread
+
+
+def _checkpointer(database: str) -> _Checkpointer:
+    with _locks_guard:
+        return _checkpointers.setdefault(database, _Checkpointer(database))
 
 
 def _process_lock(path: str) -> threading.Lock:
@@ -85,6 +149,7 @@ def _reset_after_fork() -> None:
     global _locks_guard, _holding
     _locks_guard = threading.Lock()
     _process_locks.clear()
+    _checkpointers.clear()  # their threads were not forked
     _holding = threading.local()
     for wrapper in list(_opened):
         wrapper._close_queue_file()
@@ -201,8 +266,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return
         # PASSIVE never waits, never fails for being busy: what another
         # checkpoint or a reader keeps from this one waits for the next.
-        with self.wrap_database_errors:
-            self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        _checkpointer(os.path.abspath(os.fspath(self.settings_dict["NAME"]))).request()
 
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -101,6 +102,10 @@ def test_gunicorn_serves_the_app_with_production_settings(tmp_path):
     # And the embedding model was loaded once, in the arbiter, before any worker forked
     assert output.count("embedding model") == 1
     assert output.index("embedding model") < output.index("Booting worker")
+    # And what the arbiter loaded was frozen out of the garbage collector's walks before the fork
+    frozen = re.search(r"garbage collector: (\d+) startup objects frozen", output)
+    assert frozen and int(frozen.group(1)) > 10_000
+    assert output.index("startup objects frozen") < output.index("Booting worker")
 
 
 def test_the_config_pins_numeric_threads_before_numpy_and_sizes_workers_to_the_cores():

@@ -267,7 +267,10 @@ def test_a_folder_the_process_may_not_write_leaves_writes_to_sqlite(tmp_path):
 
 
 def test_a_forked_child_does_not_inherit_the_queue_held(database):
-    # Given a parent inside a write transaction
+    from aetnaweb.sqlite_backend import base as backend
+
+    # Given a parent inside a write transaction, with a checkpoint thread's record
+    backend._checkpointer(str(database))
     conn = wrapper(database)
     with conn_atomic(conn):
         with conn.cursor() as cursor:
@@ -276,7 +279,8 @@ def test_a_forked_child_does_not_inherit_the_queue_held(database):
         pid = os.fork()
         if pid == 0:  # the child: its copy of the connection's queue state is reset
             try:
-                ok = not conn._queued and conn._queue_fd is None
+                # (and of the checkpoint threads, which were not forked)
+                ok = not conn._queued and conn._queue_fd is None and not backend._checkpointers
                 os.write(write, b"1" if ok else b"0")
             finally:
                 os._exit(0)
@@ -327,36 +331,107 @@ def test_reads_outside_a_transaction_never_touch_the_queue(database):
         conn.close()
 
 
-def test_checkpoints_run_every_so_many_commits_after_the_queue_is_released(database, monkeypatch):
+def wait_for(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_checkpoints_run_every_so_many_commits_on_their_own_thread_outside_the_queue(
+    database, monkeypatch
+):
     from aetnaweb.sqlite_backend import base as backend
 
     monkeypatch.setattr(backend, "CHECKPOINT_EVERY", 4)
     monkeypatch.setattr(backend, "_commits", 0)
+    monkeypatch.setattr(backend, "_checkpointers", {})
+    seen: list[tuple[str, bool]] = []
+    original = backend._Checkpointer.checkpoint
+
+    def traced(self) -> None:
+        probe = os.open(f"{database}-writers", os.O_RDONLY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(probe, fcntl.LOCK_UN)
+            queue_free = True
+        except BlockingIOError:
+            queue_free = False
+        finally:
+            os.close(probe)
+        seen.append((threading.current_thread().name, queue_free))
+        original(self)
+
+    monkeypatch.setattr(backend._Checkpointer, "checkpoint", traced)
     conn = wrapper(database)
-    conn.ensure_connection()
-    queue_free_at_checkpoint: list[bool] = []
-
-    def traced(statement: str) -> None:
-        if "wal_checkpoint" in statement:
-            probe = os.open(f"{database}-writers", os.O_RDONLY)
-            try:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(probe, fcntl.LOCK_UN)
-                queue_free_at_checkpoint.append(True)
-            except BlockingIOError:
-                queue_free_at_checkpoint.append(False)
-            finally:
-                os.close(probe)
-
-    conn.connection.set_trace_callback(traced)
     try:
-        # When 8 transactions commit
-        for n in range(8):
+        # When 4 transactions commit
+        for n in range(4):
             with conn_atomic(conn), conn.cursor() as cursor:
                 cursor.execute("INSERT INTO note VALUES (%s, 0)", [n])
-        # Then two checkpoints ran, each after this writer left the queue
-        assert queue_free_at_checkpoint == [True, True]
+        # Then one checkpoint runs, on the database's checkpoint thread, with the queue free
+        checkpointer = backend._checkpointers[str(database)]
+        wait_for(lambda: checkpointer.runs == 1)
+        assert seen == [(f"sqlite checkpoint {database}", True)]
+        # And it copied the whole WAL back into the database
+        with conn.cursor() as cursor:
+            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            busy, frames, copied = cursor.fetchone()
+        assert busy == 0 and frames == copied > 0
+        # And 3 more commits ask for none, the 4th for one more
+        for n in range(3):
+            with conn_atomic(conn), conn.cursor() as cursor:
+                cursor.execute("INSERT INTO note VALUES (%s, 0)", [n])
+        time.sleep(0.1)
+        assert checkpointer.runs == 1
+        with conn_atomic(conn), conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (9, 0)")
+        wait_for(lambda: checkpointer.runs == 2)
     finally:
+        conn.close()
+
+
+def test_a_slow_checkpoint_delays_no_commit_and_a_failed_one_is_logged(
+    database, monkeypatch, caplog
+):
+    from aetnaweb.sqlite_backend import base as backend
+
+    monkeypatch.setattr(backend, "CHECKPOINT_EVERY", 1)
+    monkeypatch.setattr(backend, "_commits", 0)
+    monkeypatch.setattr(backend, "_checkpointers", {})
+    release = threading.Event()
+    calls: list[int] = []
+
+    def stuck(self) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(10)  # a checkpoint stuck on a busy disk
+            return
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(backend._Checkpointer, "checkpoint", stuck)
+    conn = wrapper(database)
+    try:
+        # Given a checkpoint that hangs
+        with conn_atomic(conn), conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (0, 0)")
+        wait_for(lambda: calls == [1])
+        # When 20 more transactions commit, each asking for a checkpoint
+        started = time.monotonic()
+        for n in range(20):
+            with conn_atomic(conn), conn.cursor() as cursor:
+                cursor.execute("INSERT INTO note VALUES (%s, 0)", [n])
+        # Then none of them waited for it, and their asks fold into one more run
+        assert time.monotonic() - started < 5
+        assert calls == [1]
+        release.set()
+        checkpointer = backend._checkpointers[str(database)]
+        wait_for(lambda: checkpointer.runs == 2)
+        assert calls == [1, 1]
+        # And the failed run is logged, not raised
+        assert "WAL checkpoint of" in caplog.text and "disk gone" in caplog.text
+    finally:
+        release.set()
         conn.close()
 
 
@@ -392,3 +467,27 @@ def test_closing_a_connection_closes_its_queue_file(database):
         cursor.execute("INSERT INTO note VALUES (2, 0)")
     assert queue_files_open(database) == 1
     conn.close()
+
+
+def test_an_idle_checkpoint_thread_ends_and_a_new_one_starts_when_needed(database, monkeypatch):
+    from aetnaweb.sqlite_backend import base as backend
+
+    monkeypatch.setattr(backend, "CHECKPOINT_EVERY", 1)
+    monkeypatch.setattr(backend, "_commits", 0)
+    monkeypatch.setattr(backend, "_checkpointers", {})
+    monkeypatch.setattr(backend, "IDLE_SECONDS", 0.05)
+    conn = wrapper(database)
+    try:
+        with conn_atomic(conn), conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (1, 0)")
+        checkpointer = backend._checkpointers[str(database)]
+        wait_for(lambda: checkpointer.runs == 1)
+        # When it has nothing to do for longer than IDLE_SECONDS, its thread ends
+        wait_for(lambda: checkpointer._thread is None)
+        assert not any(t.name == f"sqlite checkpoint {database}" for t in threading.enumerate())
+        # And the next commit starts a new one, which checkpoints
+        with conn_atomic(conn), conn.cursor() as cursor:
+            cursor.execute("INSERT INTO note VALUES (2, 0)")
+        wait_for(lambda: checkpointer.runs == 2)
+    finally:
+        conn.close()
