@@ -184,6 +184,28 @@ def _sqlite_table_exists() -> bool:
     return _sqlite_table_sql(connection) is not None
 
 
+CHUNKS_INDEX = f"{TABLE}_chunks_partitions"
+
+
+def index_chunk_partitions(cursor: Any) -> None:
+    """SQLite: index vec0's chunk table on its partition keys (nothing without a vec0 table).
+
+    For each partition a KNN reads (one visible scope, or one cell of a split
+    scope), vec0 looks up that partition's chunks with an equality on every
+    partition key of its ``_chunks`` shadow table, which has no index: each
+    lookup read the whole table (0.29 ms for an empty cell at a million
+    vectors, 2,000 chunks; 42 cells made 12 ms of a 26 ms KNN). With this
+    index it is a B-tree lookup (0.06 ms). SQLite keeps the index in step as
+    vec0 adds chunks, and drops it with the table.
+    """
+    cursor.execute("SELECT name FROM pragma_table_info(%s)", [f"{TABLE}_chunks"])
+    keys = [name for (name,) in cursor.fetchall() if str(name).startswith("partition")]
+    if keys:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {CHUNKS_INDEX} ON {TABLE}_chunks ({', '.join(keys)})"
+        )
+
+
 def create_table(schema_editor: Any) -> bool:
     """Create the vector table if this database can hold one (used by the migration).
 
@@ -199,6 +221,7 @@ def create_table(schema_editor: Any) -> bool:
             cursor.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0({_SQLITE_COLUMNS})"
             )
+            index_chunk_partitions(cursor)
             vector_cells.create_table(cursor)
             return True
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
@@ -273,6 +296,7 @@ def _relayout(conn: Any, columns: str, insert: str, select: str) -> None:
         )
         cursor.execute(f"DROP TABLE {TABLE}")
         cursor.execute(f"CREATE VIRTUAL TABLE {TABLE} USING vec0({columns})")
+        index_chunk_partitions(cursor)
         cursor.execute(f"INSERT INTO {TABLE}({insert}) SELECT {select} FROM {staging}")  # noqa: S608  (constant tables)
         cursor.execute(f"DROP TABLE {staging}")
 

@@ -88,6 +88,12 @@ def test_the_migration_converts_both_ways_keeping_every_vector(clean_index):
         vectors.cell_table(editor)
     # Then every vector is still there, in cell 0, and search answers exactly as before
     assert "coarse bit" in _table_sql() and "cell integer" in _table_sql()
+    with connection.cursor() as cursor:  # and the rebuilt table's chunks are indexed again
+        cursor.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s",
+            [vectors.CHUNKS_INDEX],
+        )
+        assert "partition00, partition01, partition02" in cursor.fetchone()[0]
     assert vectors.indexed_pks(pks) == set(pks)
     assert vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=5) == before
 
@@ -115,6 +121,40 @@ def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_
     with open(path, "rb") as handle:
         data = handle.read()
     assert vector not in data and coarse not in data
+
+
+def _chunk_lookups_of_a_search(query: str, scopes: list[str]) -> list[str]:
+    """The statements sqlite-vec runs on its chunk table while answering one search."""
+    seen: list[str] = []
+    connection.ensure_connection()
+    connection.connection.set_trace_callback(seen.append)
+    try:
+        vectors.search(visible_scopes=scopes, query=query, limit=5)
+    finally:
+        connection.connection.set_trace_callback(None)
+    # The extension's own statements are traced as comments ("-- select ...").
+    return [
+        statement.removeprefix("-- ")
+        for statement in seen
+        if statement.startswith("-- ") and f"{vectors.TABLE}_chunks" in statement
+    ]
+
+
+@sqlite_only
+@pytest.mark.django_db
+def test_a_search_finds_each_partitions_chunks_through_an_index_not_a_scan():
+    # Given indexed records in two scopes
+    services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
+    services.remember(principal=SYSTEM, scope="acme:bob:*", text="I avoid pork.", force=True)
+    # When a search reads the visible scopes' partitions
+    lookups = _chunk_lookups_of_a_search("Am I vegetarian?", [ALICE, "acme:*:*"])
+    # Then every lookup of a partition's chunks is answered by the partition index
+    assert lookups
+    with connection.cursor() as cursor:
+        for statement in lookups:
+            cursor.execute(f"EXPLAIN QUERY PLAN {statement}", [None] * statement.count("?"))
+            plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+            assert f"USING INDEX {vectors.CHUNKS_INDEX}" in plan, (statement, plan)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector plan")
