@@ -17,6 +17,10 @@ databases) on a fresh PostgreSQL database dropped afterwards. Seeded records
 get real full-text rows and real embeddings: 1,000 distinct template texts are
 embedded and their vectors reused cyclically (a KNN scan costs the same
 whatever the vectors hold); every timed remember and recall embeds for real.
+``--distinct N`` embeds N distinct texts instead (``--distinct 100000 --sizes
+100000``: every vector its own, about 3 ms each to embed); then, once the
+scope is split into cells, it also prints the search's recall@5 against an
+exact search of every vector, the figure to read when tuning the cells.
 It also prints the embedding cost per text on its own. The issue's runs::
 
     .venv/bin/python bench/memory_scale.py --dense --sizes 10000,100000,1000000
@@ -476,6 +480,49 @@ def cell_overlap(seeded: int, queries: int = 40) -> float:
     return found / total if total else 1.0
 
 
+def exact_recall_at_5(seeded: int, queries: int = 40) -> float:
+    """Share of the true 5 nearest records (exact cosine over every vector of the scope) a search finds.
+
+    The ground truth reads every float vector of the scope into NumPy: a
+    benchmark's yardstick, not a search path. Meaningful only when the
+    scope's vectors are distinct (``--distinct`` at least the size): with
+    repeated vectors the true top five is a tie among copies.
+    """
+    import numpy as np
+    from django.db import connection
+
+    from memory import embeddings, vectors
+    from memory.services import scoring
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT record_pk, embedding FROM {vectors.TABLE} WHERE scope = %s",
+            [DENSE_SCOPE],
+        )
+        rows = cursor.fetchall()
+    pks = np.array([pk for pk, _ in rows])
+    matrix = np.frombuffer(b"".join(bytes(blob) for _, blob in rows), dtype="<f4").reshape(
+        len(rows), -1
+    )
+    rng = random.Random(13)
+    found = 0
+    for n in range(queries):
+        j = rng.randrange(seeded)
+        query = (
+            f"what is the budget of project {j}?"
+            if n % 2
+            else f"which project is called falcon{j}?"
+        )
+        vector = np.frombuffer(embeddings.embed(query) or b"", dtype="<f4")
+        truth = set(pks[np.argsort(-(matrix @ vector), kind="stable")[:5]].tolist())
+        # As recall asks: SEMANTIC_CANDIDATES candidates, of which the best five count here.
+        hits = vectors.search(
+            visible_scopes=[DENSE_SCOPE], query=query, limit=scoring.SEMANTIC_CANDIDATES
+        )
+        found += len(truth & {hit.pk for hit in hits[:5]})
+    return found / (5 * queries)
+
+
 def embedding_cost(samples: int = 200) -> tuple[float, float]:
     from memory import embeddings
 
@@ -519,10 +566,15 @@ def run_dense(sizes: list[int], samples: int) -> None:
         trained = vectors.train_cells(DENSE_SCOPE)
         if trained:
             overlap = cell_overlap(size)
+            exact = (
+                f"; recall@5 against an exact search: {exact_recall_at_5(size):.3f}"
+                if size <= DENSE_DISTINCT_VECTORS
+                else ""
+            )
             print(
                 f"   split into {trained[0].cells} cells in {time.perf_counter() - started:.1f} s "
                 f"({trained[0].refiled:,} vectors refiled); top-5 overlap with reading "
-                f"every cell: {overlap:.3f}",
+                f"every cell: {overlap:.3f}{exact}",
                 flush=True,
             )
         figures = measure_dense(samples, 20_000_000 + size, size)
@@ -537,6 +589,7 @@ def run_dense(sizes: list[int], samples: int) -> None:
 
 
 def main() -> None:
+    global DENSE_DISTINCT_VECTORS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--samples", type=int, default=300)
@@ -549,11 +602,18 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its path)")
     parser.add_argument("--dense", action="store_true", help="the dense-scope case (see above)")
     parser.add_argument(
+        "--distinct",
+        type=int,
+        default=DENSE_DISTINCT_VECTORS,
+        help="dense case: distinct texts embedded for the seeded vectors (see above)",
+    )
+    parser.add_argument(
         "--postgres", help="dense case on PostgreSQL: a server URL (postgres://...)"
     )
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.sizes.split(","))
     if args.dense:
+        DENSE_DISTINCT_VECTORS = max(1, args.distinct)
         directory = Path(tempfile.mkdtemp(prefix="aetnaweb-dense-bench-"))
         dropper = None
         try:

@@ -36,6 +36,7 @@ here quietly does nothing and :func:`status` says why; recall stays lexical.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import struct
 import threading
@@ -605,18 +606,26 @@ def search(
             # nearest the query are read (memory/vector_cells.py), one KNN
             # per group of partitions. vec0 answers k rows per (scope, cell)
             # partition named, so the best ``k * COARSE_FACTOR`` of them all
-            # are taken before the exact re-rank.
+            # are taken before the exact re-rank; the cells further from the
+            # query are asked for fewer (vector_cells.FAR_FACTOR), never
+            # fewer than the k wanted.
             coarse_k = min(MAX_K, k * COARSE_FACTOR)
+            far_k = max(k, min(coarse_k, math.ceil(coarse_k * vector_cells.FAR_FACTOR)))
             branches: list[str] = []
             params: list[Any] = []
-            for scopes, cells in vector_cells.plan(cursor, visible_scopes, vector):
+            for branch in vector_cells.plan(cursor, visible_scopes, vector):
                 branches.append(
                     f"SELECT record_pk, distance FROM {TABLE} "  # noqa: S608  (placeholders only)
                     "WHERE coarse MATCH vec_quantize_binary(%s) AND k = %s "
-                    f"AND scope IN ({', '.join(['%s'] * len(scopes))}) "
-                    f"AND cell IN ({', '.join(['%s'] * len(cells))}) AND status = 'active'"
+                    f"AND scope IN ({', '.join(['%s'] * len(branch.scopes))}) "
+                    f"AND cell IN ({', '.join(['%s'] * len(branch.cells))}) AND status = 'active'"
                 )
-                params += [vector, coarse_k, *scopes, *cells]
+                params += [
+                    vector,
+                    coarse_k if branch.near else far_k,
+                    *branch.scopes,
+                    *branch.cells,
+                ]
             cursor.execute(
                 f"WITH knn AS MATERIALIZED ({' UNION ALL '.join(branches)}), "  # noqa: S608  (placeholders only)
                 "best AS MATERIALIZED (SELECT record_pk FROM knn "

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import timedelta
 
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from aetnaweb.access import SYSTEM
@@ -98,10 +101,14 @@ def test_a_split_scope_files_every_vector_in_a_cell_and_still_finds_the_meaning(
         plan = vector_cells.plan(
             cursor, [ALICE, "acme:*:*"], vectors.embeddings.embed(QUESTION) or b""
         )
-    assert plan[0] == (["acme:*:*"], [0])
-    [(scopes, probed)] = plan[1:]
-    assert scopes == [ALICE] and probed[0] == 0
-    assert len(probed) - 1 == vector_cells.probe_count(trained.cells) < trained.cells
+    assert plan[0] == vector_cells.Branch(["acme:*:*"], [0], near=True)
+    near, far = plan[1:]
+    assert near.scopes == far.scopes == [ALICE] and near.near and not far.near
+    # (cell 0 and the nearest quarter of the probed cells near, the rest far; none twice)
+    probed = near.cells[1:] + far.cells
+    assert near.cells[0] == 0 and len(set(probed)) == len(probed)
+    assert len(probed) == vector_cells.probe_count(trained.cells) < trained.cells
+    assert len(near.cells) - 1 == math.ceil(vector_cells.NEAR_SHARE * len(probed))
     hits = vectors.search(visible_scopes=[ALICE, "acme:*:*"], query=QUESTION, limit=5)
     assert hits[0].pk == _pk(beef)
     # and it is no longer due (until it grows RETRAIN_GROWTH times)
@@ -273,3 +280,24 @@ def test_kmeans_drops_clusters_too_small_to_stand_for_many_records(monkeypatch):
     for stray in data[-3:]:
         unit = stray / np.linalg.norm(stray)
         assert float(np.max(centroids @ unit)) < 0.99
+
+
+def test_the_far_cells_are_asked_for_fewer_candidates_than_the_near_ones(small_cells, monkeypatch):
+    # Given a split scope, and vec0's k per branch recorded from the statements sent
+    monkeypatch.setattr(vector_cells, "CHECK_EVERY", 10**9)
+    _fill(ALICE, 260)
+    vectors.train_cells(ALICE)
+    with CaptureQueriesContext(connection) as captured:
+        vectors.search(visible_scopes=[ALICE], query=QUESTION, limit=5)
+    knn = next(q["sql"] for q in captured if "coarse MATCH" in q["sql"])
+    # When a search for 5 reads it (coarse window 5 x COARSE_FACTOR = 15)
+    ks = [int(k) for k in re.findall(r"AND k = (\d+)", knn)]
+    # Then the near branch asks for the whole window and the far one for a third of it,
+    # never fewer than the 5 wanted
+    assert ks == [15, 5]
+    # And with the far share of the window at 1, every branch asks for the whole window
+    monkeypatch.setattr(vector_cells, "FAR_FACTOR", 1.0)
+    with CaptureQueriesContext(connection) as captured:
+        vectors.search(visible_scopes=[ALICE], query=QUESTION, limit=5)
+    knn = next(q["sql"] for q in captured if "coarse MATCH" in q["sql"])
+    assert [int(k) for k in re.findall(r"AND k = (\d+)", knn)] == [15, 15]
