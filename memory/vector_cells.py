@@ -60,12 +60,12 @@ MIN_CELLS, MAX_CELLS = 16, 1_024
 PROBE_FACTOR = 1.6
 MIN_PROBE = 8
 # Of the cells probed in a split scope, the NEAR_SHARE nearest (at least one)
-# are asked for a search's whole coarse window; the others, further from the
-# query, for FAR_FACTOR of it. vec0 picks a partition's k best by k passes
-# over each chunk, so its cost grows with k times the vectors read (at a
-# million, 42 cells: 5.3 ms at k = 1, 15.8 ms at 36).
-NEAR_SHARE = 0.25
-FAR_FACTOR = 1 / 3
+# are read first, with cell 0; the others, further from the query, only for
+# vectors no further than the worst of the window the near ones filled
+# (memory.vectors._knn_sqlite). vec0 picks a partition's k best by k passes
+# over each chunk, so reading every cell for the whole window cost k times
+# the vectors read (at a million, 42 cells: 5.3 ms at k = 1, 15.8 at 36).
+NEAR_SHARE = 0.1
 # Training vectors: SAMPLE_PER_CELL per wanted cell (so a cell is not dropped
 # for want of sample members), from SAMPLE up to MAX_SAMPLE.
 SAMPLE = 25_000

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from datetime import timedelta
 
 import numpy as np
@@ -104,7 +103,7 @@ def test_a_split_scope_files_every_vector_in_a_cell_and_still_finds_the_meaning(
     assert plan[0] == vector_cells.Branch(["acme:*:*"], [0], near=True)
     near, far = plan[1:]
     assert near.scopes == far.scopes == [ALICE] and near.near and not far.near
-    # (cell 0 and the nearest quarter of the probed cells near, the rest far; none twice)
+    # (cell 0 and the nearest tenth of the probed cells near, the rest far; none twice)
     probed = near.cells[1:] + far.cells
     assert near.cells[0] == 0 and len(set(probed)) == len(probed)
     assert len(probed) == vector_cells.probe_count(trained.cells) < trained.cells
@@ -282,22 +281,27 @@ def test_kmeans_drops_clusters_too_small_to_stand_for_many_records(monkeypatch):
         assert float(np.max(centroids @ unit)) < 0.99
 
 
-def test_the_far_cells_are_asked_for_fewer_candidates_than_the_near_ones(small_cells, monkeypatch):
-    # Given a split scope, and vec0's k per branch recorded from the statements sent
+def test_the_far_cells_are_read_under_the_near_windows_bound_and_the_answer_is_unchanged(
+    small_cells, monkeypatch
+):
+    # Given a split scope
     monkeypatch.setattr(vector_cells, "CHECK_EVERY", 10**9)
     _fill(ALICE, 260)
+    services.remember(principal=SYSTEM, scope=ALICE, text=BEEF)
     vectors.train_cells(ALICE)
-    with CaptureQueriesContext(connection) as captured:
-        vectors.search(visible_scopes=[ALICE], query=QUESTION, limit=5)
-    knn = next(q["sql"] for q in captured if "coarse MATCH" in q["sql"])
-    # When a search for 5 reads it (coarse window 5 x COARSE_FACTOR = 15)
-    ks = [int(k) for k in re.findall(r"AND k = (\d+)", knn)]
-    # Then the near branch asks for the whole window and the far one for a third of it,
-    # never fewer than the 5 wanted
-    assert ks == [15, 5]
-    # And with the far share of the window at 1, every branch asks for the whole window
-    monkeypatch.setattr(vector_cells, "FAR_FACTOR", 1.0)
-    with CaptureQueriesContext(connection) as captured:
-        vectors.search(visible_scopes=[ALICE], query=QUESTION, limit=5)
-    knn = next(q["sql"] for q in captured if "coarse MATCH" in q["sql"])
-    assert [int(k) for k in re.findall(r"AND k = (\d+)", knn)] == [15, 15]
+    questions = [QUESTION] + [f"What is the budget of project {n}?" for n in range(0, 260, 37)]
+    near_share = vector_cells.NEAR_SHARE
+    for question in questions:
+        # When it is searched (the near cells first, then the far ones under a bound)
+        with CaptureQueriesContext(connection) as captured:
+            hits = vectors.search(visible_scopes=[ALICE, "acme:*:*"], query=question, limit=5)
+        knn = [q["sql"] for q in captured if "coarse MATCH" in q["sql"]]
+        # Then the far cells are read only for vectors within the near window's worst distance
+        assert len(knn) == 2 and "distance <=" not in knn[0] and "AND distance <= " in knn[1]
+        # And the hits are exactly those of reading every probed cell for the whole window
+        monkeypatch.setattr(vector_cells, "NEAR_SHARE", 1.0)
+        with CaptureQueriesContext(connection) as captured:
+            every = vectors.search(visible_scopes=[ALICE, "acme:*:*"], query=question, limit=5)
+        assert len([q for q in captured if "coarse MATCH" in q["sql"]]) == 1
+        assert hits == every and len(hits) == 5
+        monkeypatch.setattr(vector_cells, "NEAR_SHARE", near_share)
