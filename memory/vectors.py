@@ -688,8 +688,8 @@ def _knn_sqlite(
     read first; once they fill the window, its worst distance bounds the far
     cells: a far vector further than that could not enter the window, so
     the far KNN drops it before picking. The candidates are exactly those of
-    reading every probed cell for the whole window, for about a third of the
-    cost at a million vectors.
+    reading every probed cell for the whole window, for less than half the
+    cost at a million vectors (docs/memory-engine-notes.md).
     """
     coarse_k = min(MAX_K, k * COARSE_FACTOR)
     branches = vector_cells.plan(cursor, visible_scopes, vector)

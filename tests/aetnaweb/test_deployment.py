@@ -123,3 +123,27 @@ def test_startup_objects_are_frozen_out_of_the_collectors_walks():
         assert gc.collect() >= 1
     finally:
         gc.unfreeze()
+
+
+def test_workers_hand_the_gil_over_every_millisecond_unless_told_otherwise(monkeypatch):
+    import importlib
+    import sys
+
+    before = sys.getswitchinterval()
+    try:
+        # Given the default configuration, a forked worker switches threads every 1 ms
+        conf = importlib.reload(gunicorn_conf)
+        conf.post_fork(None, None)
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+        # And the operator's value wins
+        monkeypatch.setenv("GUNICORN_SWITCH_INTERVAL_MS", "5")
+        importlib.reload(gunicorn_conf).post_fork(None, None)
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+        # And a value that is not a whole number of milliseconds stops startup with one line
+        monkeypatch.setenv("GUNICORN_SWITCH_INTERVAL_MS", "0.5")
+        with pytest.raises(SystemExit, match="GUNICORN_SWITCH_INTERVAL_MS must be a whole number"):
+            importlib.reload(gunicorn_conf)
+    finally:
+        monkeypatch.delenv("GUNICORN_SWITCH_INTERVAL_MS", raising=False)
+        importlib.reload(gunicorn_conf)
+        sys.setswitchinterval(before)
