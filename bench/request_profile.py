@@ -180,9 +180,11 @@ def main() -> None:
                     walls.append((time.perf_counter() - start) * 1000)
             cpu_ms = (time.process_time() - cpu_start) * 1000 / args.requests
             walls.sort()
+            spans = sorted(held.spans) or [0.0]
             lock = (
                 f"  write lock held {sum(held.spans) / args.requests:6.2f} ms/req"
-                f" ({sum(held.cpu_spans) / args.requests:5.2f} ms CPU)"
+                f" ({sum(held.cpu_spans) / args.requests:5.2f} ms CPU;"
+                f" longest hold p99 {spans[int(0.99 * (len(spans) - 1))]:.1f}, max {spans[-1]:.1f} ms)"
                 if connection.vendor == "sqlite"
                 else ""
             )
