@@ -102,15 +102,20 @@ _INSERT_SQL = (
     f" VALUES ({', '.join(['%s'] * len(_INSERT_COLUMNS))}) RETURNING sequence"
 )
 # ON CONFLICT ... DO UPDATE reads the same on SQLite (3.24+) and PostgreSQL.
-# No race on the conflict: the subject lock is already held.
-_SUBJECT_UPSERT_SQL = (
-    "INSERT INTO audit_subject"
-    ' (subject_id, tenant, "user", project, event_count, head_sequence, head_hash, last_event_at)'
-    " VALUES (%s, %s, %s, %s, 1, %s, %s, %s)"
+# No race on the conflict: the subject lock is already held. The new head's
+# sequence is the last value (PostgreSQL takes it from the event's RETURNING).
+_SUBJECT_COLUMNS = (
+    ' (subject_id, tenant, "user", project, head_hash, last_event_at, event_count, head_sequence)'
+)
+_SUBJECT_ON_CONFLICT = (
     " ON CONFLICT (subject_id) DO UPDATE SET"
     " event_count = audit_subject.event_count + 1,"
     " head_sequence = excluded.head_sequence, head_hash = excluded.head_hash,"
     " last_event_at = excluded.last_event_at"
+)
+_SUBJECT_UPSERT_SQL = (
+    f"INSERT INTO audit_subject{_SUBJECT_COLUMNS}"  # noqa: S608  (constant SQL)
+    f" VALUES (%s, %s, %s, %s, %s, %s, 1, %s){_SUBJECT_ON_CONFLICT}"
 )
 _DAILY_UPSERT_SQL = (
     "INSERT INTO audit_daily_count (subject_id, day, event_count)"
@@ -126,9 +131,15 @@ _TYPE_UPSERT_SQL = (
     " event_count = audit_type_count.event_count + 1"
 )
 
-
-_COUNTERS_UPSERT_PG = (
-    f"WITH subject AS ({_SUBJECT_UPSERT_SQL}), daily AS ({_DAILY_UPSERT_SQL}) {_TYPE_UPSERT_SQL}"
+# PostgreSQL: the event and its three counters in one round trip.
+# Data-modifying WITH clauses all run, once each, whether or not the main
+# statement reads them; a failure of any one fails the whole statement.
+_APPEND_PG = (
+    f"WITH event AS ({_INSERT_SQL}),"  # noqa: S608  (constant SQL)
+    f" subject AS (INSERT INTO audit_subject{_SUBJECT_COLUMNS}"
+    f" SELECT %s, %s, %s, %s, %s, %s, 1, sequence FROM event{_SUBJECT_ON_CONFLICT}),"
+    f" daily AS ({_DAILY_UPSERT_SQL}), by_type AS ({_TYPE_UPSERT_SQL})"
+    " SELECT sequence FROM event"
 )
 
 
@@ -231,10 +242,12 @@ def _checked_input(
 
 
 def _insert_event(cursor: Any, event: _EventInput) -> tuple[AuditEvent, int | None]:
-    """Chain the event onto its subject's head and insert it; (the row, the newest leaf's sequence).
+    """Chain the event onto its subject's head, insert it and count it; (the row, the newest leaf's sequence).
 
     Raw SQL on the hot path: the ORM's query building cost more than the
-    database work (audit append is on every memory write).
+    database work (audit append is on every memory write). Counting is the
+    dashboard's bookkeeping: the subject index and the day's and the type's
+    counters.
     """
     cursor.execute(_HEAD_SQL, [event.subject_id])
     head, last_leaf_sequence = cursor.fetchone()
@@ -253,34 +266,31 @@ def _insert_event(cursor: Any, event: _EventInput) -> tuple[AuditEvent, int | No
     row.event_hash = compute_event_hash(
         **{name: getattr(row, name) for name in _PREIMAGE_COLUMNS}, payload=event.payload
     )
-    cursor.execute(_INSERT_SQL, [getattr(row, name) for name in _INSERT_COLUMNS])
-    row.sequence = cursor.fetchone()[0]
-    return row, last_leaf_sequence
-
-
-def _count_event(cursor: Any, event: _EventInput, row: AuditEvent) -> None:
-    """The dashboard's bookkeeping: the subject index and the day's and the type's counters."""
     scope = event.scope
-    day = connection.ops.adapt_datefield_value(date.fromisoformat(row.created_at[:10]))
+    values = [getattr(row, name) for name in _INSERT_COLUMNS]
     subject = [
         row.subject_id,
         scope.tenant,
         scope.user,
         scope.project,
-        row.sequence,
         row.event_hash,
         row.created_at,
     ]
-    daily = [row.subject_id, day]
+    daily = [
+        row.subject_id,
+        connection.ops.adapt_datefield_value(date.fromisoformat(row.created_at[:10])),
+    ]
     by_type = [row.subject_id, row.event_type]
     if connection.vendor == "postgresql":
-        # One round trip for the three: data-modifying WITH clauses all run,
-        # once each, whether or not the main statement reads them.
-        cursor.execute(_COUNTERS_UPSERT_PG, [*subject, *daily, *by_type])
-        return
-    cursor.execute(_SUBJECT_UPSERT_SQL, subject)
-    cursor.execute(_DAILY_UPSERT_SQL, daily)
-    cursor.execute(_TYPE_UPSERT_SQL, by_type)
+        cursor.execute(_APPEND_PG, [*values, *subject, *daily, *by_type])
+        row.sequence = cursor.fetchone()[0]
+    else:
+        cursor.execute(_INSERT_SQL, values)
+        row.sequence = cursor.fetchone()[0]
+        cursor.execute(_SUBJECT_UPSERT_SQL, [*subject, row.sequence])
+        cursor.execute(_DAILY_UPSERT_SQL, daily)
+        cursor.execute(_TYPE_UPSERT_SQL, by_type)
+    return row, last_leaf_sequence
 
 
 @storable_text_arguments
@@ -308,7 +318,6 @@ def append_event(
     with connection.cursor() as cursor:
         row, last_leaf_sequence = _insert_event(cursor, event)
         after_append(cursor, sequence=row.sequence, last_leaf_sequence=last_leaf_sequence)
-        _count_event(cursor, event, row)
     announce(row)  # after commit, to whoever subscribed to this type (webhooks)
     return row
 
