@@ -559,16 +559,20 @@ def index_size() -> int:
 # -- asking it ------------------------------------------------------------------
 
 
-# PostgreSQL: vector, visible scopes, vector, k, visible scopes.
-PG_KNN_SQL = (
+# PostgreSQL: vector, visible scopes, vector, k, visible scopes. {exact} is
+# "" (the HNSW walk) or " + 0": an order the index cannot serve, so the
+# planner measures every row the filter keeps and sorts them (exact).
+_PG_KNN_TEMPLATE = (
     "SELECT knn.record_pk, r.record_id, knn.distance FROM ("  # noqa: S608  (constant table)
     f"SELECT v.record_pk, v.embedding <=> %s::vector AS distance FROM {TABLE} v "
     "WHERE v.scope = ANY(%s) AND v.status = 'active' "
-    "ORDER BY v.embedding <=> %s::vector LIMIT %s) knn "
+    "ORDER BY (v.embedding <=> %s::vector){exact} LIMIT %s) knn "
     "JOIN memory_record r ON r.id = knn.record_pk "
     "WHERE r.status = 'active' AND r.scope = ANY(%s) "
     "ORDER BY knn.distance, knn.record_pk DESC"
 )
+PG_KNN_SQL = _PG_KNN_TEMPLATE.format(exact="")
+PG_EXACT_KNN_SQL = _PG_KNN_TEMPLATE.format(exact=" + 0")
 
 
 def search(
@@ -606,18 +610,26 @@ def search(
             # that scan; with the iterative scan, when the filter rejects rows
             # HNSW keeps walking instead of returning fewer than k (no
             # starvation). SET LOCAL needs a transaction, hence the atomic.
+            # The walk still stops after hnsw.max_scan_tuples rows (dead
+            # index entries of deleted vectors count too), so a walk that
+            # hands back fewer than k is not trusted: the same query runs
+            # exactly. That costs little when it happens, since few rows
+            # pass the filter then (a small scope, a selective filter).
             with transaction.atomic():
                 cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                if metadata:
-                    _filtered_postgresql(
-                        cursor, literal, k, visible_scopes, (condition, condition_params)
-                    )
-                else:
-                    cursor.execute(
-                        PG_KNN_SQL,
-                        [literal, list(visible_scopes), literal, k, list(visible_scopes)],
-                    )
-            rows = cursor.fetchall()
+                for exact in (False, True):
+                    if metadata:
+                        _filtered_postgresql(
+                            cursor, literal, k, visible_scopes, (condition, condition_params), exact
+                        )
+                    else:
+                        cursor.execute(
+                            PG_EXACT_KNN_SQL if exact else PG_KNN_SQL,
+                            [literal, list(visible_scopes), literal, k, list(visible_scopes)],
+                        )
+                    rows = cursor.fetchall()
+                    if len(rows) >= k:
+                        break
     # Cosine distance is 1 - similarity on both engines.
     return [
         VectorHit(int(pk), record_id, 1.0 - float(distance)) for pk, record_id, distance in rows
@@ -757,6 +769,7 @@ def _filtered_postgresql(
     k: int,
     visible_scopes: Sequence[str],
     wanted: tuple[str, list[Any]],
+    exact: bool = False,
 ) -> None:
     """The KNN restricted to records holding the metadata filter (PostgreSQL).
 
@@ -768,7 +781,8 @@ def _filtered_postgresql(
     still walk HNSW (with the caller's iterative scan) when the filter
     matches most of the scope, or read the GIN matches and sort them when it
     matches few; the outer query breaks distance ties by newest record.
-    Runs inside the caller's transaction (the SET LOCAL).
+    Runs inside the caller's transaction (the SET LOCAL). ``exact`` orders by
+    an expression the index cannot serve (see :data:`PG_EXACT_KNN_SQL`).
     """
     condition, condition_params = wanted
     scopes = list(visible_scopes)
@@ -778,7 +792,7 @@ def _filtered_postgresql(
         f"FROM {TABLE} v JOIN memory_record r ON r.id = v.record_pk "
         "WHERE v.scope = ANY(%s) AND v.status = 'active' "
         f"AND r.status = 'active' AND r.scope = ANY(%s) AND {condition} "
-        "ORDER BY v.embedding <=> %s::vector LIMIT %s) knn "
+        f"ORDER BY (v.embedding <=> %s::vector){' + 0' if exact else ''} LIMIT %s) knn "
         "ORDER BY knn.distance, knn.record_pk DESC",
         [literal, scopes, scopes, *condition_params, literal, k],
     )

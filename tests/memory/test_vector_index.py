@@ -175,3 +175,44 @@ def test_postgresql_knn_walks_the_hnsw_index_with_the_scope_filter_inside():
     assert f"Index Scan using {vectors.TABLE}_hnsw" in plan
     scan = plan.split(f"{vectors.TABLE}_hnsw", 1)[1]
     assert "Filter:" in scan and "scope" in scan.split("Filter:", 1)[1]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector walk")
+@pytest.mark.django_db
+def test_postgresql_knn_that_stops_short_is_answered_exactly():
+    # Given Alice's records among more of Bob's (which the scope filter rejects)
+    for n in range(6):
+        services.remember(principal=SYSTEM, scope=ALICE, text=f"I visited museum number {n}.")
+    for n in range(20):
+        services.remember(principal=SYSTEM, scope="acme:bob:*", text=f"I visited gallery {n}.")
+    alice = list(Record.objects.filter(scope=ALICE, status="active").values_list("pk", "content"))
+    query = "Which museums did I visit?"
+    exact = sorted(
+        alice,
+        key=lambda row: -float(_vector(query) @ _vector(vectors.embedding_text(row[1]))),
+    )
+    sent: list[str] = []
+
+    def starved(execute, sql, params, many, context):
+        # The planner walks HNSW, and the walk stops after one row, as it does after
+        # hnsw.max_scan_tuples rows on a big table (a tiny one is read whole at once)
+        sent.append(sql)
+        result = execute(sql, params, many, context)
+        if sql.startswith("SET LOCAL hnsw.iterative_scan"):
+            for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+                execute(f"SET LOCAL {setting} = off", None, False, context)
+            execute("SET LOCAL hnsw.iterative_scan = off", None, False, context)
+            execute("SET LOCAL hnsw.ef_search = 1", None, False, context)
+        return result
+
+    # When a search for 5 of Alice's stops short of 5
+    with connection.execute_wrapper(starved):
+        hits = vectors.search(visible_scopes=[ALICE], query=query, limit=5)
+        filtered = vectors.search(
+            visible_scopes=[ALICE], query=query, limit=5, metadata={"nothing": 1}
+        )
+    # Then it is asked again exactly, and answers the 5 nearest of Alice's records
+    assert sum("::vector) + 0 LIMIT" in sql for sql in sent) == 2
+    assert [hit.pk for hit in hits] == [pk for pk, _ in exact[:5]]
+    # (a filter nothing matches is asked exactly too, and still finds nothing)
+    assert filtered == []
