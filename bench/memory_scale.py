@@ -450,6 +450,17 @@ def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:
     return figures
 
 
+def dense_questions(seeded: int, count: int, seed: int) -> list[str]:
+    """``count`` questions about random seeded projects, by budget and by codename in turn."""
+    rng = random.Random(seed)
+    return [
+        f"what is the budget of project {rng.randrange(seeded)}?"
+        if n % 2
+        else f"which project is called falcon{rng.randrange(seeded)}?"
+        for n in range(count)
+    ]
+
+
 def cell_overlap(seeded: int, queries: int = 40) -> float:
     """Share of the top 5 semantic hits found when only the probed cells are read.
 
@@ -457,14 +468,8 @@ def cell_overlap(seeded: int, queries: int = 40) -> float:
     """
     from memory import vector_cells, vectors
 
-    rng = random.Random(11)
     found = total = 0
-    for n in range(queries):
-        query = (
-            f"what is the budget of project {rng.randrange(seeded)}?"
-            if n % 2
-            else (f"which project is called falcon{rng.randrange(seeded)}?")
-        )
+    for query in dense_questions(seeded, queries, seed=11):
         probed = {
             hit.pk for hit in vectors.search(visible_scopes=[DENSE_SCOPE], query=query, limit=5)
         }
@@ -504,15 +509,8 @@ def exact_recall_at_5(seeded: int, queries: int = 40) -> float:
     matrix = np.frombuffer(b"".join(bytes(blob) for _, blob in rows), dtype="<f4").reshape(
         len(rows), -1
     )
-    rng = random.Random(13)
     found = 0
-    for n in range(queries):
-        j = rng.randrange(seeded)
-        query = (
-            f"what is the budget of project {j}?"
-            if n % 2
-            else f"which project is called falcon{j}?"
-        )
+    for query in dense_questions(seeded, queries, seed=13):
         vector = np.frombuffer(embeddings.embed(query) or b"", dtype="<f4")
         truth = set(pks[np.argsort(-(matrix @ vector), kind="stable")[:5]].tolist())
         # As recall asks: SEMANTIC_CANDIDATES candidates, of which the best five count here.

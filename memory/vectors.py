@@ -559,9 +559,12 @@ def index_size() -> int:
 # -- asking it ------------------------------------------------------------------
 
 
+# Appended to a KNN's ORDER BY distance: an order the HNSW index cannot
+# serve, so the planner measures every row the filter keeps and sorts them
+# (an exact answer).
+_EXACT_ORDER = " + 0"
 # PostgreSQL: vector, visible scopes, vector, k, visible scopes. {exact} is
-# "" (the HNSW walk) or " + 0": an order the index cannot serve, so the
-# planner measures every row the filter keeps and sorts them (exact).
+# "" (the HNSW walk) or _EXACT_ORDER.
 _PG_KNN_TEMPLATE = (
     "SELECT knn.record_pk, r.record_id, knn.distance FROM ("  # noqa: S608  (constant table)
     f"SELECT v.record_pk, v.embedding <=> %s::vector AS distance FROM {TABLE} v "
@@ -572,7 +575,7 @@ _PG_KNN_TEMPLATE = (
     "ORDER BY knn.distance, knn.record_pk DESC"
 )
 PG_KNN_SQL = _PG_KNN_TEMPLATE.format(exact="")
-PG_EXACT_KNN_SQL = _PG_KNN_TEMPLATE.format(exact=" + 0")
+PG_EXACT_KNN_SQL = _PG_KNN_TEMPLATE.format(exact=_EXACT_ORDER)
 
 
 def search(
@@ -782,7 +785,7 @@ def _filtered_postgresql(
     matches most of the scope, or read the GIN matches and sort them when it
     matches few; the outer query breaks distance ties by newest record.
     Runs inside the caller's transaction (the SET LOCAL). ``exact`` orders by
-    an expression the index cannot serve (see :data:`PG_EXACT_KNN_SQL`).
+    an expression the index cannot serve (:data:`_EXACT_ORDER`).
     """
     condition, condition_params = wanted
     scopes = list(visible_scopes)
@@ -792,7 +795,7 @@ def _filtered_postgresql(
         f"FROM {TABLE} v JOIN memory_record r ON r.id = v.record_pk "
         "WHERE v.scope = ANY(%s) AND v.status = 'active' "
         f"AND r.status = 'active' AND r.scope = ANY(%s) AND {condition} "
-        f"ORDER BY (v.embedding <=> %s::vector){' + 0' if exact else ''} LIMIT %s) knn "
+        f"ORDER BY (v.embedding <=> %s::vector){_EXACT_ORDER if exact else ''} LIMIT %s) knn "
         "ORDER BY knn.distance, knn.record_pk DESC",
         [literal, scopes, scopes, *condition_params, literal, k],
     )

@@ -56,6 +56,7 @@ from django.db.backends.sqlite3 import base
 
 logger = logging.getLogger(__name__)
 _NO_FILE = -1
+_QUEUE_SUFFIX = "-writers"  # the queue file sits beside the database: <name>-writers
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 # Commits between two checkpoints in one process: ~30 WAL pages a remember,
 # so a checkpoint copies about SQLite's own default of 1,000 pages.
@@ -81,7 +82,7 @@ class _Checkpointer:
 
     def __init__(self, database: str) -> None:
         self.database = database
-        self.runs = 0  # finished checkpoints (read by the tests)
+        self.runs = 0  # checkpoints tried, failed ones included (read by the tests)
         self._due = threading.Event()
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
@@ -200,7 +201,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             name = os.fspath(self.settings_dict["NAME"] or "")
             self._queue_fd = _NO_FILE
             if name and not name.startswith("file:") and not self.is_in_memory_db():
-                path = self._queue_path = os.path.abspath(f"{name}-writers")
+                path = self._queue_path = os.path.abspath(name) + _QUEUE_SUFFIX
                 for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
                     try:
                         self._queue_fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
@@ -266,7 +267,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return
         # PASSIVE never waits, never fails for being busy: what another
         # checkpoint or a reader keeps from this one waits for the next.
-        _checkpointer(os.path.abspath(os.fspath(self.settings_dict["NAME"]))).request()
+        _checkpointer(self._queue_path.removesuffix(_QUEUE_SUFFIX)).request()
 
     def _start_transaction_under_autocommit(self) -> None:
         self._enter_queue()
