@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import connection
+from django.db.models import Model
+
 # Rows per multi-row INSERT: far below both databases' bound on parameters
 # (SQLite 32,766; PostgreSQL 65,535) for the few columns written this way.
 ROWS_PER_INSERT = 500
@@ -27,3 +30,36 @@ def insert_rows(
             head + ", ".join([row_marks] * len(chunk)),
             [value for row in chunk for value in row],
         )
+
+
+def create_row[M: Model](cursor: Any, model: type[M], **values: Any) -> M:
+    """``model.objects.create(**values)`` without the ORM's query compiler, for the hot paths.
+
+    The instance is built and prepared exactly as the ORM would (field
+    defaults, ``pre_save`` such as ``auto_now``, each value converted by its
+    own field: JSON encoded, datetimes adapted), then written by one INSERT
+    whose ``RETURNING`` gives the new primary key (SQLite 3.35+ and
+    PostgreSQL). Only the SQL building is skipped: about half a millisecond of
+    Python per row. No ``pre_save``/``post_save`` signals are sent, so use it
+    only for models without receivers (the hot paths' models have none).
+    """
+    instance = model(**values)
+    meta = model._meta
+    quote = connection.ops.quote_name
+    pk_field: Any = meta.pk
+    fields: list[Any] = [
+        field
+        for field in meta.local_concrete_fields
+        if not (field is pk_field and getattr(instance, field.attname) is None)
+    ]
+    columns = ", ".join(quote(field.column) for field in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    cursor.execute(
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) "  # noqa: S608  (model metadata)
+        f"VALUES ({marks}) RETURNING {quote(pk_field.column)}",
+        [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields],
+    )
+    instance.pk = cursor.fetchone()[0]
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance

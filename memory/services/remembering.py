@@ -18,6 +18,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
+from aetnaweb.sql import create_row
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
@@ -233,27 +234,30 @@ def _new_record(
         if write.trusted
         else min(candidate.confidence, UNTRUSTED_CONFIDENCE_CAP)
     )
-    return Record.objects.create(
-        record_id=_new_id("mem"),
-        supersedes_id=supersedes_id,
-        **write.scope.columns(),
-        scope=str(write.scope),
-        episode=write.episode,
-        session_id=write.session_id,
-        turn_id=write.turn_id,
-        source_type=write.source_type,
-        trust_tier=write.trust_tier,
-        confidence=confidence,
-        status=status,
-        fact_key=candidate.fact_key,
-        kind=write.kind,
-        content=candidate.content,
-        content_digest=digest_value,
-        evidence=list(write.evidence),
-        metadata=write.metadata,
-        created_at=write.now,
-        updated_at=write.now,
-    )
+    with connection.cursor() as cursor:  # every remember: no ORM query building
+        return create_row(
+            cursor,
+            Record,
+            record_id=_new_id("mem"),
+            supersedes_id=supersedes_id,
+            **write.scope.columns(),
+            scope=str(write.scope),
+            episode=write.episode,
+            session_id=write.session_id,
+            turn_id=write.turn_id,
+            source_type=write.source_type,
+            trust_tier=write.trust_tier,
+            confidence=confidence,
+            status=status,
+            fact_key=candidate.fact_key,
+            kind=write.kind,
+            content=candidate.content,
+            content_digest=digest_value,
+            evidence=list(write.evidence),
+            metadata=write.metadata,
+            created_at=write.now,
+            updated_at=write.now,
+        )
 
 
 def _check_text(text: Any, what: str = "text") -> str:
@@ -294,16 +298,19 @@ def _ingest(
     now: datetime,
 ) -> Episode:
     """Keep the message as an episode and chain its digest (``episode.ingested``)."""
-    episode = Episode.objects.create(
-        episode_id=_new_id("ep"),
-        scope=str(scope),
-        **scope.columns(),
-        session_id=session,
-        turn_id=turn,
-        source_type=reading.source_type,
-        text=text,
-        created_at=now,
-    )
+    with connection.cursor() as cursor:  # every remember: no ORM query building
+        episode = create_row(
+            cursor,
+            Episode,
+            episode_id=_new_id("ep"),
+            scope=str(scope),
+            **scope.columns(),
+            session_id=session,
+            turn_id=turn,
+            source_type=reading.source_type,
+            text=text,
+            created_at=now,
+        )
     _audit(
         scope=scope,
         event_type="episode.ingested",

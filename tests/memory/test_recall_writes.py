@@ -155,8 +155,9 @@ def test_a_failed_retrieval_log_write_is_503_and_leaves_no_audit_event():
     secret = issue_token("acme:alice:*")
     events = AuditEvent.objects.count()
     # When the database refuses the retrieval log's write (after the audit append)
-    failing = mock.patch.object(
-        RetrievalEvent.objects, "create", side_effect=OperationalError("database is locked")
+    failing = mock.patch(
+        "memory.services.recalling.create_row",
+        side_effect=OperationalError("database is locked"),
     )
     with failing:
         response = _recall_over_http(secret)
