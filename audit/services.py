@@ -149,6 +149,33 @@ def subject_lock_key(subject_id: str) -> int:
     return int.from_bytes(raw, "big", signed=True)
 
 
+class HeldLocks:
+    """A commit hook that does nothing: its presence says the locks taken with it are still held.
+
+    Django keeps an ``on_commit`` callback exactly as long as the locks taken
+    just before it registered: it runs and drops every callback at COMMIT,
+    drops them all at ROLLBACK, and drops those registered inside a savepoint
+    when that savepoint is rolled back, which is also when PostgreSQL releases
+    the transaction-level locks taken inside it.
+    """
+
+    __slots__ = ("subject_id",)
+
+    def __init__(self, subject_id: str) -> None:
+        self.subject_id = subject_id
+
+    def __call__(self) -> None:
+        return None
+
+
+def _still_held(subject_id: str) -> bool:
+    # Each entry is (savepoint IDs, callback, robust): the callback is second.
+    return any(
+        isinstance(entry[1], HeldLocks) and entry[1].subject_id == subject_id
+        for entry in connection.run_on_commit
+    )
+
+
 def lock_subject(subject_id: str) -> None:
     """Serialize appends to one subject until the current transaction ends.
 
@@ -156,8 +183,14 @@ def lock_subject(subject_id: str) -> None:
     locks its subject early and appends later would otherwise hold the subject
     and wait for the tree while an append elsewhere holds the tree and waits for
     the subject (a deadlock). One order, tree then subjects, rules that out.
+
+    A transaction that already holds both (a remember locks its scope, then
+    appends two events to it) does not ask again: each ask is a round trip
+    (:class:`HeldLocks` says when the earlier locks are still held).
     """
     if connection.vendor == "postgresql":
+        if connection.in_atomic_block and _still_held(subject_id):
+            return
         # One round trip for both: PostgreSQL evaluates a select list left to
         # right, so the tree's lock is still taken (and waited for) first.
         with connection.cursor() as cursor:
@@ -165,6 +198,8 @@ def lock_subject(subject_id: str) -> None:
                 "SELECT pg_advisory_xact_lock(%s), pg_advisory_xact_lock(%s)",
                 [TREE_LOCK_KEY, subject_lock_key(subject_id)],
             )
+        if connection.in_atomic_block:
+            transaction.on_commit(HeldLocks(subject_id))
     # SQLite: BEGIN IMMEDIATE already holds the single database write lock.
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 
 from audit import subscribers
-from audit.services import append_event
+from audit.services import HeldLocks, append_event
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +22,11 @@ def heard(monkeypatch):
     return got
 
 
+def announcements(pending: list) -> list:
+    # On PostgreSQL an append also leaves a no-op hook saying its locks are held.
+    return [hook for hook in pending if not isinstance(hook, HeldLocks)]
+
+
 def append(event_type: str):
     with transaction.atomic():
         return append_event(subject="acme:alice:proj", event_type=event_type, actor="t", payload={})
@@ -30,15 +35,15 @@ def append(event_type: str):
 def test_a_subscriber_hears_its_type_once_after_commit(heard, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as pending:
         event = append("memory.recall")
-    assert heard == [] and len(pending) == 1  # nothing before the commit
-    pending[0]()
+    assert heard == [] and len(announcements(pending)) == 1  # nothing before the commit
+    announcements(pending)[0]()
     assert [e.event_id for e in heard] == [event.event_id]
 
 
 def test_other_types_cost_nothing(heard, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as pending:
         append("memory.record_created")
-    assert pending == [] and heard == []
+    assert announcements(pending) == [] and heard == []
 
 
 def test_a_failing_subscriber_never_fails_the_committed_write(
