@@ -73,6 +73,27 @@ class _CandidateRow(NamedTuple):
     metadata: dict[str, Any]
 
 
+# The candidates' columns, in _CandidateRow's order ("id" is the pk).
+_CANDIDATE_SQL = (
+    f"SELECT id, {', '.join(_CandidateRow._fields[1:])} FROM {Record._meta.db_table} "  # noqa: S608  (constants)
+    "WHERE id IN ({marks})"
+)
+
+
+def _candidate_rows(pks: list[int]) -> dict[int, _CandidateRow]:
+    """The candidates' rows by pk: plain tuples from a raw query (recall is the hot path).
+
+    The metadata column is decoded by its own field, as the ORM would.
+    """
+    field: Any = Record._meta.get_field("metadata")
+    with connection.cursor() as cursor:
+        cursor.execute(_CANDIDATE_SQL.format(marks=", ".join(["%s"] * len(pks))), pks)
+        return {
+            row[0]: _CandidateRow._make((*row[:-1], field.from_db_value(row[-1], None, connection)))
+            for row in cursor.fetchall()
+        }
+
+
 def _score_candidates(
     scope: Scope,
     query: str,
@@ -134,11 +155,7 @@ def _gather(
     }
     if not hits and not near:
         return {}, []
-    # Plain rows, not model instances: recall is the hot path.
-    rows = {
-        row[0]: _CandidateRow(*row)
-        for row in Record.objects.filter(pk__in=[*hits, *near]).values_list(*_CandidateRow._fields)
-    }
+    rows = _candidate_rows([*hits, *near])
     # Segment-wise re-check of what the database returned (scopes.md): a row
     # outside the lineage is dropped. The exact IN makes this unreachable.
     weights: dict[str, float] = {}
