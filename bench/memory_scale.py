@@ -21,7 +21,9 @@ whatever the vectors hold); every timed remember and recall embeds for real.
 100000``: every vector its own, about 3 ms each to embed); then, once the
 scope is split into cells, it also prints the search's recall@5 against an
 exact search of every vector, the figure to read when tuning the cells.
-It also prints the embedding cost per text on its own. The issue's runs::
+It also prints the embedding cost per text on its own, and the recall p50 of
+questions about a project no record holds (only the template's common words
+match, so recall ranks the window of the newest matches). The issue's runs::
 
     .venv/bin/python bench/memory_scale.py --dense --sizes 10000,100000,1000000
     .venv/bin/python bench/memory_scale.py --dense --sizes 100000 \
@@ -442,7 +444,17 @@ def measure_dense(samples: int, next_i: int, seeded: int) -> dict[str, float]:
         if keep:
             wall["recall"].append((time.perf_counter() - started) * 1000)
             cpu["recall"].append((time.process_time() - started_cpu) * 1000)
-    figures = {}
+    # Questions about projects no record holds: the number is in no record,
+    # so only the template's common words match, and recall ranks the
+    # window of the newest matches (memory/search.py, COMMON_POSTINGS).
+    absent: list[float] = []
+    for n in range(30):
+        query = queries[n % len(queries)].format(j=10**9 + n)
+        started = time.perf_counter()
+        services.recall(principal=SYSTEM, scope=DENSE_SCOPE, query=query, limit=5)
+        if n >= 5:
+            absent.append((time.perf_counter() - started) * 1000)
+    figures = {"recall_absent_p50": statistics.median(absent)}
     for kind in ("remember", "recall"):
         figures[f"{kind}_p50"] = statistics.median(wall[kind])
         figures[f"{kind}_p95"] = percentile(wall[kind], 0.95)
@@ -582,6 +594,11 @@ def run_dense(sizes: list[int], samples: int) -> None:
             f"{figures['remember_cpu_p50']:>5.2f} ms | "
             f"{figures['recall_p50']:>7.2f} ms {figures['recall_p95']:>5.2f} ms "
             f"{figures['recall_cpu_p50']:>5.2f} ms   (load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+        print(
+            f"   recall of a project no record holds (common words only): "
+            f"p50 {figures['recall_absent_p50']:.2f} ms",
             flush=True,
         )
 

@@ -378,11 +378,17 @@ def _search_postgresql(
         )
         # Only common words: the newest COMMON_POSTINGS matches are ranked.
         window = "" if rare else "ORDER BY f.record_pk DESC LIMIT %s"
+        # The record row is joined on its primary key alone. Joined on the
+        # record ID too, the planner estimated one row for the join and, for
+        # the window above, hashed every visible record and sorted them all
+        # (280 ms at 100k records, against 4 ms walking the newest matches
+        # backwards); PostgreSQL never reuses a primary key, and recall
+        # re-checks each candidate's record ID against this row anyway.
         cursor.execute(
             f"SELECT c.record_pk, c.record_id, ts_rank(c.document, c.query), ({matched_sql.replace('f.', 'c.')}) "  # noqa: S608  (placeholders only)
             "FROM (SELECT f.record_pk, f.record_id, f.document, q.query "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
-            "JOIN memory_record r ON r.id = f.record_pk AND r.record_id = f.record_id "
+            "JOIN memory_record r ON r.id = f.record_pk "
             f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
             f"AND {condition} {window}) c "
             "ORDER BY 3 DESC, c.record_pk DESC LIMIT %s",
