@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from aetnaweb.api import ContextStr, ScopeStr
 from audit.services import MAX_EVENT_TYPE_LENGTH
@@ -264,7 +264,18 @@ class ScenesQuery(Schema):
 # -- responses ------------------------------------------------------------------------------
 
 
-class StoredRecordOut(Schema):
+class HotOut(BaseModel):
+    """Base of the answers of remember and recall, the endpoints agents call most.
+
+    A plain pydantic model, validated in pydantic's compiled core: ninja's
+    ``Schema`` reads every field through a Python wrapper (so it can read ORM
+    objects), which cost 0.65 ms against 0.09 ms for a recall answer of 50
+    candidates. These endpoints answer with dicts, so nothing is lost; the
+    OpenAPI schema is the same.
+    """
+
+
+class StoredRecordOut(HotOut):
     record_id: str
     status: str
     fact_key: str
@@ -273,7 +284,7 @@ class StoredRecordOut(Schema):
     metadata: MetadataOut = {}
 
 
-class RememberOut(Schema):
+class RememberOut(HotOut):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -309,7 +320,7 @@ class RememberOut(Schema):
     ignored: bool
 
 
-class ScorePartsOut(Schema):
+class ScorePartsOut(HotOut):
     """score = weight x (0.75 relevance + 0.15 trust + 0.10 recency);
     relevance = 1 - (1 - lexical) x (1 - semantic)."""
 
@@ -324,7 +335,7 @@ class ScorePartsOut(Schema):
     recency: float
 
 
-class RecallCandidateOut(Schema):
+class RecallCandidateOut(HotOut):
     record_id: str
     scope: str
     content: str
@@ -338,7 +349,7 @@ class RecallCandidateOut(Schema):
     metadata: MetadataOut = {}
 
 
-class RecallOut(Schema):
+class RecallOut(HotOut):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -373,7 +384,7 @@ class RecallOut(Schema):
     returned_ids: list[str]
 
 
-class RecallBlockOut(Schema):
+class RecallBlockOut(HotOut):
     scope: str
     text: str
     record_ids: list[str]
