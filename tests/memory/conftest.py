@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -78,3 +80,28 @@ def clean_index(transactional_db):
         cursor.execute(f"DELETE FROM {vectors.TABLE}")
         if connection.vendor == "sqlite":
             cursor.execute(f"DELETE FROM {vector_cells.CELLS_TABLE}")
+
+
+@pytest.fixture
+def checkpoint() -> Callable[[], None]:
+    """Copy the whole WAL into the SQLite file, waiting out other connections' readers.
+
+    ``PRAGMA wal_checkpoint(TRUNCATE)`` reports "busy" instead of failing when
+    another connection (an earlier test's thread, the backend's checkpoint
+    thread) still reads an older snapshot; a test that then reads the file
+    would see pages the WAL has already replaced.
+    """
+
+    def run() -> None:
+        deadline = time.monotonic() + 10
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = cursor.fetchone()[0]
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail("the WAL could not be checkpointed into the file within 10 s")
+            time.sleep(0.05)
+
+    return run

@@ -304,21 +304,19 @@ def test_the_fts_and_vector_indexes_are_kept_by_the_same_two_calls():
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the SQLite file")
-def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index):
+def test_forget_leaves_no_vector_bytes_in_the_database_file(clean_index, checkpoint):
     # Given a committed record and its vector's exact bytes
     record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     content = Record.objects.get(record_id=record_id).content
     vector = embeddings.embed(vectors.embedding_text(content))
     assert vector is not None
     path = connection.settings_dict["NAME"]
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint()
     with open(path, "rb") as handle:
         assert vector in handle.read()
     # When it is forgotten
     services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint()
     # Then the vector's bytes are nowhere in the file
     with open(path, "rb") as handle:
         assert vector not in handle.read()

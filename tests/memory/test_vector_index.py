@@ -99,7 +99,7 @@ def test_the_migration_converts_both_ways_keeping_every_vector(clean_index):
 
 
 @sqlite_only
-def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_index):
+def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_index, checkpoint):
     # Given a committed record, its float vector and its 48-byte coarse vector
     record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
     content = Record.objects.get(record_id=record_id).content
@@ -107,7 +107,7 @@ def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_
     with connection.cursor() as cursor:
         cursor.execute("SELECT vec_quantize_binary(%s)", [vector])
         coarse = bytes(cursor.fetchone()[0])
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint()
     assert len(coarse) == embeddings.DIMENSIONS // 8
     path = connection.settings_dict["NAME"]
     with open(path, "rb") as handle:
@@ -115,8 +115,7 @@ def test_forget_leaves_neither_the_float_nor_the_coarse_bytes_in_the_file(clean_
     assert vector in data and coarse in data
     # When it is forgotten
     services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint()
     # Then neither is anywhere in the file
     with open(path, "rb") as handle:
         data = handle.read()
