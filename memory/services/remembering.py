@@ -48,13 +48,20 @@ def _visible_duplicates(scope: Scope, digest_value: str, *, trusted: bool) -> li
         statuses.append(Status.QUARANTINED.value)
     visible = scope.visible_strings()
     with connection.cursor() as cursor:
+        # No ORDER BY here: given one, SQLite without table statistics (none
+        # are gathered) walked the (status, id) index backwards over every
+        # active record of the database to save sorting, 0.6 ms a remember at
+        # 1,500 records and linear beyond. Without it the (scope, digest,
+        # status) index answers, and the few rows (a content is not stored
+        # twice where it is visible) are sorted here.
         cursor.execute(
-            f"SELECT record_id FROM {Record._meta.db_table} "  # noqa: S608  (placeholders only)
+            f"SELECT id, record_id FROM {Record._meta.db_table} "  # noqa: S608  (placeholders only)
             f"WHERE scope IN ({', '.join(['%s'] * len(visible))}) AND content_digest = %s "
-            f"AND status IN ({', '.join(['%s'] * len(statuses))}) ORDER BY id DESC LIMIT 5",
+            f"AND status IN ({', '.join(['%s'] * len(statuses))})",
             [*visible, digest_value, *statuses],
         )
-        return [row[0] for row in cursor.fetchall()]
+        newest = sorted(cursor.fetchall(), reverse=True)[:5]
+    return [record_id for _pk, record_id in newest]
 
 
 def _corrects_local_slot(scope: Scope, fact_key: str, digest_value: str) -> bool:
