@@ -203,14 +203,18 @@ def _still_current(
     record_ids = [c.record_id for c in candidates]
     if not record_ids:
         return candidates
-    # Raw SQL: the ORM's query building cost more than this indexed count.
+    # Raw SQL: the ORM's query building cost more than these lookups. The
+    # status is checked here, not in SQL: given "status = %s" beside the ID
+    # list, SQLite without table statistics (none are gathered) reckons the
+    # status index the narrower and walks every active record of the
+    # database (295 ms a recall at a million records).
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT COUNT(*) FROM {Record._meta.db_table} WHERE status = %s "  # noqa: S608  (placeholders only)
-            f"AND record_id IN ({', '.join(['%s'] * len(record_ids))})",
-            [Status.ACTIVE.value, *record_ids],
+            f"SELECT status FROM {Record._meta.db_table} "  # noqa: S608  (placeholders only)
+            f"WHERE record_id IN ({', '.join(['%s'] * len(record_ids))})",
+            record_ids,
         )
-        active = cursor.fetchone()[0]
+        active = sum(status == Status.ACTIVE for (status,) in cursor.fetchall())
     if active == len(record_ids):
         return candidates
     return _score_candidates(scope, query, limit, min_score, wanted)

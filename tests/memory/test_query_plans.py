@@ -56,12 +56,19 @@ def test_remember_and_recall_never_walk_every_active_record():
             principal=SYSTEM, scope=f"acme:user{n}:proj", key=f"fact {n}", value=f"value {n}"
         )
     services.remember(principal=SYSTEM, scope=SCOPE, text="I avoid beef at business dinners.")
+    for n in range(20):  # a recall with many candidates checks many IDs at once
+        services.remember_fact(
+            principal=SYSTEM, scope=SCOPE, key=f"dinner {n}", value=f"dinners on day {n}"
+        )
     # When a text and a fact are remembered and a recall runs
     with CaptureQueriesContext(connection) as captured:
         services.remember(principal=SYSTEM, scope=SCOPE, text="I commute by bicycle every day.")
         services.remember_fact(principal=SYSTEM, scope=SCOPE, key="airline", value="KLM")
-        services.recall(principal=SYSTEM, scope=SCOPE, query="what do I eat at dinners?")
+        recalled = services.recall(
+            principal=SYSTEM, scope=SCOPE, query="what do I eat at dinners?", limit=20
+        )
     # Then every statement reaches records through a selective index
+    assert len(recalled.record_ids) == 20
     plans = _plans(captured)
     assert any("content_digest" in sql for sql in plans)  # the duplicate check ran
     assert _walks_the_store(plans) == []
