@@ -312,14 +312,9 @@ def _search_sqlite(
             )
             rows = cursor.fetchall()
         else:
-            # Only common words: score the newest COMMON_POSTINGS matches (FTS5
-            # walks rowids in order without ranking the rest), best first.
-            cursor.execute(
-                f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
-                "ORDER BY f.rowid DESC LIMIT %s",
-                [_fts_any(keys, present), *visible_scopes, *condition_params, COMMON_POSTINGS],
+            return _newest_common_matches(
+                cursor, keys, present, limit, join, [*visible_scopes, *condition_params]
             )
-            rows = sorted(cursor.fetchall(), key=lambda row: (-row[2], -row[0]))[:limit]
         if not rows:
             return []
         matched = dict.fromkeys((row[0] for row in rows), 0)
@@ -339,6 +334,47 @@ def _search_sqlite(
                     if pk in matched:
                         matched[pk] += 1
     return [IndexHit(pk, record_id, float(raw), matched[pk]) for pk, record_id, raw in rows]
+
+
+def _newest_common_matches(
+    cursor: Any,
+    keys: Sequence[str],
+    present: Sequence[str],
+    limit: int,
+    join: str,
+    join_params: list[Any],
+) -> list[IndexHit]:
+    """Only common words (SQLite): the newest COMMON_POSTINGS matches, those holding most of the words first.
+
+    Not FTS5's bm25 here: to weigh a word it counts every record holding it,
+    so ranking even a few rows by common words read all their postings (69
+    ms a recall at a million records, against 2 ms to walk the newest
+    matches). Among words that every record holds the weights barely differ;
+    how many of the query's words a record holds is what tells them apart,
+    and it is the hit's raw score. FTS5 walks rowids newest first; the words
+    are counted over the window's rowid range, which holds only the window's
+    matches (anything newer or in between that matches is in the window).
+    """
+    cursor.execute(
+        f"SELECT f.rowid, f.record_id FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+        "ORDER BY f.rowid DESC LIMIT %s",
+        [_fts_any(keys, present), *join_params, COMMON_POSTINGS],
+    )
+    window = cursor.fetchall()
+    if not window:
+        return []
+    held = dict.fromkeys((pk for pk, _record_id in window), 0)
+    for term in present:
+        cursor.execute(
+            "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "
+            "AND rowid BETWEEN %s AND %s",
+            [_fts_any(keys, [term]), window[-1][0], window[0][0]],
+        )
+        for (pk,) in cursor.fetchall():
+            if pk in held:
+                held[pk] += 1
+    best = sorted(window, key=lambda row: (-held[row[0]], -row[0]))[:limit]
+    return [IndexHit(pk, record_id, float(held[pk]), held[pk]) for pk, record_id in best]
 
 
 def _search_postgresql(

@@ -371,6 +371,23 @@ def test_common_words_in_a_dense_scope_are_bounded_and_rare_words_still_decide(
     assert [c.record_id for c in result.candidates] == ids[:2:-1]
 
 
+@pytest.mark.django_db
+def test_only_common_words_rank_the_newest_matches_by_the_words_they_hold(monkeypatch, settings):
+    # Given a scope where "project" and "codename" are both common (in more
+    # than COMMON_POSTINGS records), and the two newest hold only "project"
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    monkeypatch.setattr(search, "COMMON_POSTINGS", 3)
+    texts = [f"Remember that project {i} uses codename falcon{i}." for i in range(4)]
+    texts += [f"Remember that project {i} is on hold." for i in (4, 5)]
+    ids = [services.remember(principal=SYSTEM, scope=S, text=text).record_ids[0] for text in texts]
+    # When the query holds only those two words
+    result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
+    # Then the newest three matches are ranked, the one holding both words first
+    assert [c.record_id for c in result.candidates] == [ids[3], ids[5], ids[4]]
+    assert result.candidates[0].parts["lexical"] == 1.0
+    assert result.candidates[1].parts["lexical"] < 1.0
+
+
 def _posting_counts(queries: list[dict[str, str]]) -> int:
     return sum(
         "LIMIT" in q["sql"] and "COUNT(*)" in q["sql"] and "memory_record_fts" in q["sql"]
