@@ -362,9 +362,13 @@ def _usable() -> bool:
     )
 
 
+# pgvector's text form, '[x,y,...]'. Nine significant digits give back every
+# float32 exactly, and one %-format of all 384 costs a third of repr() each.
+_PG_LITERAL = "[" + ",".join(["%.9g"] * embeddings.DIMENSIONS) + "]"
+
+
 def _pg_literal(vector: bytes) -> str:
-    values = struct.unpack(f"<{embeddings.DIMENSIONS}f", vector)
-    return "[" + ",".join(repr(v) for v in values) + "]"
+    return _PG_LITERAL % struct.unpack(f"<{embeddings.DIMENSIONS}f", vector)
 
 
 def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:

@@ -215,3 +215,21 @@ def test_postgresql_knn_that_stops_short_is_answered_exactly():
     assert [hit.pk for hit in hits] == [pk for pk, _ in exact[:5]]
     # (a filter nothing matches is asked exactly too, and still finds nothing)
     assert filtered == []
+
+
+def test_the_postgresql_literal_gives_back_every_float32_exactly():
+    # Given vectors of float32 values of every magnitude and sign
+    rng = np.random.default_rng(7)
+    samples = [
+        rng.standard_normal(embeddings.DIMENSIONS).astype("<f4"),
+        (rng.standard_normal(embeddings.DIMENSIONS) * 1e-30).astype("<f4"),
+        (rng.standard_normal(embeddings.DIMENSIONS) * 1e30).astype("<f4"),
+        np.zeros(embeddings.DIMENSIONS, dtype="<f4"),
+    ]
+    for vector in samples:
+        # When it is written as pgvector's text form
+        literal = vectors._pg_literal(vector.tobytes())
+        # Then parsing it as float32, as pgvector does, gives the very same bits
+        assert literal.startswith("[") and literal.endswith("]") and " " not in literal
+        parsed = np.array([float(x) for x in literal[1:-1].split(",")], dtype="<f4")
+        assert parsed.tobytes() == vector.tobytes()
