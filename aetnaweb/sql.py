@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,23 @@ def insert_rows(
         )
 
 
+@functools.cache
+def _insert_returning(model: type[Model], with_pk: bool, vendor: str) -> tuple[list[Any], str]:
+    """(the fields written, the INSERT ... RETURNING pk) of ``model``, built once per process."""
+    meta = model._meta
+    quote = connection.ops.quote_name
+    pk_field: Any = meta.pk
+    fields: list[Any] = [
+        field for field in meta.local_concrete_fields if with_pk or field is not pk_field
+    ]
+    columns = ", ".join(quote(field.column) for field in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    return fields, (
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) "  # noqa: S608  (model metadata)
+        f"VALUES ({marks}) RETURNING {quote(pk_field.column)}"
+    )
+
+
 def create_row[M: Model](cursor: Any, model: type[M], **values: Any) -> M:
     """``model.objects.create(**values)`` without the ORM's query compiler, for the hot paths.
 
@@ -44,19 +62,9 @@ def create_row[M: Model](cursor: Any, model: type[M], **values: Any) -> M:
     only for models without receivers (the hot paths' models have none).
     """
     instance = model(**values)
-    meta = model._meta
-    quote = connection.ops.quote_name
-    pk_field: Any = meta.pk
-    fields: list[Any] = [
-        field
-        for field in meta.local_concrete_fields
-        if not (field is pk_field and getattr(instance, field.attname) is None)
-    ]
-    columns = ", ".join(quote(field.column) for field in fields)
-    marks = ", ".join(["%s"] * len(fields))
+    fields, sql = _insert_returning(model, instance.pk is not None, connection.vendor)
     cursor.execute(
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) "  # noqa: S608  (model metadata)
-        f"VALUES ({marks}) RETURNING {quote(pk_field.column)}",
+        sql,
         [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields],
     )
     instance.pk = cursor.fetchone()[0]

@@ -301,39 +301,56 @@ def _search_sqlite(
             f"WHERE memory_record_fts MATCH %s AND r.status = 'active' AND r.scope IN ({scope_marks}) "
             f"AND {condition} "
         )
-        if rare:
-            # Ranked by the rare words only: their postings bound the work.
-            # rank is FTS5's bm25 (lower is better); the join re-checks status,
-            # scope and identity on the record row itself.
-            cursor.execute(
-                f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
-                "ORDER BY f.rank, f.rowid DESC LIMIT %s",
-                [_fts_any(keys, rare), *visible_scopes, *condition_params, limit],
-            )
-            rows = cursor.fetchall()
-        else:
+        if not rare:
             return _newest_common_matches(
                 cursor, keys, present, limit, join, [*visible_scopes, *condition_params]
             )
+        # Ranked by the rare words only: their postings bound the work.
+        # rank is FTS5's bm25 (lower is better); the join re-checks status,
+        # scope and identity on the record row itself.
+        cursor.execute(
+            f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+            "ORDER BY f.rank, f.rowid DESC LIMIT %s",
+            [_fts_any(keys, rare), *visible_scopes, *condition_params, limit],
+        )
+        rows = cursor.fetchall()
         if not rows:
             return []
-        matched = dict.fromkeys((row[0] for row in rows), 0)
-        if len(terms) == 1:
-            matched = dict.fromkeys(matched, 1)
-        else:
-            # Which query words each candidate holds, asked for the candidates
-            # only: one query per word, bounded by the candidate list.
-            pk_marks = ", ".join(["%s"] * len(matched))
-            for term in present:
-                cursor.execute(
-                    "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
-                    f"AND rowid IN ({pk_marks})",
-                    [_fts_any(keys, [term]), *matched],
-                )
-                for (pk,) in cursor.fetchall():
-                    if pk in matched:
-                        matched[pk] += 1
+        # Asked for the candidates only: bounded by the candidate list.
+        pks = [row[0] for row in rows]
+        matched = _words_held(
+            cursor, keys, present, pks, (f"rowid IN ({', '.join(['%s'] * len(pks))})", pks)
+        )
     return [IndexHit(pk, record_id, float(raw), matched[pk]) for pk, record_id, raw in rows]
+
+
+def _words_held(
+    cursor: Any,
+    keys: Sequence[str],
+    present: Sequence[str],
+    pks: Sequence[int],
+    rowids: tuple[str, Sequence[Any]],
+) -> dict[int, int]:
+    """How many of the ``present`` words each of ``pks`` holds: one query per word over ``rowids``.
+
+    ``rowids`` is a condition on the full-text rowid (and its parameters)
+    that takes in every one of ``pks``. Every candidate came from a MATCH on
+    some of these words, so with one word present each holds it.
+    """
+    if len(present) == 1:
+        return dict.fromkeys(pks, 1)
+    held = dict.fromkeys(pks, 0)
+    condition, params = rowids
+    for term in present:
+        cursor.execute(
+            "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
+            f"AND {condition}",
+            [_fts_any(keys, [term]), *params],
+        )
+        for (pk,) in cursor.fetchall():
+            if pk in held:
+                held[pk] += 1
+    return held
 
 
 def _newest_common_matches(
@@ -363,16 +380,13 @@ def _newest_common_matches(
     window = cursor.fetchall()
     if not window:
         return []
-    held = dict.fromkeys((pk for pk, _record_id in window), 0)
-    for term in present:
-        cursor.execute(
-            "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "
-            "AND rowid BETWEEN %s AND %s",
-            [_fts_any(keys, [term]), window[-1][0], window[0][0]],
-        )
-        for (pk,) in cursor.fetchall():
-            if pk in held:
-                held[pk] += 1
+    held = _words_held(
+        cursor,
+        keys,
+        present,
+        [pk for pk, _record_id in window],
+        ("rowid BETWEEN %s AND %s", [window[-1][0], window[0][0]]),
+    )
     best = sorted(window, key=lambda row: (-held[row[0]], -row[0]))[:limit]
     return [IndexHit(pk, record_id, float(held[pk]), held[pk]) for pk, record_id in best]
 
