@@ -3,15 +3,32 @@
 - ``HOST`` / ``PORT``: where to listen (default ``127.0.0.1:8000``; the
   container sets ``HOST=0.0.0.0``).
 - ``WEB_CONCURRENCY``: worker processes (default one per CPU core, at most 8).
-- ``GUNICORN_THREADS``: threads per worker (default 4, the ``gthread`` worker).
+- ``GUNICORN_THREADS``: threads per worker (default 1 on SQLite, 4 on
+  PostgreSQL; see below).
 - ``GUNICORN_TIMEOUT``: seconds before a silent worker is restarted (default 30).
 - ``GUNICORN_SWITCH_INTERVAL_MS``: how often a worker's busy thread hands the
   GIL to a waiting one (default 1; Python's own default is 5).
 
 Why gthread: the app is WSGI Django whose requests wait partly on the database;
-a few threads per process overlap those waits without async code, and
-processes give CPU parallelism. Long work runs on the task worker, not here,
-so a 30 s timeout only ever cuts a stuck request.
+threads in a process overlap those waits without async code, processes give
+CPU parallelism, and kept-alive connections wait on the event loop, not in a
+thread. The worker class is gthread with a balanced accept
+(:mod:`aetnaweb.gunicorn_worker`): a worker takes a new connection only while
+it has a thread free, so kept-alive clients spread over the processes
+instead of piling onto one. Long work runs on the task worker, not here, so
+a 30 s timeout only ever cuts a stuck request.
+
+Why one thread on SQLite: the database is a local file, so a request waits
+on nothing but the write lock (queued in the kernel, a few ms at most);
+more threads only add GIL hand-overs. With 2 workers on 2 cores
+(bench/load.py, 32 clients, back to back), 1 thread gave 282-329 API req/s
+at 5.2-6.1 ms of server CPU a request, and a recall p99 of 43-62 ms with 8
+clients; 2 threads 228-308 req/s (5.7-7.6 ms) and 54-72 ms; 4 threads
+234-240 req/s (6.9-7.3 ms) and 52-68 ms. PostgreSQL is usually across a
+network, where each of a request's ~11 statements waits a round trip:
+4 threads keep a core busy meanwhile. (On one shared machine, with the
+database's own processes on the same 2 cores, 1, 2 and 4 threads gave the
+same 116-131 req/s.)
 
 Why a 1 ms GIL switch interval: in a gthread worker the thread that reads
 the next request off a kept-alive connection, and every thread whose
@@ -25,9 +42,9 @@ drop (123-125 against 111-115 req/s).
 
 Why one process per core: recall and remember spend most of their CPU in
 Python and NumPy (the sentence encoder), which the GIL serialises within a
-process; more processes than cores only add context switches and memory, and
-more threads per process than ~4 only queue on the GIL (bench/load.py measures
-it). NumPy's BLAS is pinned to one thread per process for the same reason:
+process; more processes than cores only add context switches and memory
+(3 and 4 workers on 2 cores cost more CPU a request than 2 in
+bench/load.py). NumPy's BLAS is pinned to one thread per process for the same reason:
 its own thread pool would compete with the other workers for the same cores.
 
 The embedding model is loaded once in the arbiter before the workers fork
@@ -73,8 +90,11 @@ def _int(name: str, default: int) -> int:
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{_int('PORT', 8000)}"
 workers = _int("WEB_CONCURRENCY", min(os.cpu_count() or 1, 8))
-worker_class = "gthread"
-threads = _int("GUNICORN_THREADS", 4)
+worker_class = "aetnaweb.gunicorn_worker.BalancedThreadWorker"
+_DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+threads = _int(
+    "GUNICORN_THREADS", 1 if _DATABASE_URL.startswith("sqlite") or not _DATABASE_URL else 4
+)
 timeout = _int("GUNICORN_TIMEOUT", 30)
 switch_interval_ms = _int("GUNICORN_SWITCH_INTERVAL_MS", 1)
 graceful_timeout = 20

@@ -96,12 +96,37 @@ def test_gunicorn_settings_read_the_environment(monkeypatch):
     monkeypatch.setenv("PORT", "8155")
     monkeypatch.setenv("HOST", "127.0.0.1")
     conf = importlib.reload(gunicorn_conf)
-    assert (conf.workers, conf.bind, conf.worker_class) == (3, "127.0.0.1:8155", "gthread")
+    assert (conf.workers, conf.bind, conf.worker_class) == (
+        3,
+        "127.0.0.1:8155",
+        "aetnaweb.gunicorn_worker.BalancedThreadWorker",
+    )
     monkeypatch.setenv("WEB_CONCURRENCY", "zero")
     with pytest.raises(SystemExit, match="WEB_CONCURRENCY must be a whole number"):
         importlib.reload(gunicorn_conf)
     monkeypatch.delenv("WEB_CONCURRENCY")
     importlib.reload(gunicorn_conf)
+
+
+def test_threads_default_to_one_on_sqlite_and_four_on_postgresql(monkeypatch):
+    import importlib
+
+    monkeypatch.delenv("GUNICORN_THREADS", raising=False)
+    try:
+        # Given no database URL (the embedded SQLite file) or a SQLite one: one thread
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        assert importlib.reload(gunicorn_conf).threads == 1
+        monkeypatch.setenv("DATABASE_URL", "sqlite:////srv/aetnaweb.sqlite3")
+        assert importlib.reload(gunicorn_conf).threads == 1
+        # Given PostgreSQL, usually across a network: four
+        monkeypatch.setenv("DATABASE_URL", "postgres://app@db:5432/aetnaweb")
+        assert importlib.reload(gunicorn_conf).threads == 4
+        # And the operator's value wins either way
+        monkeypatch.setenv("GUNICORN_THREADS", "2")
+        assert importlib.reload(gunicorn_conf).threads == 2
+    finally:
+        monkeypatch.undo()
+        importlib.reload(gunicorn_conf)
 
 
 def test_startup_objects_are_frozen_out_of_the_collectors_walks():

@@ -121,11 +121,11 @@ def test_the_config_pins_numeric_threads_before_numpy_and_sizes_workers_to_the_c
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
     )
-    # Then one worker per core (at most 8), 4 threads, and one BLAS thread per process,
-    # set before NumPy is loaded
+    # Then one worker per core (at most 8), one thread (the embedded SQLite database),
+    # and one BLAS thread per process, set before NumPy is loaded
     assert done.returncode == 0, done.stderr
     cores = min(os.cpu_count() or 1, 8)
-    assert done.stdout.split() == [str(cores), "4", "False", "1", "1", "1", "false"]
+    assert done.stdout.split() == [str(cores), "1", "False", "1", "1", "1", "false"]
 
 
 def test_gunicorn_refuses_to_start_without_a_secret_key(tmp_path):

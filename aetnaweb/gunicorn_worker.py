@@ -1,0 +1,118 @@
+"""gunicorn's ``gthread`` worker, taking a new connection only while it has a thread free.
+
+Every worker process listens on the same socket, and the stock ``gthread``
+worker accepts every connection it is offered (up to ``worker_connections``,
+1,000), whether or not its threads are all busy. Clients that keep their
+connections alive (agents, a reverse proxy's upstream pool, the load
+benchmark) then stay where they first landed, and they all tend to land on
+one process: measured with 32 kept-alive clients and 2 workers, one worker
+ran at 104-109% of a core (the GIL's ceiling) while the other idled at 0-32%,
+so the server used about half of a 2-core machine.
+
+:class:`BalancedThreadWorker` stops listening while all of its ``threads``
+are busy and listens again the moment one is free, like gunicorn's ``sync``
+worker does with its one thread. A connection that arrives meanwhile waits
+in the kernel's accept queue for whichever worker frees a thread first, so
+kept-alive connections spread over the processes by how fast each serves
+them. So that no connection starves while every worker stays busy, a busy
+worker takes one connection each time the queue has stayed non-empty for
+:data:`ACCEPT_WAIT_SECONDS` (the stock worker would have taken them all at
+once). Connections already accepted are
+served as before: requests on them queue for this worker's threads.
+
+A new connection's first request is awaited on the worker's event loop, not
+in one of its threads (see :meth:`BalancedThreadWorker.accept`).
+
+It relies on gunicorn 27's ``ThreadWorker`` internals (``enqueue_req``,
+``finish_request``, ``set_accept_enabled``, its pending connections), which
+is why pyproject.toml pins gunicorn 27; ``tests/aetnaweb/test_gunicorn_worker.py`` runs it in a real
+gunicorn.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import selectors
+import time
+from functools import partial
+from typing import Any
+
+from gunicorn.workers.gthread import DEFAULT_WORKER_DATA_TIMEOUT, TConn, ThreadWorker
+
+# How long a new connection waits in the accept queue while every worker is
+# busy before a busy worker takes it anyway (to queue behind its requests).
+ACCEPT_WAIT_SECONDS = 0.05
+
+
+class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
+    """``gthread`` that accepts new connections while a thread is free, or once they wait too long."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Requests handed to the thread pool and not yet finished. Only the
+        # worker's main thread (its event loop) reads or changes these.
+        self.in_flight = 0
+        self.waiting_since: float | None = None
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        # gunicorn's loop asks to listen whenever it is under worker_connections;
+        # listen only if a thread is also free, or if connections have waited
+        # too long. While it may not, the loop asks again on every turn, and
+        # each finished request is such a turn.
+        if enabled and self.in_flight >= self.cfg.threads and not self._overdue():
+            enabled = False
+        super().set_accept_enabled(enabled)
+
+    def accept(self, listener: Any) -> None:
+        # Each connection taken while busy waits its own ACCEPT_WAIT_SECONDS: a
+        # burst is shared out among the workers instead of going to the first.
+        self.waiting_since = None
+        try:
+            client, address = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = TConn(self.cfg, client, address, listener.getsockname())
+        # Its first bytes are awaited here, on the event loop, not in a thread
+        # as the stock worker does for up to 5 s: a client that connects and
+        # sends nothing (a browser's speculative preconnect, a port check)
+        # must not hold one of a few threads meanwhile. It gets as long in all.
+        client.setblocking(False)
+        conn.timeout = time.monotonic() + DEFAULT_WORKER_DATA_TIMEOUT + self.cfg.keepalive
+        self.pending_conns.append(conn)
+        self.poller.register(
+            client, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn)
+        )
+
+    def enqueue_req(self, conn: Any) -> None:
+        self.in_flight += 1
+        if self.in_flight >= self.cfg.threads and self._accepting and not self._overdue():
+            super().set_accept_enabled(False)
+        super().enqueue_req(conn)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        # Before gunicorn's own handling, which may hand the connection straight
+        # back to the pool (a request already read ahead): enqueue_req counts it.
+        self.in_flight -= 1
+        super().finish_request(conn, fs)
+
+    def _overdue(self) -> bool:
+        """Whether connections have been waiting to be accepted for ``ACCEPT_WAIT_SECONDS``.
+
+        Every worker may be busy for long stretches under load; without this,
+        a new connection would wait until one of them ran out of work.
+        """
+        try:
+            ready, _, _ = select.select(self.sockets, [], [], 0)
+        except (OSError, ValueError):  # a listener closed at shutdown
+            return False
+        if not ready:
+            self.waiting_since = None
+            return False
+        now = time.monotonic()
+        if self.waiting_since is None:
+            self.waiting_since = now
+        return now - self.waiting_since >= ACCEPT_WAIT_SECONDS

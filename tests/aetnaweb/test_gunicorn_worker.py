@@ -1,0 +1,183 @@
+"""The production server's worker class, run in a real gunicorn (aetnaweb/gunicorn_worker.py).
+
+A small WSGI app (written to a temporary folder) answers with the worker's
+process ID after sleeping as long as the query string says, so a test can
+keep a worker busy and see which worker takes a new connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+APP = """
+import os, time
+
+def app(environ, start_response):
+    delay = float(environ.get("QUERY_STRING") or 0)
+    time.sleep(delay)
+    body = str(os.getpid()).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _ask(conn: http.client.HTTPConnection, delay: float = 0.0) -> int:
+    conn.request("GET", f"/?{delay}")
+    return int(conn.getresponse().read())
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[object]:
+    """Start gunicorn with BalancedThreadWorker: ``serve(workers, threads)`` gives its port."""
+    (tmp_path / "pidapp.py").write_text(APP)
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(workers: int, threads: int) -> int:
+        port = _free_port()
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--worker-class",
+                "aetnaweb.gunicorn_worker.BalancedThreadWorker",
+                f"--workers={workers}",
+                f"--threads={threads}",
+                f"--bind=127.0.0.1:{port}",
+                f"--chdir={tmp_path}",
+                "pidapp:app",
+            ],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(server)
+        seen: set[int] = set()
+        deadline = time.monotonic() + 30
+        # Ready when every worker has answered once (each on a connection of its own).
+        while len(seen) < workers:
+            assert time.monotonic() < deadline, "gunicorn did not start its workers"
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                seen.add(_ask(conn))
+                conn.close()
+            except OSError:
+                time.sleep(0.1)
+        return port
+
+    yield start
+    for server in started:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_new_connection_goes_to_the_worker_with_a_free_thread(serve) -> None:
+    """While one worker's only thread is busy, the idle worker takes every new connection.
+
+    The stock gthread worker would take it about half the time: the busy
+    worker's event loop is free to accept while its thread sleeps.
+    """
+    port = serve(2, 1)
+    for _ in range(6):
+        busy = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        busy.request("GET", "/?0.4")
+        time.sleep(0.1)  # the request is in the busy worker's thread
+        fresh = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        answered_by = _ask(fresh)
+        busy_pid = int(busy.getresponse().read())
+        assert answered_by != busy_pid
+        busy.close()
+        fresh.close()
+
+
+def test_kept_alive_connections_spread_over_the_workers(serve) -> None:
+    """Eight clients that connect at once and keep their connections end up on both workers."""
+    port = serve(2, 1)
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(8)]
+    pids: list[int] = [0] * len(conns)
+
+    def first(index: int) -> None:
+        pids[index] = _ask(conns[index], 0.05)
+
+    threads = [threading.Thread(target=first, args=(i,)) for i in range(len(conns))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Each connection stays with the worker that took it.
+    assert [_ask(conn) for conn in conns] == pids
+    counts = sorted(pids.count(pid) for pid in set(pids))
+    assert len(counts) == 2 and counts[0] >= 2, counts
+    for conn in conns:
+        conn.close()
+
+
+def test_a_new_connection_is_not_starved_while_every_worker_stays_busy(serve) -> None:
+    """Two clients keep the only worker's thread busy without a pause; a third still gets in.
+
+    Its connection waits ACCEPT_WAIT_SECONDS in the accept queue, then the
+    busy worker takes it and serves it between the others' requests; it
+    does not wait for the others to stop (about 3 s here).
+    """
+    port = serve(1, 1)
+    stop = time.monotonic() + 3.0
+
+    def hammer() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while time.monotonic() < stop:
+            _ask(conn, 0.02)
+        conn.close()
+
+    hammers = [threading.Thread(target=hammer) for _ in range(2)]
+    for thread in hammers:
+        thread.start()
+    time.sleep(0.5)
+    late = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    started = time.monotonic()
+    _ask(late)
+    waited = time.monotonic() - started
+    hammer_left = stop - time.monotonic()
+    for thread in hammers:
+        thread.join()
+    late.close()
+    assert hammer_left > 1.0, "the machine was too slow for this test to mean anything"
+    assert waited < 1.0, f"a new connection waited {waited:.2f} s"
+
+
+def test_a_connection_that_sends_nothing_does_not_hold_a_thread(serve) -> None:
+    """A client that connects and stays silent (a browser's preconnect) delays nobody.
+
+    The stock worker waits for its first bytes in a thread, for up to 5 s:
+    with one thread, every other client waited that long.
+    """
+    port = serve(1, 1)
+    silent = socket.create_connection(("127.0.0.1", port))
+    time.sleep(0.2)  # accepted by now
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    started = time.monotonic()
+    _ask(conn)
+    waited = time.monotonic() - started
+    # The silent connection can still send its request later and be answered.
+    silent.sendall(b"GET /?0 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert silent.recv(1024).startswith(b"HTTP/1.1 200")
+    silent.close()
+    conn.close()
+    assert waited < 1.0, f"a client waited {waited:.2f} s behind a silent connection"
