@@ -341,17 +341,21 @@ def client_process(
                     cookies[index] = None  # type: ignore[call-overload]
                 else:
                     cookies[index] = outcome
-    chunks = [jobs[i::connections] for i in range(connections)]
+    # The clients take their next request from one shared list, so all of
+    # them keep sending until the last request: a client whose connection a
+    # quicker worker serves sends more of them, as with a timed run (wrk's
+    # --duration) instead of one that ends with only the slowest clients left.
+    pending = iter(jobs)
     latencies: list[tuple[str, float]] = []
     api_headers = f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
 
-    async def run(index: int, chunk: list[int]) -> None:
+    async def run(index: int) -> None:
         if cookies[index] is None:
             return
         client = RawConnection(ports[index % len(ports)], cookies[index])
         pacing = random.Random(index)
         planned = time.perf_counter()
-        for n in chunk:
+        for n in pending:
             if phase == "api":
                 method, path, body = api_job(n)
                 headers = api_headers
@@ -375,7 +379,7 @@ def client_process(
         client.close()
 
     async def run_all() -> None:
-        await asyncio.gather(*(run(i, chunk) for i, chunk in enumerate(chunks)))
+        await asyncio.gather(*(run(i) for i in range(connections)))
 
     ready.wait()  # type: ignore[attr-defined]
     cpu_start, start = time.process_time(), time.perf_counter()
