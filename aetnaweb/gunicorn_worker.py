@@ -10,7 +10,8 @@ ran at 104-109% of a core (the GIL's ceiling) while the other idled at 0-32%,
 so the server used about half of a 2-core machine.
 
 :class:`BalancedThreadWorker` stops listening while all of its ``threads``
-are busy and listens again the moment one is free, like gunicorn's ``sync``
+are busy (counting connections it has accepted whose first request has not
+arrived yet) and listens again the moment one is free, like gunicorn's ``sync``
 worker does with its one thread. A connection that arrives meanwhile waits
 in the kernel's accept queue for whichever worker frees a thread first, so
 kept-alive connections spread over the processes by how fast each serves
@@ -55,14 +56,24 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         self.in_flight = 0
         self.waiting_since: float | None = None
 
+    def busy(self) -> int:
+        """Requests in the pool, plus accepted connections whose first request has not come yet.
+
+        The latter count as busy: each is about to be a request here, and
+        without them a worker would take a whole burst of new connections
+        before the first of them had sent a byte.
+        """
+        return self.in_flight + len(self.pending_conns)
+
+    def may_accept(self) -> bool:
+        return self.busy() < self.cfg.threads or self._overdue()
+
     def set_accept_enabled(self, enabled: bool) -> None:
         # gunicorn's loop asks to listen whenever it is under worker_connections;
         # listen only if a thread is also free, or if connections have waited
         # too long. While it may not, the loop asks again on every turn, and
         # each finished request is such a turn.
-        if enabled and self.in_flight >= self.cfg.threads and not self._overdue():
-            enabled = False
-        super().set_accept_enabled(enabled)
+        super().set_accept_enabled(enabled and self.may_accept())
 
     def accept(self, listener: Any) -> None:
         # Each connection taken while busy waits its own ACCEPT_WAIT_SECONDS: a
@@ -86,18 +97,32 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         self.poller.register(
             client, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn)
         )
+        self._stop_listening_if_full()
 
     def enqueue_req(self, conn: Any) -> None:
         self.in_flight += 1
-        if self.in_flight >= self.cfg.threads and self._accepting and not self._overdue():
-            super().set_accept_enabled(False)
         super().enqueue_req(conn)
+        self._stop_listening_if_full()
 
     def finish_request(self, conn: Any, fs: Any) -> None:
         # Before gunicorn's own handling, which may hand the connection straight
         # back to the pool (a request already read ahead): enqueue_req counts it.
         self.in_flight -= 1
         super().finish_request(conn, fs)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        # While not listening, look at the accept queue at least every
+        # ACCEPT_WAIT_SECONDS (a turn of the loop), not only when something
+        # else happens here: an idle worker holding a silent connection would
+        # otherwise notice a waiting client only at gunicorn's 1 s tick.
+        if not self._accepting and self.alive:
+            timeout = min(timeout, ACCEPT_WAIT_SECONDS)
+        super().wait_for_and_dispatch_events(timeout)
+
+    def _stop_listening_if_full(self) -> None:
+        # gunicorn's loop only stops listening at worker_connections.
+        if self._accepting and not self.may_accept():
+            super().set_accept_enabled(False)
 
     def _overdue(self) -> bool:
         """Whether connections have been waiting to be accepted for ``ACCEPT_WAIT_SECONDS``.

@@ -180,4 +180,22 @@ def test_a_connection_that_sends_nothing_does_not_hold_a_thread(serve) -> None:
     assert silent.recv(1024).startswith(b"HTTP/1.1 200")
     silent.close()
     conn.close()
-    assert waited < 1.0, f"a client waited {waited:.2f} s behind a silent connection"
+    assert waited < 0.5, f"a client waited {waited:.2f} s behind a silent connection"
+
+
+def test_a_burst_of_new_connections_is_shared_out(serve) -> None:
+    """Eight clients connect at once and only then send: neither worker takes them all.
+
+    A worker counts a connection it has accepted as busy until its first
+    request is served, so the burst does not all go to the first to wake.
+    """
+    port = serve(2, 1)
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(8)]
+    for conn in conns:
+        conn.connect()
+    time.sleep(0.6)  # every connection accepted by one worker or the other by now
+    pids = [_ask(conn) for conn in conns]
+    for conn in conns:
+        conn.close()
+    counts = sorted(pids.count(pid) for pid in set(pids))
+    assert len(counts) == 2 and counts[0] >= 2, counts
