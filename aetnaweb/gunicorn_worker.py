@@ -18,16 +18,18 @@ kept-alive connections spread over the processes by how fast each serves
 them. So that no connection starves while every worker stays busy, a busy
 worker takes one connection each time the queue has stayed non-empty for
 :data:`ACCEPT_WAIT_SECONDS` (the stock worker would have taken them all at
-once). Connections already accepted are
-served as before: requests on them queue for this worker's threads.
+once); while not listening, a worker looks at the queue that often.
+Connections already accepted are served as before: requests on them queue
+for this worker's threads.
 
 A new connection's first request is awaited on the worker's event loop, not
 in one of its threads (see :meth:`BalancedThreadWorker.accept`).
 
-It relies on gunicorn 27's ``ThreadWorker`` internals (``enqueue_req``,
-``finish_request``, ``set_accept_enabled``, its pending connections), which
-is why pyproject.toml pins gunicorn 27; ``tests/aetnaweb/test_gunicorn_worker.py`` runs it in a real
-gunicorn.
+It relies on gunicorn 27's ``ThreadWorker`` internals (``accept``,
+``enqueue_req``, ``finish_request``, ``set_accept_enabled``,
+``wait_for_and_dispatch_events``, its pending connections), which is why
+pyproject.toml pins gunicorn 27; ``tests/aetnaweb/test_gunicorn_worker.py``
+runs it in a real gunicorn.
 """
 
 from __future__ import annotations
