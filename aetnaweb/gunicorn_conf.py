@@ -44,8 +44,9 @@ Why one process per core: recall and remember spend most of their CPU in
 Python and NumPy (the sentence encoder), which the GIL serialises within a
 process; more processes than cores only add context switches and memory
 (3 and 4 workers on 2 cores cost more CPU a request than 2 in
-bench/load.py). NumPy's BLAS is pinned to one thread per process for the same reason:
-its own thread pool would compete with the other workers for the same cores.
+bench/load.py). NumPy's BLAS is pinned to one thread per process for the
+same reason: its own thread pool would compete with the other workers for
+the same cores.
 
 The embedding model is loaded once in the arbiter before the workers fork
 (``when_ready``), so workers share its pages and the first recall of each

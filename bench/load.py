@@ -71,7 +71,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -240,8 +239,9 @@ class RawConnection:
     It writes each request as one prepared byte string and reads the answer by
     its Content-Length (or chunks), nothing more: 0.2-0.3 ms of CPU a request,
     which matters because the clients share the machine's cores with the
-    server they measure (their CPU a request is printed beside the server's). Cookies (the pages phase's session) are
-    sent as given; the sign-in itself goes through :class:`Client`.
+    server they measure (their CPU a request is printed beside the server's).
+    Cookies (the pages phase's session) are sent as given; the sign-in itself
+    goes through :class:`Client`.
     """
 
     def __init__(self, port: int, cookie: str = "") -> None:
@@ -325,22 +325,23 @@ def client_process(
     latency counts from its planned send time, so a server that falls behind
     is charged for the requests that queued at the client too.
     """
-    cookies = [""] * connections
     errors: list[str] = []
+
+    def sign_in(index: int) -> str | None:
+        """The session cookie of a signed-in client (pages phase), or None after an error."""
+        client = Client(ports[index % len(ports)])
+        try:
+            client.sign_in()
+        except Exception as exc:
+            errors.append(f"sign-in: {exc}")
+            return None
+        return "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+
+    cookies: list[str | None] = [""] * connections
     if phase == "pages":
         # Sign-ins (a deliberately slow password hash) happen before the clock starts.
-        def sign_in(index: int) -> str:
-            client = Client(ports[index % len(ports)])
-            client.sign_in()
-            return "; ".join(f"{k}={v}" for k, v in client.cookies.items())
-
         with ThreadPoolExecutor(max_workers=connections) as pool:
-            for index, outcome in enumerate(pool.map(_or_error(sign_in), range(connections))):
-                if isinstance(outcome, Exception):
-                    errors.append(f"sign-in: {outcome}")
-                    cookies[index] = None  # type: ignore[call-overload]
-                else:
-                    cookies[index] = outcome
+            cookies = list(pool.map(sign_in, range(connections)))
     # The clients take their next request from one shared list, so all of
     # them keep sending until the last request: a client whose connection a
     # quicker worker serves sends more of them, as with a timed run (wrk's
@@ -350,9 +351,10 @@ def client_process(
     api_headers = f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
 
     async def run(index: int) -> None:
-        if cookies[index] is None:
+        cookie = cookies[index]
+        if cookie is None:
             return
-        client = RawConnection(ports[index % len(ports)], cookies[index])
+        client = RawConnection(ports[index % len(ports)], cookie)
         pacing = random.Random(index)
         planned = time.perf_counter()
         for n in pending:
@@ -386,16 +388,6 @@ def client_process(
     asyncio.run(run_all())
     end, cpu = time.perf_counter(), time.process_time() - cpu_start
     queue.put((latencies, errors, start, end, cpu))  # type: ignore[attr-defined]
-
-
-def _or_error(call: Callable[[int], str]) -> Callable[[int], str | Exception]:
-    def guarded(index: int) -> str | Exception:
-        try:
-            return call(index)
-        except Exception as exc:  # reported as a sign-in error of that client
-            return exc
-
-    return guarded
 
 
 def drive(

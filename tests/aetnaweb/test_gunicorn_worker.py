@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.aetnaweb.test_serve import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
 
 APP = """
 import os, time
@@ -33,10 +37,9 @@ def app(environ, start_response):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _connections_per_worker(pids: list[int]) -> list[int]:
+    """How many of the connections each worker took, fewest first."""
+    return sorted(pids.count(pid) for pid in set(pids))
 
 
 def _ask(conn: http.client.HTTPConnection, delay: float = 0.0) -> int:
@@ -51,7 +54,7 @@ def serve(tmp_path: Path) -> Iterator[object]:
     started: list[subprocess.Popen[bytes]] = []
 
     def start(workers: int, threads: int) -> int:
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -124,7 +127,7 @@ def test_kept_alive_connections_spread_over_the_workers(serve) -> None:
         thread.join()
     # Each connection stays with the worker that took it.
     assert [_ask(conn) for conn in conns] == pids
-    counts = sorted(pids.count(pid) for pid in set(pids))
+    counts = _connections_per_worker(pids)
     assert len(counts) == 2 and counts[0] >= 2, counts
     for conn in conns:
         conn.close()
@@ -197,5 +200,5 @@ def test_a_burst_of_new_connections_is_shared_out(serve) -> None:
     pids = [_ask(conn) for conn in conns]
     for conn in conns:
         conn.close()
-    counts = sorted(pids.count(pid) for pid in set(pids))
+    counts = _connections_per_worker(pids)
     assert len(counts) == 2 and counts[0] >= 2, counts
