@@ -48,9 +48,10 @@ bench/load.py). NumPy's BLAS is pinned to one thread per process for the
 same reason: its own thread pool would compete with the other workers for
 the same cores.
 
-The embedding model is loaded once in the arbiter before the workers fork
-(``when_ready``), so workers share its pages and the first recall of each
-worker does not pay the load. Everything loaded by then is frozen out of the
+The embedding model and the URL configuration (every view and API module)
+are loaded once in the arbiter before the workers fork (``when_ready``), so
+workers share their pages and the first request of each worker does not pay
+for them. Everything loaded by then is frozen out of the
 garbage collector's full walks (:func:`freeze_startup_objects`).
 """
 
@@ -122,7 +123,23 @@ def when_ready(server: Any) -> None:
 
         model = embeddings.status()  # never raises: a failure means lexical recall
         log.info("embedding model %s: %s", model.model, model.detail)
+    log.info("URL configuration: %d modules imported", import_url_modules())
     log.info("garbage collector: %d startup objects frozen", freeze_startup_objects())
+
+
+def import_url_modules() -> int:
+    """Import the URL configuration, hence every view and API module; how many modules that took.
+
+    Django imports it at the first request a process serves: about 0.25 s
+    of building the API's schemas, paid by every worker after it forks
+    (and again after each ``max_requests`` recycle), with its first
+    connections waiting meanwhile. Done once here, the workers inherit it.
+    """
+    from django.urls import get_resolver
+
+    before = len(sys.modules)
+    get_resolver().url_patterns  # noqa: B018  (the property imports the URLconf)
+    return len(sys.modules) - before
 
 
 def freeze_startup_objects() -> int:
