@@ -16,14 +16,28 @@ worker does with its one thread. A connection that arrives meanwhile waits
 in the kernel's accept queue for whichever worker frees a thread first, so
 kept-alive connections spread over the processes by how fast each serves
 them. So that no connection starves while every worker stays busy, a busy
-worker takes one connection each time the queue has stayed non-empty for
-:data:`ACCEPT_WAIT_SECONDS` (the stock worker would have taken them all at
-once); while not listening, a worker looks at the queue that often.
+worker takes one connection each time the queue has stayed non-empty for a
+while (the stock worker would have taken them all at once): for
+:data:`ACCEPT_WAIT_SECONDS` per connection it already holds, plus one, at
+most :data:`MAX_ACCEPT_WAIT_SECONDS`. So the busy worker holding the fewest
+connections takes it first, and a split that started uneven (one worker
+still serving its first, slower request while the other took connections)
+evens out instead of lasting as long as the connections. While not
+listening, a worker looks at the queue every :data:`ACCEPT_WAIT_SECONDS`.
 Connections already accepted are served as before: requests on them queue
 for this worker's threads.
 
 A new connection's first request is awaited on the worker's event loop, not
 in one of its threads (see :meth:`BalancedThreadWorker.accept`).
+
+With one thread (``GUNICORN_THREADS=1``, the default on SQLite) the worker
+serves each request on its own main thread, between turns of its event
+loop, instead of handing it to a pool of one thread: the hand-over (a
+future, a pipe to wake the loop, the two threads taking turns with the
+GIL) cost about 0.14 ms of CPU a request, a fortieth of an API request.
+A small thread keeps telling the arbiter the worker is alive meanwhile,
+so a long request (a streamed export to a slow client) is never mistaken
+for a hung worker, as with the pool.
 
 It relies on gunicorn 27's ``ThreadWorker`` internals (``accept``,
 ``enqueue_req``, ``finish_request``, ``set_accept_enabled``,
@@ -37,15 +51,24 @@ from __future__ import annotations
 import errno
 import select
 import selectors
+import threading
 import time
+from collections import deque
+from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
 from gunicorn.workers.gthread import DEFAULT_WORKER_DATA_TIMEOUT, TConn, ThreadWorker
 
 # How long a new connection waits in the accept queue while every worker is
-# busy before a busy worker takes it anyway (to queue behind its requests).
-ACCEPT_WAIT_SECONDS = 0.05
+# busy before a busy worker takes it anyway (to queue behind its requests):
+# this long per connection the worker already holds, plus one, at most the
+# maximum (a worker holding 39 connections or more).
+ACCEPT_WAIT_SECONDS = 0.025
+MAX_ACCEPT_WAIT_SECONDS = 1.0
+# How often a worker that serves requests on its main thread tells the
+# arbiter it is alive meanwhile (the stock event loop does it at least as often).
+HEARTBEAT_SECONDS = 1.0
 
 
 class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
@@ -57,6 +80,21 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         # worker's main thread (its event loop) reads or changes these.
         self.in_flight = 0
         self.waiting_since: float | None = None
+        # One thread: requests are served on the main thread, in this order.
+        self.inline = self.cfg.threads == 1
+        self.inline_queue: deque[Any] = deque()
+
+    def init_process(self) -> None:
+        if self.inline:
+            threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
+        super().init_process()  # runs the event loop until the worker stops
+
+    def _heartbeat(self) -> None:
+        # Without it a request longer than gunicorn's timeout (30 s) would get
+        # the worker killed, as the main thread cannot notify while it serves.
+        while True:
+            self.notify()
+            time.sleep(HEARTBEAT_SECONDS)
 
     def busy(self) -> int:
         """Requests in the pool, plus accepted connections whose first request has not come yet.
@@ -78,8 +116,13 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         super().set_accept_enabled(enabled and self.may_accept())
 
     def accept(self, listener: Any) -> None:
-        # Each connection taken while busy waits its own ACCEPT_WAIT_SECONDS: a
+        # Each connection taken while busy waits its own while: a
         # burst is shared out among the workers instead of going to the first.
+        if not self._accepting:
+            # The listener was ready when the loop last polled, but the worker
+            # stopped listening since (it took a request from the same batch
+            # of events): another worker will take the connection.
+            return
         self.waiting_since = None
         try:
             client, address = listener.accept()
@@ -103,7 +146,12 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
 
     def enqueue_req(self, conn: Any) -> None:
         self.in_flight += 1
-        super().enqueue_req(conn)
+        if self.inline:
+            # Served by _serve_queued once this turn's events are dispatched,
+            # as a pool's thread would: counted busy until then.
+            self.inline_queue.append(conn)
+        else:
+            super().enqueue_req(conn)
         self._stop_listening_if_full()
 
     def finish_request(self, conn: Any, fs: Any) -> None:
@@ -119,7 +167,45 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         # otherwise notice a waiting client only at gunicorn's 1 s tick.
         if not self._accepting and self.alive:
             timeout = min(timeout, ACCEPT_WAIT_SECONDS)
-        super().wait_for_and_dispatch_events(timeout)
+        if not self.inline:
+            super().wait_for_and_dispatch_events(timeout)
+            return
+        self._dispatch(timeout)
+        self._serve_queued()
+
+    def _dispatch(self, timeout: float) -> None:
+        """gunicorn's dispatch of ready events, with new connections last.
+
+        Requests are queued first, so whether to take a new connection is
+        decided knowing every request this turn brought (the pool's event loop
+        decides as each arrives, having woken for each).
+        """
+        events = self.poller.select(timeout)  # retried by Python if a signal interrupts it
+        for key, _ in sorted(events, key=lambda event: event[0].data == self.accept):
+            key.data(key.fileobj)
+
+    def _serve_queued(self) -> None:
+        """Serve the queued requests in turn, taking in what arrives between two of them.
+
+        finish_request may queue the same connection again (its client had
+        already sent the next request): served by this loop, not by a
+        recursive call, so a long pipeline cannot exhaust the stack.
+        """
+        while self.inline_queue:
+            conn = self.inline_queue.popleft()
+            done: Future[Any] = Future()
+            try:
+                done.set_result(self.handle(conn))
+            except Exception as exc:  # handle() answers errors itself; close the connection
+                done.set_exception(exc)
+            self.finish_request(conn, done)
+            if self.inline_queue:
+                # What the pool's event loop would have done meanwhile: queue
+                # requests that arrived and, if a thread's worth is free or a
+                # connection has waited too long, take a new connection.
+                if self.alive:
+                    self.set_accept_enabled(self.nr_conns < self.worker_connections)
+                self._dispatch(0)
 
     def _stop_listening_if_full(self) -> None:
         # gunicorn's loop only stops listening at worker_connections.
@@ -127,10 +213,12 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
             super().set_accept_enabled(False)
 
     def _overdue(self) -> bool:
-        """Whether connections have been waiting to be accepted for ``ACCEPT_WAIT_SECONDS``.
+        """Whether connections have waited long enough to be accepted by this busy worker.
 
         Every worker may be busy for long stretches under load; without this,
-        a new connection would wait until one of them ran out of work.
+        a new connection would wait until one of them ran out of work. The
+        wait grows with the connections this worker holds, so the busy worker
+        holding the fewest takes the connection first.
         """
         try:
             ready, _, _ = select.select(self.sockets, [], [], 0)
@@ -142,4 +230,5 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         now = time.monotonic()
         if self.waiting_since is None:
             self.waiting_since = now
-        return now - self.waiting_since >= ACCEPT_WAIT_SECONDS
+        wait = min(ACCEPT_WAIT_SECONDS * (self.nr_conns + 1), MAX_ACCEPT_WAIT_SECONDS)
+        return now - self.waiting_since >= wait

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from aetnaweb import gunicorn_worker
+from aetnaweb.gunicorn_worker import BalancedThreadWorker
 from tests.aetnaweb.test_serve import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +28,15 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 APP = """
-import os, time
+import os, threading, time
 
 def app(environ, start_response):
     delay = float(environ.get("QUERY_STRING") or 0)
     time.sleep(delay)
-    body = str(os.getpid()).encode()
+    if environ["PATH_INFO"] == "/thread":
+        body = threading.current_thread().name.encode()
+    else:
+        body = str(os.getpid()).encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
 """
@@ -53,7 +58,7 @@ def serve(tmp_path: Path) -> Iterator[object]:
     (tmp_path / "pidapp.py").write_text(APP)
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(workers: int, threads: int) -> int:
+    def start(workers: int, threads: int, *options: str) -> int:
         port = free_port()
         server = subprocess.Popen(
             [
@@ -66,6 +71,7 @@ def serve(tmp_path: Path) -> Iterator[object]:
                 f"--threads={threads}",
                 f"--bind=127.0.0.1:{port}",
                 f"--chdir={tmp_path}",
+                *options,
                 "pidapp:app",
             ],
             env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -202,3 +208,79 @@ def test_a_burst_of_new_connections_is_shared_out(serve) -> None:
         conn.close()
     counts = _connections_per_worker(pids)
     assert len(counts) == 2 and counts[0] >= 2, counts
+
+
+def test_with_one_thread_the_worker_serves_requests_on_its_own_thread(serve) -> None:
+    """No pool to hand a request to when there is one thread; with more, the pool serves."""
+    for threads, inline in ((1, True), (2, False)):
+        conn = http.client.HTTPConnection("127.0.0.1", serve(1, threads), timeout=10)
+        conn.request("GET", "/thread")
+        assert (conn.getresponse().read() == b"MainThread") is inline
+        conn.close()
+
+
+def test_a_long_pipeline_on_one_connection_is_answered_in_full(serve) -> None:
+    """Requests a client sent back to back, read ahead in one go, are served by a loop.
+
+    About 280 of them fit in one read: serving each from the previous one's
+    completion, recursively, would exhaust the stack.
+    """
+    port = serve(1, 1)
+    count = 2000
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+        client.sendall(b"GET /?0 HTTP/1.1\r\nHost: x\r\n\r\n" * count)
+        received = b""
+        while received.count(b"HTTP/1.1 200 OK") < count:
+            chunk = client.recv(65536)
+            assert chunk, f"connection closed after {received.count(b'HTTP/1.1 200 OK')} answers"
+            received += chunk
+
+
+def test_a_request_longer_than_the_timeout_does_not_get_its_worker_restarted(serve) -> None:
+    """The worker keeps telling the arbiter it is alive while its one thread serves a long request.
+
+    gunicorn restarts a worker that has not done so for ``--timeout``
+    seconds; a pool's event loop does it while a thread serves, and so must
+    a worker serving on its main thread (a streamed export to a slow client).
+    """
+    port = serve(1, 1, "--timeout=2")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    worker = _ask(conn)
+    assert _ask(conn, 4.0) == worker
+    assert _ask(conn) == worker
+    conn.close()
+
+
+def test_a_busy_worker_holding_more_connections_waits_longer_before_taking_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The busy worker holding the fewest connections takes a waiting one first.
+
+    While every worker is busy, each takes a connection that has waited
+    ACCEPT_WAIT_SECONDS per connection it already holds, plus one (at most
+    MAX_ACCEPT_WAIT_SECONDS): a split that started uneven evens out.
+    """
+    clock = [1000.0]
+    monkeypatch.setattr(gunicorn_worker.time, "monotonic", lambda: clock[0])
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        waiting = socket.create_connection(listener.getsockname())  # in the accept queue
+        worker = object.__new__(BalancedThreadWorker)  # only what _overdue reads
+        worker.sockets = [listener]
+
+        def overdue_after(held: int, seconds: float) -> bool:
+            worker.nr_conns, worker.waiting_since = held, None
+            assert worker._overdue() is False  # the wait starts when first seen
+            clock[0] += seconds
+            return worker._overdue()
+
+        assert overdue_after(1, 0.045) is False
+        assert overdue_after(1, 0.055) is True
+        assert overdue_after(3, 0.095) is False
+        assert overdue_after(3, 0.105) is True
+        assert overdue_after(5000, 0.99) is False
+        assert overdue_after(5000, 1.01) is True
+        # An empty queue is never overdue, and the wait starts over
+        accepted, _ = listener.accept()
+        assert worker._overdue() is False and worker.waiting_since is None
+        accepted.close()
+        waiting.close()
