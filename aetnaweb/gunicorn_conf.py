@@ -20,7 +20,9 @@ a 30 s timeout only ever cuts a stuck request.
 
 Why one thread on SQLite: the database is a local file, so a request waits
 on nothing but the write lock (queued in the kernel, a few ms at most);
-more threads only add GIL hand-overs. With 2 workers on 2 cores
+more threads only add GIL hand-overs. With one thread the worker serves
+each request on its own main thread, with no pool to hand it to (see
+:mod:`aetnaweb.gunicorn_worker`). With 2 workers on 2 cores
 (bench/load.py, 32 clients, back to back), 1 thread gave 282-329 API req/s
 at 5.2-6.1 ms of server CPU a request, and a recall p99 of 43-62 ms with 8
 clients; 2 threads 228-308 req/s (5.7-7.6 ms) and 54-72 ms; 4 threads
