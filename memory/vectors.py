@@ -36,10 +36,12 @@ here quietly does nothing and :func:`status` says why; recall stays lexical.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -414,40 +416,108 @@ def embedding_text(content: str) -> str:
 # Embeddings computed ahead of a write transaction, by record content, for
 # the thread that computed them (see :func:`prepared`).
 _ahead = threading.local()
+# PostgreSQL: the threads that embed while a transaction runs its first
+# statements (see :func:`prepared`). Made on first use, in the process that
+# uses them: a forked child has none of its parent's threads.
+EMBED_THREADS = 8
+_embedders: ThreadPoolExecutor | None = None
+_embedders_lock = threading.Lock()
+
+
+def _embedder_pool() -> ThreadPoolExecutor:
+    global _embedders
+    with _embedders_lock:
+        if _embedders is None:
+            _embedders = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="embed")
+        return _embedders
+
+
+def _forget_embedders() -> None:
+    global _embedders, _embedders_lock
+    _embedders, _embedders_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_embedders)
+
+
+def _embed_each(texts: Sequence[str]) -> dict[str, bytes]:
+    vectors: dict[str, bytes] = {}
+    for text in texts:
+        vector = embeddings.embed(text)
+        if vector is not None:
+            vectors[text] = vector
+    return vectors
+
+
+class _Ahead:
+    """The embeddings of one :func:`prepared` block: computed already, or on their way."""
+
+    def __init__(self, texts: Sequence[str], *, in_background: bool) -> None:
+        self.texts = frozenset(texts)
+        self._future: Future[dict[str, bytes]] | None = None
+        self._vectors: dict[str, bytes] = {}
+        if in_background:
+            self._future = _embedder_pool().submit(_embed_each, texts)
+        else:
+            self._vectors = _embed_each(texts)
+
+    def vector(self, text: str) -> bytes | None:
+        """The text's embedding (waiting for it if it is still being computed); None if unavailable."""
+        if self._future is not None:
+            self._vectors, self._future = self._future.result(), None
+        return self._vectors.get(text)
+
+    def settle(self) -> None:
+        """Wait until nothing is being computed for this block any more (its result may go unused)."""
+        if self._future is not None:
+            wait([self._future])
 
 
 @contextmanager
-def prepared(contents: Iterable[str]) -> Iterator[None]:
-    """Embed record ``contents`` now, so the write transaction run inside does not.
+def prepared(contents: Iterable[str], *, alongside: bool = False) -> Iterator[None]:
+    """Embed record ``contents`` ahead, so the write transaction run inside does not.
 
     The vector is still written by :func:`index_records` in the record's own
-    transaction (a record and its vector appear together); only the ~5 ms of
-    model work moves before BEGIN, where it holds no lock (on SQLite, the one
-    database-wide write lock). A content the block ends up not storing costs
-    one wasted embedding; one it stores without being prepared is embedded
-    inside, as before. Nothing is cached beyond the block.
+    transaction (a record and its vector appear together); only the model's
+    ~2-5 ms of work moves out of it. By default it runs now, before BEGIN,
+    where it holds no lock (on SQLite, the one database-wide write lock).
+
+    ``alongside``, on PostgreSQL only: it runs on a thread of its own while
+    the block runs, and :func:`index_records` waits for it. For blocks whose
+    statements before the vector's insert (each a round trip to the server)
+    take about as long as the embedding (remember's episode, its audit event,
+    the duplicate check, the record), so the transaction's locks are usually
+    held no longer, and the caller waits for the two at once, not one after
+    the other: remember's p50 at 100k records 0.5-1.5 ms lower in
+    bench/memory_scale.py, and two app instances on one database served the
+    same requests a second. On SQLite those statements take a fraction of
+    that, and the write lock would be held while the model ran. The block
+    does not end before the embedding has.
+
+    A content the block ends up not storing costs one wasted embedding; one
+    it stores without being prepared is embedded inside, as before. Nothing
+    is cached beyond the block.
     """
-    ahead: dict[str, bytes] = {}
-    if _usable():
-        for content in contents:
-            text = embedding_text(content)
-            if text not in ahead:
-                vector = embeddings.embed(text)
-                if vector is not None:
-                    ahead[text] = vector
-    outer = getattr(_ahead, "vectors", None)
-    _ahead.vectors = {**(outer or {}), **ahead}
+    texts = (
+        list(dict.fromkeys(embedding_text(content) for content in contents)) if _usable() else []
+    )
+    ahead = _Ahead(texts, in_background=alongside and bool(texts) and connection.vendor != "sqlite")
+    outer: tuple[_Ahead, ...] = getattr(_ahead, "blocks", ())
+    _ahead.blocks = (*outer, ahead)
     try:
         yield
     finally:
-        _ahead.vectors = outer
+        _ahead.blocks = outer
+        ahead.settle()
 
 
 def _embedding_for(content: str) -> bytes | None:
     text = embedding_text(content)
-    ahead = getattr(_ahead, "vectors", None)
-    if ahead and text in ahead:
-        return bytes(ahead[text])
+    for ahead in reversed(getattr(_ahead, "blocks", ())):
+        if text in ahead.texts:
+            vector = ahead.vector(text)
+            if vector is not None:
+                return bytes(vector)
     return embeddings.embed(text)
 
 

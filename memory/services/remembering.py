@@ -363,11 +363,15 @@ def remember(
     candidates = _candidates(text, reading, force=force)
     actor_label = access.audit_actor(principal, actor, default="user")
     # Everything above only reads. The facts that may become active are
-    # embedded now, before BEGIN: the model's milliseconds must not be spent
-    # holding the write lock. Their vectors are still written inside, with
-    # their records (quarantined facts get no vector, so none is computed).
+    # embedded ahead: the model's milliseconds must not be spent holding the
+    # write lock (before BEGIN on SQLite; on PostgreSQL while the episode and
+    # its audit event are written, see vectors.prepared). Their vectors are
+    # still written inside, with their records (quarantined facts get no
+    # vector, so none is computed).
     with (
-        vectors.prepared([c.content for c in candidates] if reading.trusted else []),
+        vectors.prepared(
+            [c.content for c in candidates] if reading.trusted else [], alongside=True
+        ),
         transaction.atomic(),
     ):
         return _remember_in_transaction(
@@ -475,8 +479,8 @@ def remember_fact(
         )
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
-    # Embedded before BEGIN, as in remember.
-    with vectors.prepared([candidate.content]), transaction.atomic():
+    # Embedded ahead, as in remember.
+    with vectors.prepared([candidate.content], alongside=True), transaction.atomic():
         return _remember_fact_in_transaction(
             parsed,
             candidate,

@@ -1,6 +1,15 @@
-"""Embeddings are computed before the write transaction, never while it holds the lock."""
+"""Embeddings are computed ahead of the write transaction, never while it holds the lock.
+
+On SQLite before BEGIN, on the caller's thread. On PostgreSQL remember and
+remember_fact embed on a thread of their own while the transaction runs its
+first statements (``vectors.prepared(..., alongside=True)``).
+"""
 
 from __future__ import annotations
+
+import os
+import threading
+import time
 
 import pytest
 from django.db import connection
@@ -12,17 +21,19 @@ from memory.errors import RecordStateError
 from memory.models import Record
 
 ALICE = "acme:alice:*"
+# remember and remember_fact embed alongside their transaction on PostgreSQL.
+ALONGSIDE = connection.vendor == "postgresql"
 BEEF = "I avoid beef at business dinners."
 
 
 @pytest.fixture
 def embed_calls(monkeypatch):
-    """Every embedding computed, with whether a transaction was open at that moment."""
-    calls: list[tuple[str, bool]] = []
+    """Every embedding computed: (text, a transaction open on that thread, the thread's name)."""
+    calls: list[tuple[str, bool, str]] = []
     real = embeddings.embed
 
     def spy(text: str) -> bytes | None:
-        calls.append((text, connection.in_atomic_block))
+        calls.append((text, connection.in_atomic_block, threading.current_thread().name))
         return real(text)
 
     monkeypatch.setattr(embeddings, "embed", spy)
@@ -40,7 +51,7 @@ def test_reindex_embeds_each_batch_before_its_transaction(clean_index, embed_cal
     assert vectors.reindex(batch=2) == 3
     # Then each record was embedded once, and never inside a transaction
     assert len(embed_calls) == 3
-    assert not any(in_transaction for _, in_transaction in embed_calls)
+    assert not any(in_transaction for _, in_transaction, _ in embed_calls)
     assert vectors.indexed_pks(pks) == set(pks)
 
 
@@ -79,8 +90,10 @@ def test_remember_embeds_before_its_transaction_and_writes_the_vector_inside(
 ):
     # When a user states a fact (outside any caller's transaction, as a view or the API does)
     record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
-    # Then its content was embedded exactly once, with no transaction open
+    # Then its content was embedded exactly once, with no transaction open:
+    # on SQLite by the caller before BEGIN, on PostgreSQL alongside it
     assert len(embed_calls) == 1 and embed_calls[0][1] is False
+    assert embed_calls[0][2].startswith("embed_" if ALONGSIDE else "MainThread")
     # And the vector was written with the record
     pk = Record.objects.get(record_id=record_id).pk
     assert vectors.indexed_pks([pk]) == {pk}
@@ -91,6 +104,7 @@ def test_remember_fact_embeds_before_its_transaction(clean_index, embed_calls):
         principal=SYSTEM, scope=ALICE, key="airline", value="KLM"
     ).record_ids[0]
     assert len(embed_calls) == 1 and embed_calls[0][1] is False
+    assert embed_calls[0][2].startswith("embed_" if ALONGSIDE else "MainThread")
     pk = Record.objects.get(record_id=record_id).pk
     assert vectors.indexed_pks([pk]) == {pk}
 
@@ -112,7 +126,7 @@ def test_promote_embeds_before_its_transaction_and_writes_the_vector_inside(
     # When a reviewer promotes it
     services.promote(principal=SYSTEM, scope=ALICE, record_id=quarantined)
     # Then it was embedded once, before the transaction, and the vector is there
-    assert len(embed_calls) == 1 and embed_calls[0][1] is False
+    assert embed_calls == [(embed_calls[0][0], False, "MainThread")]
     assert vectors.indexed_pks([pk]) == {pk}
 
 
@@ -125,3 +139,55 @@ def test_a_refused_promote_embeds_nothing_and_writes_nothing(clean_index, embed_
         services.promote(principal=SYSTEM, scope=ALICE, record_id=record_id)
     assert embed_calls == []
     assert list(Record.objects.values_list("record_id", "status", "updated_at")) == events
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("alongside", [False, True])
+def test_a_vector_embedded_alongside_is_the_one_embedded_before(alongside):
+    # Given a record whose vector is removed
+    record_id = services.remember(principal=SYSTEM, scope=ALICE, text=BEEF).record_ids[0]
+    record = Record.objects.get(record_id=record_id)
+    before = vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=1)
+    vectors.unindex_records([record.pk])
+    # When it is indexed again in a block that embeds alongside (PostgreSQL) or ahead
+    with vectors.prepared([record.content], alongside=alongside):
+        vectors.index_records([(record.pk, record.record_id, record.scope, record.content)])
+    # Then the search finds the same vector
+    assert vectors.search(visible_scopes=[ALICE], query="Am I vegetarian?", limit=1) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not ALONGSIDE, reason="SQLite embeds before BEGIN, never alongside")
+def test_a_block_does_not_end_before_the_embedding_it_started(monkeypatch):
+    # Given an embedding that takes a while, on its own thread
+    finished: list[str] = []
+    real = embeddings.embed
+
+    def slow(text: str) -> bytes | None:
+        time.sleep(0.3)
+        vector = real(text)
+        finished.append(text)
+        return vector
+
+    monkeypatch.setattr(embeddings, "embed", slow)
+    # When the block fails before it uses the vector
+    with pytest.raises(ValueError), vectors.prepared([BEEF], alongside=True):
+        raise ValueError("the write failed")
+    # Then the embedding had finished when the block ended: nothing runs on behind it
+    assert len(finished) == 1
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_process_gets_embedding_threads_of_its_own():
+    """Threads do not survive a fork: a child reusing its parent's pool would wait forever."""
+    # Given the pool in use in this process (its thread now idle)
+    assert vectors._embedder_pool().submit(lambda: 1).result(timeout=5) == 1
+    pid = os.fork()
+    if pid == 0:  # the child: its own pool runs work
+        try:
+            ok = vectors._embedder_pool().submit(lambda: 7).result(timeout=5) == 7
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
