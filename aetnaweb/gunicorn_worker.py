@@ -16,14 +16,9 @@ worker does with its one thread. A connection that arrives meanwhile waits
 in the kernel's accept queue for whichever worker frees a thread first, so
 kept-alive connections spread over the processes by how fast each serves
 them. So that no connection starves while every worker stays busy, a busy
-worker takes one connection each time the queue has stayed non-empty for a
-while (the stock worker would have taken them all at once): for
-:data:`ACCEPT_WAIT_SECONDS` per connection it already holds, plus one, at
-most :data:`MAX_ACCEPT_WAIT_SECONDS`. So the busy worker holding the fewest
-connections takes it first, and a split that started uneven (one worker
-still serving its first, slower request while the other took connections)
-evens out instead of lasting as long as the connections. While not
-listening, a worker looks at the queue every :data:`ACCEPT_WAIT_SECONDS`.
+worker takes one connection each time the queue has stayed non-empty for
+:data:`ACCEPT_WAIT_SECONDS` (the stock worker would have taken them all at
+once); while not listening, a worker looks at the queue that often.
 Connections already accepted are served as before: requests on them queue
 for this worker's threads.
 
@@ -61,11 +56,12 @@ from typing import Any
 from gunicorn.workers.gthread import DEFAULT_WORKER_DATA_TIMEOUT, TConn, ThreadWorker
 
 # How long a new connection waits in the accept queue while every worker is
-# busy before a busy worker takes it anyway (to queue behind its requests):
-# this long per connection the worker already holds, plus one, at most the
-# maximum (a worker holding 39 connections or more).
-ACCEPT_WAIT_SECONDS = 0.025
-MAX_ACCEPT_WAIT_SECONDS = 1.0
+# busy before a busy worker takes it anyway (to queue behind its requests).
+# The same for every worker: a wait that grew with the connections a worker
+# holds did favour the least-loaded one, but it halved how fast a burst of
+# new connections is taken while every worker is busy (pages p99 760-780 ms
+# instead of 390-410 in bench/load.py's pages phase, 32 new connections).
+ACCEPT_WAIT_SECONDS = 0.05
 # How often a worker that serves requests on its main thread tells the
 # arbiter it is alive meanwhile (the stock event loop does it at least as often).
 HEARTBEAT_SECONDS = 1.0
@@ -116,7 +112,7 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         super().set_accept_enabled(enabled and self.may_accept())
 
     def accept(self, listener: Any) -> None:
-        # Each connection taken while busy waits its own while: a
+        # Each connection taken while busy waits its own ACCEPT_WAIT_SECONDS: a
         # burst is shared out among the workers instead of going to the first.
         if not self._accepting:
             # The listener was ready when the loop last polled, but the worker
@@ -213,12 +209,10 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
             super().set_accept_enabled(False)
 
     def _overdue(self) -> bool:
-        """Whether connections have waited long enough to be accepted by this busy worker.
+        """Whether connections have been waiting to be accepted for ``ACCEPT_WAIT_SECONDS``.
 
         Every worker may be busy for long stretches under load; without this,
-        a new connection would wait until one of them ran out of work. The
-        wait grows with the connections this worker holds, so the busy worker
-        holding the fewest takes the connection first.
+        a new connection would wait until one of them ran out of work.
         """
         try:
             ready, _, _ = select.select(self.sockets, [], [], 0)
@@ -230,5 +224,4 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         now = time.monotonic()
         if self.waiting_since is None:
             self.waiting_since = now
-        wait = min(ACCEPT_WAIT_SECONDS * (self.nr_conns + 1), MAX_ACCEPT_WAIT_SECONDS)
-        return now - self.waiting_since >= wait
+        return now - self.waiting_since >= ACCEPT_WAIT_SECONDS
