@@ -157,12 +157,28 @@ class HeldLocks:
     drops them all at ROLLBACK, and drops those registered inside a savepoint
     when that savepoint is rolled back, which is also when PostgreSQL releases
     the transaction-level locks taken inside it.
+
+    One registered after an append also carries the subject's new head (the
+    event's hash) and the newest leaf's sequence as the append left them, so
+    the transaction's next append to that subject need not read them again
+    (:func:`_known_head`). That is exact for as long as the hook lives: every
+    append holds the subject's lock (on SQLite the database's write lock)
+    until its transaction ends, so no other transaction can move that head,
+    and a rolled-back savepoint takes its rows and its hooks away together.
     """
 
-    __slots__ = ("subject_id",)
+    __slots__ = ("head", "last_leaf_sequence", "subject_id")
 
-    def __init__(self, subject_id: str) -> None:
+    def __init__(
+        self,
+        subject_id: str,
+        *,
+        head: str | None = None,
+        last_leaf_sequence: int | None = None,
+    ) -> None:
         self.subject_id = subject_id
+        self.head = head
+        self.last_leaf_sequence = last_leaf_sequence
 
     def __call__(self) -> None:
         return None
@@ -174,6 +190,27 @@ def _still_held(subject_id: str) -> bool:
         isinstance(entry[1], HeldLocks) and entry[1].subject_id == subject_id
         for entry in connection.run_on_commit
     )
+
+
+def _known_head(subject_id: str) -> tuple[str, int] | None:
+    """(head hash, newest leaf's sequence) as this transaction's live appends left them.
+
+    ``None`` until this transaction has appended to ``subject_id``. The newest
+    leaf is the log's, not the subject's: the highest any live append saw or
+    made (the tree lock, or SQLite's write lock, keeps other transactions from
+    adding leaves meanwhile). A leaf added on demand since (a checkpoint's
+    integration) only makes :func:`audit.tree.after_append` integrate sooner.
+    """
+    head: str | None = None
+    last_leaf = -1
+    for entry in connection.run_on_commit:
+        hook = entry[1]
+        if isinstance(hook, HeldLocks) and hook.head is not None:
+            if hook.subject_id == subject_id:
+                head = hook.head
+            if hook.last_leaf_sequence is not None:
+                last_leaf = max(last_leaf, hook.last_leaf_sequence)
+    return (head, last_leaf) if head is not None else None
 
 
 def lock_subject(subject_id: str) -> None:
@@ -284,8 +321,12 @@ def _insert_event(cursor: Any, event: _EventInput) -> tuple[AuditEvent, int | No
     dashboard's bookkeeping: the subject index and the day's and the type's
     counters.
     """
-    cursor.execute(_HEAD_SQL, [event.subject_id])
-    head, last_leaf_sequence = cursor.fetchone()
+    known = _known_head(event.subject_id)
+    if known is None:
+        cursor.execute(_HEAD_SQL, [event.subject_id])
+        head, last_leaf_sequence = cursor.fetchone()
+    else:
+        head, last_leaf_sequence = known
     row = AuditEvent(
         event_id=new_event_id(),
         subject_id=event.subject_id,
@@ -352,7 +393,14 @@ def append_event(
     lock_subject(event.subject_id)
     with connection.cursor() as cursor:
         row, last_leaf_sequence = _insert_event(cursor, event)
-        after_append(cursor, sequence=row.sequence, last_leaf_sequence=last_leaf_sequence)
+        if after_append(cursor, sequence=row.sequence, last_leaf_sequence=last_leaf_sequence):
+            last_leaf_sequence = row.sequence  # every event up to this one is a leaf now
+        elif last_leaf_sequence is None:  # the log's first event: what _HEAD_SQL says now
+            last_leaf_sequence = row.sequence - 1
+    # The next append to this subject in this transaction chains on without a read.
+    transaction.on_commit(
+        HeldLocks(event.subject_id, head=row.event_hash, last_leaf_sequence=last_leaf_sequence)
+    )
     announce(row)  # after commit, to whoever subscribed to this type (webhooks)
     return row
 

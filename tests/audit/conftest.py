@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 
 from audit.models import AuditEvent
-from audit.services import append_event
+from audit.services import HeldLocks, append_event
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "verify_audit.py"
 
@@ -55,7 +55,25 @@ def tamper(sql: str, params: list[Any] | tuple[Any, ...] = ()) -> int:
     """Edit audit_log behind the engine's back, as an attacker with database access would."""
     with connection.cursor() as cursor:
         cursor.execute(sql, list(params))
-        return cursor.rowcount
+        count = cursor.rowcount
+    forget_known_heads()
+    return count
+
+
+def forget_known_heads() -> None:
+    """Make this transaction's next appends read their chain heads from the database again.
+
+    A test runs inside one transaction, so its edits "behind the engine's back"
+    land in the same transaction as the appends around them, where the heads
+    those appends left (audit.services.HeldLocks) stand. In production such an
+    edit comes from another connection, and cannot land while an appending
+    transaction holds the chain's lock, so those heads stay exact there.
+    """
+    connection.run_on_commit = [
+        entry
+        for entry in connection.run_on_commit
+        if not (isinstance(entry[1], HeldLocks) and entry[1].head is not None)
+    ]
 
 
 def mixed_chains(subjects: list[str], per_subject: int) -> list[AuditEvent]:
