@@ -33,6 +33,19 @@ def insert_rows(
         )
 
 
+def execute_rows(cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``cursor.executemany(sql, rows)``, as one plain ``execute`` when there is one row.
+
+    A write path usually has one row (one remember, one record): psycopg's
+    ``executemany`` runs even that in pipeline mode, about 0.1 ms more of
+    round trip and 0.07 ms more of CPU than ``execute`` on this machine.
+    """
+    if len(rows) == 1:
+        cursor.execute(sql, rows[0])
+    elif rows:
+        cursor.executemany(sql, rows)
+
+
 @functools.cache
 def _insert_returning(model: type[Model], with_pk: bool, vendor: str) -> tuple[list[Any], str]:
     """(the fields written, the INSERT ... RETURNING pk) of ``model``, built once per process."""

@@ -36,6 +36,7 @@ from typing import Any
 
 from django.db import connection
 
+from aetnaweb.sql import execute_rows
 from memory import metadata as record_metadata
 from memory import vectors
 from memory.extraction import word_tokens
@@ -137,7 +138,8 @@ def index_records(rows: Iterable[tuple[int, str, str, str]]) -> None:
                 ],
             )
         else:
-            cursor.executemany(
+            execute_rows(
+                cursor,
                 "INSERT INTO memory_record_fts(record_pk, record_id, scope, document) "
                 "VALUES (%s, %s, %s, to_tsvector('english', %s)) "
                 "ON CONFLICT (record_pk) DO UPDATE SET record_id = EXCLUDED.record_id, "

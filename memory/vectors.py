@@ -50,6 +50,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from aetnaweb.sql import execute_rows
 from memory import embeddings, vector_cells
 from memory import metadata as record_metadata
 
@@ -390,7 +391,8 @@ def _write(cursor: Any, rows: Sequence[tuple[int, str, bytes]]) -> None:
             ],
         )
     else:
-        cursor.executemany(
+        execute_rows(
+            cursor,
             f"INSERT INTO {TABLE}(record_pk, scope, status, embedding) "  # noqa: S608  (constant table)
             "VALUES (%s, %s, 'active', %s::vector) "
             "ON CONFLICT (record_pk) DO UPDATE SET scope = EXCLUDED.scope, "

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from aetnaweb.sql import create_row
+from aetnaweb.sql import create_row, execute_rows
 from memory.models import RetrievalEvent
 
 
@@ -87,3 +88,24 @@ def test_create_row_refuses_a_duplicate_like_the_orm():
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         create_row(cursor, RetrievalEvent, **_event_values("ret_same"))
     assert RetrievalEvent.objects.filter(retrieval_id="ret_same").count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_execute_rows_writes_every_row_and_one_alone_as_a_plain_execute(count):
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE rows_probe (n integer, label text)")
+    rows = [(i, f"row {i}") for i in range(count)]
+    with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
+        execute_rows(cursor, "INSERT INTO rows_probe (n, label) VALUES (%s, %s)", rows)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n, label FROM rows_probe ORDER BY n")
+        assert [tuple(row) for row in cursor.fetchall()] == rows
+    # Django logs executemany as "N times: ..."; a single row goes without it.
+    logged = [query["sql"] for query in captured.captured_queries]
+    if count == 0:
+        assert logged == []
+    elif count == 1:
+        assert len(logged) == 1 and not logged[0].startswith("1 times")
+    else:
+        assert len(logged) == 1 and logged[0].startswith(f"{count} times")
