@@ -192,25 +192,33 @@ def _still_held(subject_id: str) -> bool:
     )
 
 
-def _known_head(subject_id: str) -> tuple[str, int] | None:
-    """(head hash, newest leaf's sequence) as this transaction's live appends left them.
+# How far back in the transaction's commit hooks a head is looked for: a
+# bounded look keeps a transaction that appends to thousands of subjects linear;
+# a head further back is read from the database again, as if never seen.
+KNOWN_HEAD_WINDOW = 64
 
-    ``None`` until this transaction has appended to ``subject_id``. The newest
-    leaf is the log's, not the subject's: the highest any live append saw or
-    made (the tree lock, or SQLite's write lock, keeps other transactions from
-    adding leaves meanwhile). A leaf added on demand since (a checkpoint's
-    integration) only makes :func:`audit.tree.after_append` integrate sooner.
+
+def _known_head(subject_id: str) -> tuple[str, int] | None:
+    """(head hash, newest leaf's sequence) as this transaction's last appends left them.
+
+    ``None`` if none of the transaction's recent appends (the last
+    :data:`KNOWN_HEAD_WINDOW` commit hooks) was to ``subject_id``. The newest
+    leaf is the log's, not the subject's, so it comes from the newest append
+    to any subject: each append's value is at least its predecessor's, and a
+    rolled-back savepoint drops only hooks newer than those it leaves. (The
+    tree lock, or SQLite's write lock, keeps other transactions from adding
+    leaves meanwhile; a leaf added on demand since, by a checkpoint's
+    integration, only makes :func:`audit.tree.after_append` integrate sooner.)
     """
-    head: str | None = None
-    last_leaf = -1
-    for entry in connection.run_on_commit:
+    last_leaf: int | None = None
+    for entry in reversed(connection.run_on_commit[-KNOWN_HEAD_WINDOW:]):
         hook = entry[1]
         if isinstance(hook, HeldLocks) and hook.head is not None:
+            if last_leaf is None:
+                last_leaf = hook.last_leaf_sequence
             if hook.subject_id == subject_id:
-                head = hook.head
-            if hook.last_leaf_sequence is not None:
-                last_leaf = max(last_leaf, hook.last_leaf_sequence)
-    return (head, last_leaf) if head is not None else None
+                return hook.head, last_leaf if last_leaf is not None else -1
+    return None
 
 
 def lock_subject(subject_id: str) -> None:

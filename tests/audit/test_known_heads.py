@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
-from audit.services import append_event, verify_all
+from audit.services import KNOWN_HEAD_WINDOW, append_event, verify_all
 from audit.tree import INTEGRATE_EVERY, pending_count, verify_log
 from memory import services
 
@@ -125,4 +125,17 @@ def test_the_merkle_log_stays_whole_when_one_transaction_crosses_an_integration(
             _append(SUBJECT if index % 3 else OTHER)
     assert verify_log() == []
     assert pending_count() < INTEGRATE_EVERY  # integrated along the way, not all left waiting
+    assert verify_all(principal=SYSTEM).ok
+
+
+@pytest.mark.django_db
+def test_a_head_further_back_than_the_window_is_read_again_and_still_chains():
+    with transaction.atomic():
+        first = _append(SUBJECT)
+        for index in range(KNOWN_HEAD_WINDOW):
+            _append(f"acme:user{index}:proj")
+        with CaptureQueriesContext(connection) as captured:
+            second = _append(SUBJECT)
+    assert _head_reads(captured) == 1
+    assert second.prev_hash == first.event_hash
     assert verify_all(principal=SYSTEM).ok
