@@ -50,6 +50,11 @@ over the phase): on a shared machine that figure is not inflated by load the
 way latency is. The clients run on the same machine as the servers, so they
 take CPU from them: the figures are a floor for what the server alone could do.
 Their own CPU a request is printed too (``clients``, 0.2-0.3 ms).
+Before the clients start, it prints how long the sentence encoder alone takes
+for one of the texts the API phase remembers (CPU, warm): a gauge of the
+machine's speed at the time, which on a shared machine swings by a third
+within minutes (about 1.1 ms in a fast hour, 1.8 ms in a slow one), so runs
+taken at different times can be read side by side.
 Target on 2 cores: >= 300 API req/s, 0 errors, no "database is locked".
 """
 
@@ -104,6 +109,23 @@ for n, scope in enumerate(%(scopes)r):
         principal=SYSTEM, scope=scope, key=f"seed {n}", value=f"deploy window {n}", actor="bench"
     )
 print(json.dumps({"token": issued.secret}))
+"""
+
+# The machine's speed at the time of the run, for reading its figures: this
+# shared machine's speed swings by a third within minutes. The encoder, warm,
+# on the texts the API phase remembers (it is 30-45 % of a request's CPU).
+ENCODER_SPEED = """
+import json, time
+import django
+django.setup()
+from memory import embeddings
+texts = [f"fact {n}: value {n} of the load run" for n in range(400)]
+for text in texts[:100]:
+    embeddings.embed(text)
+started = time.process_time()
+for text in texts[100:]:
+    embeddings.embed(text)
+print(json.dumps({"ms": round((time.process_time() - started) / 300 * 1000, 3)}))
 """
 
 VERIFY = """
@@ -570,6 +592,7 @@ def main() -> None:
         seeded = json.loads(
             manage(env, "-c", SEED % {"scopes": SCOPES}, *ADMIN).strip().splitlines()[-1]
         )
+        encoder_ms = json.loads(manage(env, "-c", ENCODER_SPEED).strip().splitlines()[-1])["ms"]
         ports = [args.port + i for i in range(args.instances)]
         for port in ports:
             log = work / f"gunicorn-{port}.log"
@@ -595,6 +618,7 @@ def main() -> None:
             + (f" offering {args.rate:g} API req/s" if args.rate else " (closed loop)")
             + f", cpus={os.cpu_count()}"
         )
+        print(f"  machine: the encoder alone takes {encoder_ms} ms of CPU a text (warm)")
         pids = [server.pid for server in servers]
         results = [
             drive("api", ports, seeded["token"], args.api_requests, args.clients, pids, args.rate)
@@ -640,6 +664,7 @@ def main() -> None:
             {
                 "db": args.db,
                 "instances": args.instances,
+                "encoder_ms_per_text": encoder_ms,
                 "results": results,
                 "database_is_locked": locked,
                 "verify": verified,
