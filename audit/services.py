@@ -198,7 +198,7 @@ def _still_held(subject_id: str) -> bool:
 KNOWN_HEAD_WINDOW = 64
 
 
-def _known_head(subject_id: str) -> tuple[str, int] | None:
+def _known_head(subject_id: str) -> tuple[str, int | None] | None:
     """(head hash, newest leaf's sequence) as this transaction's last appends left them.
 
     ``None`` if none of the transaction's recent appends (the last
@@ -210,14 +210,13 @@ def _known_head(subject_id: str) -> tuple[str, int] | None:
     leaves meanwhile; a leaf added on demand since, by a checkpoint's
     integration, only makes :func:`audit.tree.after_append` integrate sooner.)
     """
-    last_leaf: int | None = None
+    newest: HeldLocks | None = None
     for entry in reversed(connection.run_on_commit[-KNOWN_HEAD_WINDOW:]):
         hook = entry[1]
         if isinstance(hook, HeldLocks) and hook.head is not None:
-            if last_leaf is None:
-                last_leaf = hook.last_leaf_sequence
+            newest = newest or hook
             if hook.subject_id == subject_id:
-                return hook.head, last_leaf if last_leaf is not None else -1
+                return hook.head, newest.last_leaf_sequence
     return None
 
 
