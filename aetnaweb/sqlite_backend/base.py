@@ -53,6 +53,7 @@ from typing import Any
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
+from django.db.backends.sqlite3.creation import DatabaseCreation as SQLiteDatabaseCreation
 
 logger = logging.getLogger(__name__)
 _NO_FILE = -1
@@ -184,7 +185,23 @@ class QueuedCursor(base.SQLiteCursorWrapper):
             return super().executemany(query, param_list)
 
 
+class DatabaseCreation(SQLiteDatabaseCreation):
+    """Test databases: destroying one also removes the write queue file beside it.
+
+    The queue file outlives every connection by design (it is only a lock
+    to queue on), so without this each test run left an empty
+    ``test_aetnaweb_<pid>.sqlite3-writers`` behind in the data folder.
+    """
+
+    def _destroy_test_db(self, test_database_name: str, verbosity: int) -> None:
+        super()._destroy_test_db(test_database_name, verbosity)  # type: ignore[misc]  # private in django-stubs
+        if test_database_name and not self.is_in_memory_db(test_database_name):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.abspath(test_database_name) + _QUEUE_SUFFIX)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    creation_class = DatabaseCreation
     # The open queue file; None: not opened yet; _NO_FILE where there is none
     # to open (an in-memory or URI database, a folder we may not write to).
     _queue_fd: int | None = None

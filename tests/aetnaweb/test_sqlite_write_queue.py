@@ -491,3 +491,23 @@ def test_an_idle_checkpoint_thread_ends_and_a_new_one_starts_when_needed(databas
         wait_for(lambda: checkpointer.runs == 2)
     finally:
         conn.close()
+
+
+def test_destroying_a_test_database_removes_its_queue_file(tmp_path):
+    # Given a test database that has written (so its queue file exists)
+    database = tmp_path / "test_run.sqlite3"
+    conn = wrapper(database)
+    with conn_atomic(conn), conn.cursor() as cursor:
+        cursor.execute("CREATE TABLE note (n INTEGER, at REAL)")
+    conn.close()
+    assert Path(f"{database}-writers").exists()
+    # When the test run destroys it, as Django does at the end of a run
+    conn.creation._destroy_test_db(str(database), verbosity=0)
+    # Then neither the database nor its queue file is left behind
+    assert not database.exists()
+    assert not Path(f"{database}-writers").exists()
+    # and a database destroyed before it ever wrote (no queue file) is no error
+    other = tmp_path / "never_written.sqlite3"
+    other.touch()
+    conn.creation._destroy_test_db(str(other), verbosity=0)
+    assert not other.exists()
