@@ -27,7 +27,7 @@ from aetnaweb import access
 from aetnaweb.access import Principal
 from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
-from audit.chain import compute_event_hash
+from audit.chain import PREIMAGE_FIELDS, compute_event_hash
 from audit.models import AuditEvent
 from audit.verification import COLUMNS, is_canonical_subject
 
@@ -218,18 +218,6 @@ def server_log_proof_failures(proof: Any, event_hash: str) -> list[str]:
 # -- Merkle log proofs in receipts (issue 14) ----------------------------------------
 
 LOG_PROOF_FORMAT = "aetnaweb-log-proof-v1"
-PREIMAGE_KEYS = (
-    "event_id",
-    "subject_id",
-    "event_type",
-    "created_at",
-    "actor",
-    "session_id",
-    "turn_id",
-    "record_id",
-    "payload",
-    "prev_hash",
-)
 
 
 def log_proof_for(event: AuditEvent) -> dict[str, Any]:
@@ -252,7 +240,7 @@ def log_proof_for(event: AuditEvent) -> dict[str, Any]:
         "format": LOG_PROOF_FORMAT,
         "event": {
             key: (loads_strict(event.payload) if key == "payload" else getattr(event, key))
-            for key in PREIMAGE_KEYS
+            for key in PREIMAGE_FIELDS
         },
         "leaf_index": leaf_index,
         "tree_size": size,
@@ -282,7 +270,7 @@ def verify_log_proof(
     nodes = proof.get("inclusion_proof")
     if (
         not isinstance(event, dict)
-        or set(event) != set(PREIMAGE_KEYS)
+        or set(event) != set(PREIMAGE_FIELDS)
         or type(index) is not int
         or type(size) is not int
         or not isinstance(nodes, list)

@@ -48,24 +48,12 @@ from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope, ScopeError
 from audit.canonical import loads_strict, reject_json_constant
+from audit.chain import PREIMAGE_FIELDS
 
 CHUNK_SIZE = 10_000
 MAX_REASONS = 20
 
-COLUMNS = (
-    "sequence",
-    "event_id",
-    "subject_id",
-    "event_type",
-    "created_at",
-    "actor",
-    "session_id",
-    "turn_id",
-    "record_id",
-    "payload",
-    "prev_hash",
-    "event_hash",
-)
+COLUMNS = ("sequence", *PREIMAGE_FIELDS, "event_hash")  # an audit_log row as stored
 _SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM audit_log"  # noqa: S608  (constant column names)
 
 # The reasons a chain fails, worded exactly as tools/verify_audit.py words them.
