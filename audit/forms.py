@@ -36,6 +36,16 @@ def clean_scope_value(raw: str, *, required: bool = False) -> str:
         raise forms.ValidationError(str(exc)) from exc
 
 
+def utc_datetime_field(label: str) -> forms.DateTimeField:
+    """An optional UTC date and time, typed or picked (the browser's date-time picker)."""
+    return forms.DateTimeField(
+        required=False,
+        input_formats=DATETIME_FORMATS,
+        label=label,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+
 class EventFilterForm(StorableTextMixin, forms.Form):
     """The audit explorer's filters; every field is optional and exact."""
 
@@ -61,18 +71,8 @@ class EventFilterForm(StorableTextMixin, forms.Form):
     record_id = forms.CharField(
         required=False, max_length=200, label="Record", help_text="Whole ID or its start."
     )
-    since = forms.DateTimeField(
-        required=False,
-        input_formats=DATETIME_FORMATS,
-        label="From (UTC)",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
-    until = forms.DateTimeField(
-        required=False,
-        input_formats=DATETIME_FORMATS,
-        label="Until (UTC)",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
+    since = utc_datetime_field("From (UTC)")
+    until = utc_datetime_field("Until (UTC)")
 
     def __init__(
         self,
@@ -136,18 +136,8 @@ class ExportRequestForm(StorableTextMixin, forms.Form):
         help_text="This scope's chain and every chain under it; empty for every chain.",
         widget=forms.TextInput(attrs={"placeholder": "tenant:user:project", "autocomplete": "off"}),
     )
-    since = forms.DateTimeField(
-        required=False,
-        input_formats=DATETIME_FORMATS,
-        label="From (UTC)",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
-    until = forms.DateTimeField(
-        required=False,
-        input_formats=DATETIME_FORMATS,
-        label="Until (UTC)",
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-    )
+    since = utc_datetime_field("From (UTC)")
+    until = utc_datetime_field("Until (UTC)")
 
     def clean_scope(self) -> str:
         return clean_scope_value(self.cleaned_data.get("scope", ""))
