@@ -160,6 +160,20 @@ def freeze_startup_objects() -> int:
     return gc.get_freeze_count()
 
 
+def pre_fork(server: Any, worker: Any) -> None:
+    """In the arbiter: a slot in the table that keeps kept-alive connections balanced."""
+    from aetnaweb.gunicorn_worker import claim_slot
+
+    claim_slot(server, worker)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """In the arbiter, after a worker has ended: its slot is free again."""
+    from aetnaweb.gunicorn_worker import release_slot
+
+    release_slot(server, worker)
+
+
 def post_fork(server: Any, worker: Any) -> None:
     """In each worker: hand the GIL over every ``switch_interval_ms`` (see the module notes)."""
     sys.setswitchinterval(switch_interval_ms / 1000)

@@ -25,6 +25,24 @@ for this worker's threads.
 A new connection's first request is awaited on the worker's event loop, not
 in one of its threads (see :meth:`BalancedThreadWorker.accept`).
 
+Kept-alive connections are also kept balanced after they are accepted. A
+client that connects while the workers are equally busy lands on whichever
+takes it first, and stays there: measured with 8 kept-alive clients and 2
+one-thread workers, the split was 5 to 3, so the five clients on one worker
+waited behind four others (recall p50 40.5 ms) and the three on the other
+behind two (23.7 ms). Each worker publishes how many connections it holds in
+a small table of memory the arbiter shares with its workers
+(:class:`ConnectionTable`; the arbiter gives each worker a slot in
+:func:`claim_slot` and frees it in :func:`release_slot`, gunicorn's
+``pre_fork`` and ``child_exit`` hooks, set in :mod:`aetnaweb.gunicorn_conf`).
+A worker holding more than its fair share (the total over the workers,
+rounded up) while another holds less answers the request it is serving with
+``Connection: close``: the client, as HTTP clients do, opens a new
+connection for its next request, which the accept queue gives to a worker
+with a thread free. Nothing is refused or retried: the request is answered
+in full, and only the connection ends. Without the hooks (gunicorn run with
+another configuration) a worker has no slot and never sheds a connection.
+
 With one thread (``GUNICORN_THREADS=1``, the default on SQLite) the worker
 serves each request on its own main thread, between turns of its event
 loop, instead of handing it to a pool of one thread: the hand-over (a
@@ -44,6 +62,8 @@ runs it in a real gunicorn.
 from __future__ import annotations
 
 import errno
+import mmap
+import os
 import select
 import selectors
 import threading
@@ -67,8 +87,97 @@ ACCEPT_WAIT_SECONDS = 0.05
 HEARTBEAT_SECONDS = 1.0
 
 
+# After letting a connection go, a worker waits until its client has connected
+# again (to any worker) before it lets another go, or this long if it never does.
+SHED_SETTLE_SECONDS = 1.0
+# Slots in the connection table: room for this many workers at once (gunicorn
+# raised above it with TTIN, the workers without a slot are simply not balanced).
+TABLE_SLOTS = 64
+
+
+class ConnectionTable:
+    """Each worker's process ID and open connections, in memory shared by the arbiter and its workers.
+
+    An anonymous shared mapping created in the arbiter before the first
+    fork: every worker forked afterwards sees the same memory. A slot is two
+    32-bit integers, the worker's process ID (0: free, or claimed but not
+    started yet) and how many connections it holds. Each worker writes only
+    its own slot; a value read while another worker writes it is at worst
+    one connection out of date, which delays a rebalance by one request.
+    """
+
+    def __init__(self, slots: int = TABLE_SLOTS) -> None:
+        self.slots = slots
+        self._memory = mmap.mmap(-1, slots * 2 * 4)  # zero-filled, MAP_SHARED
+        self._cells = memoryview(self._memory).cast("i")
+
+    def free_slot(self, taken: set[int]) -> int | None:
+        """The lowest slot not in ``taken`` (the slots of the workers alive), emptied; None if full."""
+        for slot in range(self.slots):
+            if slot not in taken:
+                self.release(slot)
+                return slot
+        return None
+
+    def attach(self, slot: int, pid: int, connections: int = 0) -> None:
+        self._cells[2 * slot + 1] = connections
+        self._cells[2 * slot] = pid
+
+    def release(self, slot: int) -> None:
+        self._cells[2 * slot] = 0
+        self._cells[2 * slot + 1] = 0
+
+    def publish(self, slot: int, connections: int) -> None:
+        self._cells[2 * slot + 1] = connections
+
+    def others(self, slot: int) -> list[int]:
+        """The connections held by every started worker but the one in ``slot``."""
+        pids = self._cells[0::2].tolist()
+        counts = self._cells[1::2].tolist()
+        return [counts[i] for i, pid in enumerate(pids) if pid and i != slot]
+
+
+def over_fair_share(mine: int, others: list[int]) -> bool:
+    """Whether a worker holding ``mine`` connections should let one go, the others holding ``others``.
+
+    Fair share: all connections over all workers, rounded up. A worker
+    above it lets one go only while some other worker is below it, so a
+    split that cannot be more even (5 connections: 3 and 2) stays as it is.
+    """
+    if not others:
+        return False
+    fair = -(-(mine + sum(others)) // (len(others) + 1))
+    return mine > fair and min(others) < fair
+
+
+_table: ConnectionTable | None = None
+
+
+def claim_slot(server: Any, worker: Any) -> None:
+    """gunicorn's ``pre_fork`` hook, in the arbiter: give the worker about to fork a slot of its own."""
+    global _table
+    if _table is None:
+        _table = ConnectionTable()
+    taken = {getattr(alive, "balance_slot", None) for alive in server.WORKERS.values()}
+    worker.balance_slot = _table.free_slot({slot for slot in taken if slot is not None})
+
+
+def release_slot(server: Any, worker: Any) -> None:
+    """gunicorn's ``child_exit`` hook, in the arbiter: a worker has ended, its connections with it."""
+    slot = getattr(worker, "balance_slot", None)
+    if _table is not None and slot is not None:
+        _table.release(slot)
+
+
 class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is untyped
     """``gthread`` that accepts new connections while a thread is free, or once they wait too long."""
+
+    # Set by claim_slot before the fork; None: this worker is not balanced.
+    balance_slot: int | None = None
+    _connections = 0
+    # The last connection let go: when, and how many connections all workers held before.
+    _shed_at = 0.0
+    _shed_total = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,7 +189,20 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         self.inline = self.cfg.threads == 1
         self.inline_queue: deque[Any] = deque()
 
+    @property
+    def nr_conns(self) -> int:
+        """gunicorn's count of this worker's open connections, published in the connection table."""
+        return self._connections
+
+    @nr_conns.setter
+    def nr_conns(self, value: int) -> None:
+        self._connections = value
+        if self.balance_slot is not None and _table is not None:
+            _table.publish(self.balance_slot, value)
+
     def init_process(self) -> None:
+        if self.balance_slot is not None and _table is not None:
+            _table.attach(self.balance_slot, os.getpid(), self.nr_conns)
         if self.inline:
             threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
         super().init_process()  # runs the event loop until the worker stops
@@ -139,6 +261,33 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
             client, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn)
         )
         self._stop_listening_if_full()
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        if self._holds_too_many():
+            # Answered in full, then closed: the client's next request comes
+            # on a new connection, which a less loaded worker takes.
+            req.force_close()
+        return super().handle_request(req, conn)
+
+    def _holds_too_many(self) -> bool:
+        """Whether to let the connection being served go (see the module notes).
+
+        One at a time: the connection let go last is counted nowhere until
+        its client connects again, so judging by the counts meanwhile would
+        let several go for one too many. The next waits until the total is
+        back where it was, or SHED_SETTLE_SECONDS if the client went away.
+        """
+        if self.balance_slot is None or _table is None:
+            return False
+        others = _table.others(self.balance_slot)
+        if not over_fair_share(self.nr_conns, others):
+            return False
+        now = time.monotonic()
+        total = self.nr_conns + sum(others)
+        if total < self._shed_total and now - self._shed_at < SHED_SETTLE_SECONDS:
+            return False
+        self._shed_at, self._shed_total = now, total
+        return True
 
     def enqueue_req(self, conn: Any) -> None:
         self.in_flight += 1

@@ -2,12 +2,15 @@
 
 A small WSGI app (written to a temporary folder) answers with the worker's
 process ID after sleeping as long as the query string says, so a test can
-keep a worker busy and see which worker takes a new connection.
+keep a worker busy and see which worker takes a new connection. gunicorn
+runs with the connection table's hooks, as aetnaweb/gunicorn_conf.py sets
+them in production.
 """
 
 from __future__ import annotations
 
 import http.client
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from aetnaweb import gunicorn_worker
-from aetnaweb.gunicorn_worker import BalancedThreadWorker
+from aetnaweb.gunicorn_worker import BalancedThreadWorker, ConnectionTable, over_fair_share
 from tests.aetnaweb.test_serve import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +44,11 @@ def app(environ, start_response):
     return [body]
 """
 
+# The two hooks of aetnaweb/gunicorn_conf.py that keep kept-alive connections balanced.
+HOOKS = """
+from aetnaweb.gunicorn_worker import claim_slot as pre_fork, release_slot as child_exit
+"""
+
 
 def _connections_per_worker(pids: list[int]) -> list[int]:
     """How many of the connections each worker took, fewest first."""
@@ -56,6 +64,7 @@ def _ask(conn: http.client.HTTPConnection, delay: float = 0.0) -> int:
 def serve(tmp_path: Path) -> Iterator[object]:
     """Start gunicorn with BalancedThreadWorker: ``serve(workers, threads)`` gives its port."""
     (tmp_path / "pidapp.py").write_text(APP)
+    (tmp_path / "hooks.py").write_text(HOOKS)
     started: list[subprocess.Popen[bytes]] = []
 
     def start(workers: int, threads: int, *options: str) -> int:
@@ -71,6 +80,7 @@ def serve(tmp_path: Path) -> Iterator[object]:
                 f"--threads={threads}",
                 f"--bind=127.0.0.1:{port}",
                 f"--chdir={tmp_path}",
+                f"--config={tmp_path / 'hooks.py'}",
                 *options,
                 "pidapp:app",
             ],
@@ -117,8 +127,15 @@ def test_a_new_connection_goes_to_the_worker_with_a_free_thread(serve) -> None:
         fresh.close()
 
 
+def _ask_keeping(conn: http.client.HTTPConnection) -> tuple[int, bool]:
+    """The worker that answered, and whether it let the connection go ("Connection: close")."""
+    conn.request("GET", "/?0")
+    response = conn.getresponse()
+    return int(response.read()), response.getheader("Connection", "").lower() == "close"
+
+
 def test_kept_alive_connections_spread_over_the_workers(serve) -> None:
-    """Eight clients that connect at once and keep their connections end up on both workers."""
+    """Eight clients that connect at once and keep their connections end up four and four."""
     port = serve(2, 1)
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(8)]
     pids: list[int] = [0] * len(conns)
@@ -131,10 +148,46 @@ def test_kept_alive_connections_spread_over_the_workers(serve) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    # Each connection stays with the worker that took it.
-    assert [_ask(conn) for conn in conns] == pids
-    counts = _connections_per_worker(pids)
-    assert len(counts) == 2 and counts[0] >= 2, counts
+    assert len(_connections_per_worker(pids)) == 2
+    for _ in range(40):  # a connection let go reconnects to either idle worker
+        pids = [_ask(conn) for conn in conns]
+        if _connections_per_worker(pids) == [4, 4] and [_ask(conn) for conn in conns] == pids:
+            break
+    assert _connections_per_worker(pids) == [4, 4]
+    for conn in conns:
+        conn.close()
+
+
+def test_an_uneven_split_of_kept_alive_connections_is_evened_out(serve) -> None:
+    """Six connections taken by one worker while the other was busy end up three and three.
+
+    The worker holding too many answers one request at a time with
+    "Connection: close"; every request is answered, and once the split is
+    even no connection is let go any more.
+    """
+    port = serve(2, 1)
+    blocker = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    blocker.request("GET", "/?1.0")  # one worker's only thread sleeps for a second
+    time.sleep(0.2)
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(6)]
+    for conn in conns:
+        conn.connect()  # silent connections: only the free worker's event loop takes them
+    time.sleep(0.5)
+    busy_worker = int(blocker.getresponse().read())
+    blocker.close()
+    rounds = [[_ask_keeping(conn) for conn in conns] for _ in range(2)]
+    # The free worker took all six; it let at most one go at a time (each
+    # waits for the previous one's client to connect again).
+    assert {pid for pid, _ in rounds[0]} != {busy_worker} and len({p for p, _ in rounds[0]}) == 1
+    assert sum(closed for _, closed in rounds[0]) == 1
+    while len(rounds) < 60 and not (
+        _connections_per_worker([pid for pid, _ in rounds[-1]]) == [3, 3]
+        and not any(closed for _, closed in rounds[-1])
+    ):
+        rounds.append([_ask_keeping(conn) for conn in conns])
+    assert _connections_per_worker([pid for pid, _ in rounds[-1]]) == [3, 3], rounds
+    # Even now, and it stays so: the same worker answers each connection again.
+    assert [_ask_keeping(conn) for conn in conns] == rounds[-1]
     for conn in conns:
         conn.close()
 
@@ -279,3 +332,54 @@ def test_a_busy_worker_takes_a_waiting_connection_once_it_has_waited_long_enough
         assert worker._overdue() is False and worker.waiting_since is None
         accepted.close()
         waiting.close()
+
+
+def test_a_worker_lets_a_connection_go_only_above_its_fair_share_while_another_is_below() -> None:
+    assert over_fair_share(5, [3]) is True  # 8 over 2: four each
+    assert over_fair_share(4, [4]) is False
+    assert over_fair_share(3, [2]) is False  # 5 over 2 cannot be more even
+    assert over_fair_share(6, [0]) is True
+    assert over_fair_share(4, [3, 3, 2]) is True  # 12 over 4: three each
+    assert over_fair_share(4, [4, 4, 0]) is True
+    assert over_fair_share(4, [4, 4, 4]) is False
+    assert over_fair_share(9, []) is False  # a worker alone has nowhere to send it
+
+
+def _fill_slot(table: ConnectionTable, slot: int, pid: int, connections: int) -> None:
+    table.attach(slot, pid)
+    table.publish(slot, connections)
+
+
+def test_the_connection_table_is_shared_with_the_workers_forked_after_it() -> None:
+    """A worker's count, written in the child, is what every other process reads."""
+    table = ConnectionTable(slots=4)
+    table.attach(0, os.getpid(), 2)
+    child = multiprocessing.get_context("fork").Process(target=_fill_slot, args=(table, 1, 4242, 7))
+    child.start()
+    child.join(timeout=30)
+    assert child.exitcode == 0
+    assert table.others(0) == [7]
+    assert table.others(1) == [2]
+
+
+def test_a_slot_is_counted_from_its_worker_start_until_the_arbiter_frees_it() -> None:
+    table = ConnectionTable(slots=3)
+    assert table.free_slot(set()) == 0
+    assert table.others(2) == []  # claimed, not started: counted nowhere
+    table.attach(0, 100, 5)
+    table.attach(1, 101, 1)
+    assert table.free_slot({0, 1}) == 2
+    assert table.free_slot({0, 1, 2}) is None  # full: the next worker is not balanced
+    assert sorted(table.others(2)) == [1, 5]
+    table.release(0)  # child_exit: its connections ended with it
+    assert table.others(2) == [1]
+    table.attach(0, 102, 9)  # a stale count is never read by the slot's next worker
+    assert table.free_slot({1, 2}) == 0 and table.others(1) == []
+
+
+def test_without_a_slot_a_worker_never_lets_a_connection_go() -> None:
+    """gunicorn run with another configuration (no pre_fork hook): no table, nothing shed."""
+    worker = object.__new__(BalancedThreadWorker)
+    worker.nr_conns = 50
+    assert worker.balance_slot is None
+    assert worker._holds_too_many() is False
