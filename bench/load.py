@@ -50,6 +50,10 @@ over the phase): on a shared machine that figure is not inflated by load the
 way latency is. The clients run on the same machine as the servers, so they
 take CPU from them: the figures are a floor for what the server alone could do.
 Their own CPU a request is printed too (``clients``, 0.2-0.3 ms).
+Per phase it also prints the fastest and the slowest client's median latency
+(in a closed loop every client should wait about as long: a wide range means
+the connections are split unevenly over the workers) and how many kept-alive
+connections the server closed to rebalance them.
 Before the clients start, it prints how long the sentence encoder alone takes
 for one of the texts the API phase remembers (CPU, warm): a gauge of the
 machine's speed at the time, which on a shared machine swings by a third
@@ -271,6 +275,7 @@ class RawConnection:
         self.prefix = f"Host: 127.0.0.1:{port}\r\n" + (f"Cookie: {cookie}\r\n" if cookie else "")
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.closed_by_server = 0  # answers that came with "Connection: close"
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
@@ -315,6 +320,7 @@ class RawConnection:
             data = await reader.read()
             self.close()
         if b"\r\nconnection: close" in fields:
+            self.closed_by_server += 1
             self.close()
         return status, data
 
@@ -370,6 +376,8 @@ def client_process(
     # --duration) instead of one that ends with only the slowest clients left.
     pending = iter(jobs)
     latencies: list[tuple[str, float]] = []
+    per_client: list[list[float]] = [[] for _ in range(connections)]
+    closed_by_server = [0]
     api_headers = f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
 
     async def run(index: int) -> None:
@@ -397,10 +405,13 @@ def client_process(
                 errors.append(f"{path}: {type(exc).__name__}")
                 client.close()
                 continue
-            latencies.append((path, time.perf_counter() - start))
+            elapsed = time.perf_counter() - start
+            latencies.append((path, elapsed))
+            per_client[index].append(elapsed)
             if status not in (200, 201):
                 errors.append(f"{path}: HTTP {status} {data[:120]!r}")
         client.close()
+        closed_by_server[0] += client.closed_by_server
 
     async def run_all() -> None:
         await asyncio.gather(*(run(i) for i in range(connections)))
@@ -409,7 +420,8 @@ def client_process(
     cpu_start, start = time.process_time(), time.perf_counter()
     asyncio.run(run_all())
     end, cpu = time.perf_counter(), time.process_time() - cpu_start
-    queue.put((latencies, errors, start, end, cpu))  # type: ignore[attr-defined]
+    client_p50s = [statistics.median(times) for times in per_client if times]
+    queue.put((latencies, errors, start, end, cpu, client_p50s, closed_by_server[0]))  # type: ignore[attr-defined]
 
 
 def drive(
@@ -450,10 +462,14 @@ def drive(
     starts: list[float] = []
     ends: list[float] = []
     client_cpu = 0.0
+    client_p50s: list[float] = []
+    closed_by_server = 0
     ready.wait()  # every client signed in (pages phase): the clock starts
     cpu_before = server_cpu_seconds(server_pids)
     for _ in procs:
-        got_latencies, got_errors, start, end, cpu_used = queue.get()
+        got_latencies, got_errors, start, end, cpu_used, got_p50s, got_closed = queue.get()
+        client_p50s += got_p50s
+        closed_by_server += got_closed
         timed += got_latencies
         errors += got_errors
         starts.append(start)
@@ -471,6 +487,12 @@ def drive(
         "client_cpu_ms_per_request": round(1000 * client_cpu / len(timed), 2) if timed else None,
         "errors": len(errors),
         "error_samples": sorted(set(errors))[:5],
+        # Fairness: the fastest and the slowest client's median latency, and
+        # how often the server closed a kept-alive connection (to rebalance it).
+        "client_p50_ms": [round(1000 * min(client_p50s), 1), round(1000 * max(client_p50s), 1)]
+        if client_p50s
+        else None,
+        "connections_closed_by_server": closed_by_server,
     }
     if phase == "api":
         result["endpoints"] = [
@@ -647,6 +669,12 @@ def main() -> None:
             f"  server CPU {result['server_cpu_ms_per_request']} ms/req"
             f" (clients {result['client_cpu_ms_per_request']})"
         )
+        if result["client_p50_ms"]:
+            low, high = result["client_p50_ms"]  # type: ignore[misc]
+            print(
+                f"    clients' p50 from {low} to {high} ms;"
+                f" connections closed by the server: {result['connections_closed_by_server']}"
+            )
         for endpoint in result.get("endpoints", []):  # type: ignore[attr-defined]
             print(
                 f"    {endpoint['phase']:<9} {endpoint['requests']:>6} req  p50 {endpoint['p50_ms']} ms"
