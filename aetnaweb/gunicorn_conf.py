@@ -55,7 +55,7 @@ the table where it publishes how many connections it holds, and free it when
 the worker ends, so that a worker holding more than its share of kept-alive
 connections can let one go to a less loaded one (see
 :mod:`aetnaweb.gunicorn_worker`). With 8 kept-alive clients on 2 workers, a
-5:3 split had put the recall p99 at 56-68 ms, a 4:4 one at 45-57 ms.
+5:3 split had put the recall p99 at 55-68 ms, a 4:4 one at 45-57 ms.
 
 The embedding model and the URL configuration (every view and API module)
 are loaded once in the arbiter before the workers fork (``when_ready``), so
