@@ -40,7 +40,8 @@ rounded up) while another holds less answers the request it is serving with
 ``Connection: close``: the client, as HTTP clients do, opens a new
 connection for its next request, which the accept queue gives to a worker
 with a thread free. Nothing is refused or retried: the request is answered
-in full, and only the connection ends. Without the hooks (gunicorn run with
+in full, and only the connection ends. A connection whose client has already
+sent its next requests (a pipeline) is never the one let go. Without the hooks (gunicorn run with
 another configuration) a worker has no slot and never sheds a connection.
 
 With one thread (``GUNICORN_THREADS=1``, the default on SQLite) the worker
@@ -148,6 +149,22 @@ def over_fair_share(mine: int, others: list[int]) -> bool:
         return False
     fair = -(-(mine + sum(others)) // (len(others) + 1))
     return mine > fair and min(others) < fair
+
+
+def _pipelined(req: Any) -> bool:
+    """Whether the client has sent more than this request already (a pipeline, or can't tell).
+
+    Such a connection is never let go: the requests read ahead would go
+    unanswered, and the client would have to send them again.
+    """
+    try:
+        buffered = len(req.unreader.buf.getvalue())
+    except AttributeError:
+        return True
+    remaining = getattr(getattr(req.body, "reader", None), "length", None)
+    if not isinstance(remaining, int):  # a chunked body: where it ends is not known yet
+        return buffered > 0
+    return buffered > remaining
 
 
 _table: ConnectionTable | None = None
@@ -263,7 +280,7 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         self._stop_listening_if_full()
 
     def handle_request(self, req: Any, conn: Any) -> Any:
-        if self._holds_too_many():
+        if not _pipelined(req) and self._holds_too_many():
             # Answered in full, then closed: the client's next request comes
             # on a new connection, which a less loaded worker takes.
             req.force_close()

@@ -21,9 +21,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gunicorn.config import Config
+from gunicorn.http.parser import RequestParser
 
 from aetnaweb import gunicorn_worker
-from aetnaweb.gunicorn_worker import BalancedThreadWorker, ConnectionTable, over_fair_share
+from aetnaweb.gunicorn_worker import (
+    BalancedThreadWorker,
+    ConnectionTable,
+    _pipelined,
+    over_fair_share,
+)
 from tests.aetnaweb.test_serve import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,6 +339,59 @@ def test_a_busy_worker_takes_a_waiting_connection_once_it_has_waited_long_enough
         assert worker._overdue() is False and worker.waiting_since is None
         accepted.close()
         waiting.close()
+
+
+def test_a_pipelined_connection_is_never_the_one_let_go(serve) -> None:
+    """Requests a client sent back to back are all answered, even by a worker holding too many.
+
+    Letting that connection go after the first answer would leave the
+    others unanswered (the client would have to send them again).
+    """
+    port = serve(2, 1)
+    blocker = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    blocker.request("GET", "/?1.0")
+    time.sleep(0.2)
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
+    time.sleep(0.4)  # the free worker holds four connections, the busy one one
+    count = 5
+    client = idle[0]
+    client.sendall(b"GET /?0 HTTP/1.1\r\nHost: x\r\n\r\n" * count)
+    received = b""
+    while received.count(b"HTTP/1.1 200 OK") < count:
+        chunk = client.recv(65536)
+        assert chunk, f"connection closed after {received.count(b'HTTP/1.1 200 OK')} answers"
+        received += chunk
+    # The last answer, with nothing read ahead any more, is the one that may close it.
+    assert received.lower().count(b"connection: close") <= 1
+    assert received.lower().rfind(b"connection: close") >= received.rfind(b"HTTP/1.1 200 OK")
+    blocker.getresponse().read()
+    blocker.close()
+    for sock in idle:
+        sock.close()
+
+
+def _parsed(raw: bytes) -> object:
+    """The first request gunicorn's own parser reads from ``raw``, as a worker gets it."""
+    return next(RequestParser(Config(), iter([raw]), ("127.0.0.1", 1)))
+
+
+def test_what_counts_as_a_pipeline_when_a_request_is_handled() -> None:
+    body = b'{"scope": "acme:alice:proj", "query": "deploy"}'
+    post = b"POST /api/v1/memory/recall HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(
+        body
+    )
+    get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    # A request alone, its body read along with its head: it may be the one let go.
+    assert _pipelined(_parsed(post + body)) is False
+    assert _pipelined(_parsed(get)) is False
+    # The next request already read: never.
+    assert _pipelined(_parsed(post + body + get)) is True
+    assert _pipelined(_parsed(get + get)) is True
+    # A chunked body with anything buffered: where it ends is not known, so never.
+    chunked = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    )
+    assert _pipelined(_parsed(chunked)) is True
 
 
 def test_a_worker_lets_a_connection_go_only_above_its_fair_share_while_another_is_below() -> None:
