@@ -202,6 +202,7 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         # worker's main thread (its event loop) reads or changes these.
         self.in_flight = 0
         self.waiting_since: float | None = None
+        self._shed_lock = threading.Lock()
         # One thread: requests are served on the main thread, in this order.
         self.inline = self.cfg.threads == 1
         self.inline_queue: deque[Any] = deque()
@@ -299,12 +300,13 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn is u
         others = _table.others(self.balance_slot)
         if not over_fair_share(self.nr_conns, others):
             return False
-        now = time.monotonic()
-        total = self.nr_conns + sum(others)
-        if total < self._shed_total and now - self._shed_at < SHED_SETTLE_SECONDS:
-            return False
-        self._shed_at, self._shed_total = now, total
-        return True
+        with self._shed_lock:  # the pool's threads decide one at a time
+            now = time.monotonic()
+            total = self.nr_conns + sum(others)
+            if total < self._shed_total and now - self._shed_at < SHED_SETTLE_SECONDS:
+                return False
+            self._shed_at, self._shed_total = now, total
+            return True
 
     def enqueue_req(self, conn: Any) -> None:
         self.in_flight += 1
