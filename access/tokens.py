@@ -178,7 +178,14 @@ def revoke_token(*, principal: Principal, token_prefix: str) -> ApiToken:
     return token
 
 
-_BY_HASH_SQL = f"SELECT * FROM {ApiToken._meta.db_table} WHERE token_hash = %s"  # noqa: S608  (model metadata)
+# The columns by name, not *: on PostgreSQL this statement is prepared, and a
+# prepared "SELECT *" fails ("cached plan must not change result type") once a
+# migration adds a column, until the connection is replaced.
+_BY_HASH_SQL = (
+    "SELECT "  # noqa: S608  (model metadata)
+    + ", ".join(f'"{field.column}"' for field in ApiToken._meta.concrete_fields)
+    + f" FROM {ApiToken._meta.db_table} WHERE token_hash = %s"
+)
 
 
 def authenticate(raw: str | None) -> ApiToken:

@@ -36,6 +36,7 @@ from typing import Any
 
 from django.db import connection
 
+from aetnaweb.postgresql import CUSTOM_PLAN
 from aetnaweb.sql import execute_rows
 from memory import metadata as record_metadata
 from memory import vectors
@@ -406,7 +407,7 @@ def _search_postgresql(
         # not get every such record ranked (see _search_sqlite).
         def count(term: str) -> int:
             cursor.execute(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "
+                CUSTOM_PLAN + "SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "  # noqa: S608  (constant marker)
                 "WHERE f.scope = ANY(%s) AND f.document @@ plainto_tsquery('english', %s) "
                 "LIMIT %s) m",
                 [scopes, term, COMMON_POSTINGS + 1],
@@ -437,7 +438,8 @@ def _search_postgresql(
         # backwards); PostgreSQL never reuses a primary key, and recall
         # re-checks each candidate's record ID against this row anyway.
         cursor.execute(
-            f"SELECT c.record_pk, c.record_id, ts_rank(c.document, c.query), ({matched_sql.replace('f.', 'c.')}) "  # noqa: S608  (placeholders only)
+            CUSTOM_PLAN
+            + f"SELECT c.record_pk, c.record_id, ts_rank(c.document, c.query), ({matched_sql.replace('f.', 'c.')}) "  # noqa: S608  (placeholders only)
             "FROM (SELECT f.record_pk, f.record_id, f.document, q.query "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
             "JOIN memory_record r ON r.id = f.record_pk "

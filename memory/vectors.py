@@ -50,6 +50,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from aetnaweb.postgresql import CUSTOM_PLAN
 from aetnaweb.sql import execute_rows
 from memory import embeddings, vector_cells
 from memory import metadata as record_metadata
@@ -642,7 +643,7 @@ _EXACT_ORDER = " + 0"
 # PostgreSQL: vector, visible scopes, vector, k, visible scopes. {exact} is
 # "" (the HNSW walk) or _EXACT_ORDER.
 _PG_KNN_TEMPLATE = (
-    "SELECT knn.record_pk, r.record_id, knn.distance FROM ("  # noqa: S608  (constant table)
+    CUSTOM_PLAN + "SELECT knn.record_pk, r.record_id, knn.distance FROM ("  # noqa: S608  (constant table)
     f"SELECT v.record_pk, v.embedding <=> %s::vector AS distance FROM {TABLE} v "
     "WHERE v.scope = ANY(%s) AND v.status = 'active' "
     "ORDER BY (v.embedding <=> %s::vector){exact} LIMIT %s) knn "
@@ -866,7 +867,7 @@ def _filtered_postgresql(
     condition, condition_params = wanted
     scopes = list(visible_scopes)
     cursor.execute(
-        "SELECT knn.record_pk, knn.record_id, knn.distance FROM ("  # noqa: S608  (placeholders only)
+        CUSTOM_PLAN + "SELECT knn.record_pk, knn.record_id, knn.distance FROM ("  # noqa: S608  (placeholders only)
         "SELECT v.record_pk, r.record_id, v.embedding <=> %s::vector AS distance "
         f"FROM {TABLE} v JOIN memory_record r ON r.id = v.record_pk "
         "WHERE v.scope = ANY(%s) AND v.status = 'active' "
