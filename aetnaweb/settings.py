@@ -295,12 +295,12 @@ def _database() -> dict[str, Any]:
         else:
             config["CONN_MAX_AGE"] = env_int("AETNAWEB_DB_CONN_MAX_AGE_SECONDS", 60)
         config["CONN_HEALTH_CHECKS"] = True
-        # Parameters bound on the server, statements prepared after a few runs
-        # (aetnaweb/postgresql.py); 0 for a pooler in transaction mode.
+        # Opt-in: parameters bound on the server, statements prepared after a
+        # few runs (aetnaweb/postgresql.py says why it is not on by default).
         from aetnaweb.postgresql import connection_options
 
         config["OPTIONS"] |= connection_options(
-            env_flag("AETNAWEB_DB_PREPARED_STATEMENTS", default=True)
+            env_flag("AETNAWEB_DB_PREPARED_STATEMENTS", default=False)
         )
         config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return config
