@@ -175,8 +175,8 @@ def claim_slot(server: Any, worker: Any) -> None:
     global _table
     if _table is None:
         _table = ConnectionTable()
-    taken = {getattr(alive, "balance_slot", None) for alive in server.WORKERS.values()}
-    worker.balance_slot = _table.free_slot({slot for slot in taken if slot is not None})
+    slots = (getattr(alive, "balance_slot", None) for alive in server.WORKERS.values())
+    worker.balance_slot = _table.free_slot({slot for slot in slots if slot is not None})
 
 
 def release_slot(server: Any, worker: Any) -> None:

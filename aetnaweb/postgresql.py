@@ -55,10 +55,8 @@ class PreparingCursor(ServerBindingCursor):  # type: ignore[misc]  # psycopg's c
         return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[misc]  # untyped in django-stubs
 
 
-def connection_options(prepared_statements: bool) -> dict[str, Any]:
+def connection_options() -> dict[str, Any]:
     """The ``OPTIONS`` entries for binding and preparing statements."""
-    if not prepared_statements:
-        return {}
     return {
         "server_side_binding": True,
         "prepare_threshold": PREPARE_AFTER,

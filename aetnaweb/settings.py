@@ -297,11 +297,10 @@ def _database() -> dict[str, Any]:
         config["CONN_HEALTH_CHECKS"] = True
         # Opt-in: parameters bound on the server, statements prepared after a
         # few runs (aetnaweb/postgresql.py says why it is not on by default).
-        from aetnaweb.postgresql import connection_options
+        if env_flag("AETNAWEB_DB_PREPARED_STATEMENTS"):
+            from aetnaweb.postgresql import connection_options
 
-        config["OPTIONS"] |= connection_options(
-            env_flag("AETNAWEB_DB_PREPARED_STATEMENTS", default=False)
-        )
+            config["OPTIONS"] |= connection_options()
         config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return config
 

@@ -377,13 +377,13 @@ def client_process(
     pending = iter(jobs)
     latencies: list[tuple[str, float]] = []
     per_client: list[list[float]] = [[] for _ in range(connections)]
-    closed_by_server = [0]
     api_headers = f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
 
-    async def run(index: int) -> None:
+    async def run(index: int) -> int:
+        """One client's requests; how many of its answers closed the connection."""
         cookie = cookies[index]
         if cookie is None:
-            return
+            return 0
         client = RawConnection(ports[index % len(ports)], cookie)
         pacing = random.Random(index)
         planned = time.perf_counter()
@@ -411,17 +411,17 @@ def client_process(
             if status not in (200, 201):
                 errors.append(f"{path}: HTTP {status} {data[:120]!r}")
         client.close()
-        closed_by_server[0] += client.closed_by_server
+        return client.closed_by_server
 
-    async def run_all() -> None:
-        await asyncio.gather(*(run(i) for i in range(connections)))
+    async def run_all() -> int:
+        return sum(await asyncio.gather(*(run(i) for i in range(connections))))
 
     ready.wait()  # type: ignore[attr-defined]
     cpu_start, start = time.process_time(), time.perf_counter()
-    asyncio.run(run_all())
+    closed_by_server = asyncio.run(run_all())
     end, cpu = time.perf_counter(), time.process_time() - cpu_start
     client_p50s = [statistics.median(times) for times in per_client if times]
-    queue.put((latencies, errors, start, end, cpu, client_p50s, closed_by_server[0]))  # type: ignore[attr-defined]
+    queue.put((latencies, errors, start, end, cpu, client_p50s, closed_by_server))  # type: ignore[attr-defined]
 
 
 def drive(

@@ -25,7 +25,7 @@ def preparing(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
     """A connection to the test database opened with AETNAWEB_DB_PREPARED_STATEMENTS=1's options."""
     config = dict(settings.DATABASES["default"])
     options = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
-    config["OPTIONS"] = options | connection_options(True)
+    config["OPTIONS"] = options | connection_options()
     config["NAME"] = connection.settings_dict["NAME"]  # the test database, set up by now
     wrapper = DatabaseWrapper(config, alias="preparing")
     with django_db_blocker.unblock():
