@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,6 +21,23 @@ from memory.models import Record
 from tests.api.conftest import issue_token
 
 S = "acme:alice:proj"
+# Time a real-time test needs: its requests must all fall in one fixed window.
+WINDOW_MARGIN_SECONDS = 5
+
+
+@pytest.fixture
+def one_window() -> None:
+    """Start a test that counts real requests with time to spare before its window ends.
+
+    The count is kept per fixed minute, so requests made across a window's end
+    are counted in two windows: up to twice the limit gets through, as
+    designed (``access/ratelimits.py``). A test that counts its own requests
+    fails that way when it starts just before a minute ends: the four
+    connections' test let 8 or 9 of 12 through, 5 of them in the new window.
+    """
+    left = ratelimits.WINDOW_SECONDS - time.time() % ratelimits.WINDOW_SECONDS
+    if left < WINDOW_MARGIN_SECONDS:
+        time.sleep(left + 0.05)
 
 
 def _get(client: Client, secret: str):
@@ -35,7 +53,9 @@ def _remember(client: Client, secret: str, text: str):
     )
 
 
-def test_over_the_default_limit_is_429_with_retry_after_and_writes_nothing(client, db, settings):
+def test_over_the_default_limit_is_429_with_retry_after_and_writes_nothing(
+    client, db, settings, one_window
+):
     # Given a server default of 3 requests per minute
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 3
     secret = issue_token("acme:alice:*")
@@ -53,7 +73,7 @@ def test_over_the_default_limit_is_429_with_retry_after_and_writes_nothing(clien
     assert (Record.objects.count(), AuditEvent.objects.count()) == (records, events)
 
 
-def test_a_token_override_wins_over_the_default(client, db, settings):
+def test_a_token_override_wins_over_the_default(client, db, settings, one_window):
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 1
     secret = issue_token("acme:alice:*")
     ApiToken.objects.update(rate_limit_per_minute=5)
@@ -67,7 +87,7 @@ def test_zero_means_unlimited_and_counts_nothing(client, db, settings):
     assert RateLimitWindow.objects.count() == 0
 
 
-def test_limits_are_per_token(client, db, settings):
+def test_limits_are_per_token(client, db, settings, one_window):
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 1
     first, second = issue_token("acme:alice:*"), issue_token("acme:alice:*", name="b")
     assert _get(client, first).status_code == 200
@@ -97,7 +117,7 @@ def test_a_bad_token_is_401_not_counted(client, db, settings):
     assert RateLimitWindow.objects.count() == 0
 
 
-def test_an_idempotent_replay_counts_too(client, db, settings):
+def test_an_idempotent_replay_counts_too(client, db, settings, one_window):
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 2
     secret = issue_token("acme:alice:*")
     headers = {"Authorization": f"Bearer {secret}", "Idempotency-Key": "k"}
@@ -112,7 +132,7 @@ def test_an_idempotent_replay_counts_too(client, db, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_count_is_shared_across_connections(settings):
+def test_the_count_is_shared_across_connections(settings, one_window):
     # Given a limit of 5 and 4 threads (separate connections) making 3 requests each
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 5
     secret = issue_token("acme:alice:*")
@@ -266,7 +286,7 @@ def test_create_token_refuses_a_negative_limit_and_writes_nothing(db):
 
 
 def test_the_token_page_shows_limits_and_creates_with_an_override(
-    client, django_user_model, settings
+    client, django_user_model, settings, one_window
 ):
     # Given an admin and a token that has made two requests this minute
     settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 600
