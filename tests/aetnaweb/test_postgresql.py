@@ -1,4 +1,4 @@
-"""PostgreSQL prepared statements (opt-in): the hot statements get prepared, value-sensitive ones never."""
+"""PostgreSQL prepared statements (on unless turned off): the hot statements get prepared, value-sensitive ones never."""
 
 from __future__ import annotations
 
@@ -82,13 +82,12 @@ def test_recall_candidate_searches_are_marked_to_be_planned_for_their_own_values
     assert vectors.PG_EXACT_KNN_SQL.startswith(CUSTOM_PLAN)
 
 
-def test_prepared_statements_are_off_by_default_and_can_be_turned_on(tmp_path):
+def test_prepared_statements_are_on_by_default_and_can_be_turned_off(tmp_path):
     # (The settings are read in a child process, so this runs on either engine.)
     default = database_settings(tmp_path)
-    assert not {"server_side_binding", "prepare_threshold", "cursor_factory"} & set(
-        default["OPTIONS"]
-    )
-    on = database_settings(tmp_path, AETNAWEB_DB_PREPARED_STATEMENTS="1")
-    assert on["OPTIONS"]["server_side_binding"] is True
-    assert on["OPTIONS"]["prepare_threshold"] == PREPARE_AFTER
-    assert "PreparingCursor" in on["OPTIONS"]["cursor_factory"]
+    assert default["OPTIONS"]["server_side_binding"] is True
+    assert default["OPTIONS"]["prepare_threshold"] == PREPARE_AFTER
+    assert "PreparingCursor" in default["OPTIONS"]["cursor_factory"]
+    # Behind a pooler in transaction mode: Django's client-side binding, nothing prepared
+    off = database_settings(tmp_path, AETNAWEB_DB_PREPARED_STATEMENTS="0")
+    assert not {"server_side_binding", "prepare_threshold", "cursor_factory"} & set(off["OPTIONS"])
