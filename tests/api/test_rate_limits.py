@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,25 +18,15 @@ from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory.models import Record
 from tests.api.conftest import issue_token
+from tests.factories import start_well_inside_a_minute
 
 S = "acme:alice:proj"
-# Time a real-time test needs: its requests must all fall in one fixed window.
-WINDOW_MARGIN_SECONDS = 5
 
 
 @pytest.fixture
 def one_window() -> None:
-    """Start a test that counts real requests with time to spare before its window ends.
-
-    The count is kept per fixed minute, so requests made across a window's end
-    are counted in two windows: up to twice the limit gets through, as
-    designed (``access/ratelimits.py``). A test that counts its own requests
-    fails that way when it starts just before a minute ends: the four
-    connections' test let 8 or 9 of 12 through, 5 of them in the new window.
-    """
-    left = ratelimits.WINDOW_SECONDS - time.time() % ratelimits.WINDOW_SECONDS
-    if left < WINDOW_MARGIN_SECONDS:
-        time.sleep(left + 0.05)
+    """The test's real requests all fall in one fixed one-minute window."""
+    start_well_inside_a_minute()
 
 
 def _get(client: Client, secret: str):

@@ -22,7 +22,7 @@ from audit.services import create_checkpoint, run_verification, start_verificati
 from jobs.models import Job
 from jobs.selectors import file_path
 from tests.audit.conftest import append
-from tests.factories import login_as, make_operator
+from tests.factories import login_as, make_operator, start_well_inside_a_minute
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +31,7 @@ DAY = timedelta(days=1)
 
 def seed_operational_rows() -> dict[str, list[int]]:
     """One row to remove and one to keep of each kind; returns the keepers' ids."""
+    start_well_inside_a_minute()  # the sweep keeps only the current minute's window
     now = timezone.now()
     token = create_token(
         principal=SYSTEM,
