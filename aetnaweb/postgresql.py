@@ -20,6 +20,15 @@ Prepared statements live in the server session, so a pooler that hands one
 client's statements to another server session (PgBouncer in transaction
 mode before 1.21) needs ``AETNAWEB_DB_PREPARED_STATEMENTS=0``; Django's
 client-side binding is then used, as before.
+
+A prepared statement keeps the result type it was planned with. When another
+session changes the type of a column it reads (a migration run while this
+process serves), PostgreSQL refuses it ("cached plan must not change result
+type") until it is prepared again. Inside a transaction the refusal fails the
+transaction, and its rollback makes psycopg forget every prepared statement,
+so the next one is planned afresh; a statement run on its own (autocommit) is
+retried once here after ``DEALLOCATE ALL``, which is safe because the refused
+statement did nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.backends.postgresql.base import ServerBindingCursor
+from psycopg import errors, pq
 
 # Runs of one statement on a connection before it is prepared (psycopg's default).
 PREPARE_AFTER = 5
@@ -47,7 +57,17 @@ class PreparingCursor(ServerBindingCursor):  # type: ignore[misc]  # psycopg's c
     ) -> Any:
         if prepare is None and isinstance(query, str) and query.startswith(CUSTOM_PLAN):
             prepare = False
-        return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[misc]  # untyped in django-stubs
+        try:
+            return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[misc]  # untyped in django-stubs
+        except errors.FeatureNotSupported:
+            # A plan made stale by another session's ALTER (checked by SQLSTATE:
+            # the message is translated on a server with another language).
+            # In a transaction the rollback clears the statements instead.
+            status = self.connection.info.transaction_status  # type: ignore[attr-defined]  # psycopg's
+            if status != pq.TransactionStatus.IDLE:
+                raise
+            super().execute("DEALLOCATE ALL")  # type: ignore[misc]  # psycopg sees it and forgets its statements
+            return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[misc]  # untyped in django-stubs
 
 
 def connection_options() -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import NotSupportedError, connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
@@ -28,6 +28,18 @@ def preparing(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
     config["OPTIONS"] = options | connection_options()
     config["NAME"] = connection.settings_dict["NAME"]  # the test database, set up by now
     wrapper = DatabaseWrapper(config, alias="preparing")
+    with django_db_blocker.unblock():
+        yield wrapper
+        wrapper.close()
+
+
+@pytest.fixture
+def other_session(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
+    """A second, plain connection to the test database (another process's migration)."""
+    config = dict(settings.DATABASES["default"])
+    config["OPTIONS"] = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
+    config["NAME"] = connection.settings_dict["NAME"]
+    wrapper = DatabaseWrapper(config, alias="other_session")
     with django_db_blocker.unblock():
         yield wrapper
         wrapper.close()
@@ -91,3 +103,39 @@ def test_prepared_statements_are_on_by_default_and_can_be_turned_off(tmp_path):
     # Behind a pooler in transaction mode: Django's client-side binding, nothing prepared
     off = database_settings(tmp_path, AETNAWEB_DB_PREPARED_STATEMENTS="0")
     assert not {"server_side_binding", "prepare_threshold", "cursor_factory"} & set(off["OPTIONS"])
+
+
+PROBE = "SELECT id, v FROM stale_plan_probe WHERE id = %s"
+
+
+@on_postgresql
+def test_a_plan_made_stale_by_another_sessions_migration_is_made_again(preparing, other_session):
+    # Given a statement prepared on this connection
+    with other_session.cursor() as cursor:
+        cursor.execute("CREATE TABLE stale_plan_probe (id int PRIMARY KEY, v int)")
+        cursor.execute("INSERT INTO stale_plan_probe VALUES (1, 2)")
+    try:
+        _run(preparing, PROBE, PREPARE_AFTER + 1)
+        assert [s for s in _prepared(preparing) if "stale_plan_probe" in s]
+        # When another session changes the type of a column it reads
+        with other_session.cursor() as cursor:
+            cursor.execute("ALTER TABLE stale_plan_probe ALTER COLUMN v TYPE bigint")
+        # Then the statement, run on its own, is planned again and answers
+        with preparing.cursor() as cursor:
+            cursor.execute(PROBE, [1])
+            assert cursor.fetchall() == [(1, 2)]
+        # And in a transaction it fails that transaction once; after its rollback it answers
+        _run(preparing, PROBE, PREPARE_AFTER + 1)
+        with other_session.cursor() as cursor:
+            cursor.execute("ALTER TABLE stale_plan_probe ALTER COLUMN v TYPE numeric")
+        preparing.set_autocommit(False)
+        with pytest.raises(NotSupportedError), preparing.cursor() as cursor:
+            cursor.execute(PROBE, [1])
+        preparing.rollback()
+        preparing.set_autocommit(True)
+        with preparing.cursor() as cursor:
+            cursor.execute(PROBE, [1])
+            assert cursor.fetchall() == [(1, 2)]
+    finally:
+        with other_session.cursor() as cursor:
+            cursor.execute("DROP TABLE stale_plan_probe")
