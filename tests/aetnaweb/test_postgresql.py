@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -20,14 +21,19 @@ on_postgresql = pytest.mark.skipif(
 )
 
 
+def _session(alias: str, **options: Any) -> DatabaseWrapper:
+    """Another connection to the test database (set up by now), unpooled, with ``options`` added."""
+    config = dict(settings.DATABASES["default"])
+    kept = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
+    config["OPTIONS"] = kept | options
+    config["NAME"] = connection.settings_dict["NAME"]
+    return DatabaseWrapper(config, alias=alias)
+
+
 @pytest.fixture
 def preparing(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
-    """A connection to the test database opened with AETNAWEB_DB_PREPARED_STATEMENTS=1's options."""
-    config = dict(settings.DATABASES["default"])
-    options = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
-    config["OPTIONS"] = options | connection_options()
-    config["NAME"] = connection.settings_dict["NAME"]  # the test database, set up by now
-    wrapper = DatabaseWrapper(config, alias="preparing")
+    """A connection opened with the prepared-statement options, whatever the environment says."""
+    wrapper = _session("preparing", **connection_options())
     with django_db_blocker.unblock():
         yield wrapper
         wrapper.close()
@@ -35,11 +41,8 @@ def preparing(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
 
 @pytest.fixture
 def other_session(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
-    """A second, plain connection to the test database (another process's migration)."""
-    config = dict(settings.DATABASES["default"])
-    config["OPTIONS"] = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
-    config["NAME"] = connection.settings_dict["NAME"]
-    wrapper = DatabaseWrapper(config, alias="other_session")
+    """A second connection: another process, running a migration."""
+    wrapper = _session("other_session")
     with django_db_blocker.unblock():
         yield wrapper
         wrapper.close()
