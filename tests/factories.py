@@ -58,6 +58,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from access.grants import grant_role
+from access.ratelimits import WINDOW_SECONDS
 from aetnaweb.access import SYSTEM
 from aetnaweb.scopes import Scope
 
@@ -69,7 +70,7 @@ ALLOWED = "allowed"
 
 
 def start_well_inside_a_minute(margin_seconds: float = 5.0) -> None:
-    """Wait for the next minute when less than ``margin_seconds`` of this one are left.
+    """Wait for the next window when less than ``margin_seconds`` of this one are left.
 
     API rate limits count requests per fixed minute (``access/ratelimits.py``),
     and retention keeps only the current minute's window. A test that makes
@@ -78,7 +79,7 @@ def start_well_inside_a_minute(margin_seconds: float = 5.0) -> None:
     test let 8 or 9 of 12 requests through that way, 5 of them in the new
     window, which a fixed window allows by design.
     """
-    left = 60 - time.time() % 60
+    left = WINDOW_SECONDS - time.time() % WINDOW_SECONDS
     if left < margin_seconds:
         time.sleep(left + 0.05)
 

@@ -37,6 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
+# How long a balance test lets rounds go on: a connection closed elsewhere
+# holds the next one back for up to SHED_SETTLE_SECONDS, so rounds are timed.
+REBALANCE_SECONDS = 10 * gunicorn_worker.SHED_SETTLE_SECONDS
+
 APP = """
 import os, threading, time
 
@@ -167,10 +171,8 @@ def test_kept_alive_connections_spread_over_the_workers(serve) -> None:
     for thread in threads:
         thread.join()
     assert len(_connections_per_worker(pids)) == 2
-    # A connection let go reconnects to either idle worker. Rounds go on for a
-    # while, not a number of times: a connection closed elsewhere holds the
-    # next one back for up to SHED_SETTLE_SECONDS.
-    deadline = time.monotonic() + 10 * gunicorn_worker.SHED_SETTLE_SECONDS
+    # A connection let go reconnects to either idle worker.
+    deadline = time.monotonic() + REBALANCE_SECONDS
     while time.monotonic() < deadline:
         pids = [_ask(conn) for conn in conns]
         if _connections_per_worker(pids) == [4, 4] and [_ask(conn) for conn in conns] == pids:
@@ -204,7 +206,7 @@ def test_an_uneven_split_of_kept_alive_connections_is_evened_out(serve) -> None:
     assert sum(closed for _, closed in rounds[0]) == 1
     # (The blocker's connection, closed just before, may still have counted
     # when the first was let go: the next then waits SHED_SETTLE_SECONDS.)
-    deadline = time.monotonic() + 10 * gunicorn_worker.SHED_SETTLE_SECONDS
+    deadline = time.monotonic() + REBALANCE_SECONDS
     while time.monotonic() < deadline and not (
         _connections_per_worker([pid for pid, _ in rounds[-1]]) == [3, 3]
         and not any(closed for _, closed in rounds[-1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -21,31 +22,31 @@ on_postgresql = pytest.mark.skipif(
 )
 
 
-def _session(alias: str, **options: Any) -> DatabaseWrapper:
+@contextmanager
+def _session(blocker: Any, alias: str, **options: Any) -> Iterator[DatabaseWrapper]:
     """Another connection to the test database (set up by now), unpooled, with ``options`` added."""
     config = dict(settings.DATABASES["default"])
     kept = {k: v for k, v in config["OPTIONS"].items() if k != "pool"}
     config["OPTIONS"] = kept | options
     config["NAME"] = connection.settings_dict["NAME"]
-    return DatabaseWrapper(config, alias=alias)
+    wrapper = DatabaseWrapper(config, alias=alias)
+    with blocker.unblock():
+        yield wrapper
+        wrapper.close()
 
 
 @pytest.fixture
 def preparing(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
     """A connection opened with the prepared-statement options, whatever the environment says."""
-    wrapper = _session("preparing", **connection_options())
-    with django_db_blocker.unblock():
+    with _session(django_db_blocker, "preparing", **connection_options()) as wrapper:
         yield wrapper
-        wrapper.close()
 
 
 @pytest.fixture
 def other_session(django_db_setup, django_db_blocker) -> Iterator[DatabaseWrapper]:
     """A second connection: another process, running a migration."""
-    wrapper = _session("other_session")
-    with django_db_blocker.unblock():
+    with _session(django_db_blocker, "other_session") as wrapper:
         yield wrapper
-        wrapper.close()
 
 
 def _prepared(wrapper: DatabaseWrapper) -> list[str]:
