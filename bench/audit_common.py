@@ -1,10 +1,11 @@
-"""Shared set-up for the audit benchmarks: a throwaway SQLite database, never the dev one."""
+"""Shared set-up for the benchmarks: a throwaway database, never the dev one."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,3 +40,34 @@ def cpu_seconds(*, children: bool = False) -> float:
     if children:
         return times.children_user + times.children_system
     return times.user + times.system
+
+
+def drop_database(admin_url: str, name: str, *, patience_seconds: float = 60.0) -> None:
+    """Drop the throwaway PostgreSQL database ``name``, waiting out the server's own work on it.
+
+    A plain ``DROP DATABASE`` stops an autovacuum worker busy on the freshly
+    loaded tables by itself, but refuses while a client is still connected;
+    ``WITH (FORCE)`` ends the clients (this role's own, e.g. a connection pool
+    left open) but is refused outright while an autovacuum worker is there,
+    since a role that is not a superuser may not end the server's processes.
+    So the plain drop is tried first, the forced one when a client remains,
+    and both again until ``patience_seconds`` have passed.
+    """
+    import psycopg
+    from psycopg import errors
+
+    deadline = time.monotonic() + patience_seconds
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        while True:
+            try:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                return
+            except errors.ObjectInUse:
+                pass
+            try:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                return
+            except errors.InsufficientPrivilege:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)

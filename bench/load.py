@@ -84,6 +84,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from audit_common import drop_database
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
@@ -556,11 +558,11 @@ def server_cpu_seconds(pids: list[int]) -> float:
 def postgres_database(admin_url: str, name: str, *, create: bool) -> str:
     import psycopg
 
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        if create:
+    if create:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        else:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    else:
+        drop_database(admin_url, name)
     parts = urlsplit(admin_url)
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
 

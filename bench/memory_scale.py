@@ -64,6 +64,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+from audit_common import drop_database
+
 ROOT = Path(__file__).resolve().parents[1]
 SCOPE_COUNT = 10_000
 HOT_SHARE = 0.10
@@ -128,8 +130,7 @@ def use_fresh_postgres(server_url: str):
         from django.db import connections
 
         connections.close_all()
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(server_url, name)
 
     return drop
 
