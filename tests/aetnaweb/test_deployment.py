@@ -161,7 +161,10 @@ def test_startup_objects_are_frozen_out_of_the_collectors_walks():
         # When the arbiter freezes them before forking the workers
         frozen = gunicorn_conf.freeze_startup_objects()
         # Then they are all frozen, and a full collection no longer walks them
-        assert frozen == gc.get_freeze_count() > 10_000
+        # (a frozen object that another thread of this process frees, such as
+        # the PostgreSQL pool's, leaves the count: it may only have gone down)
+        assert frozen > 10_000
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
         left = len(gc.get_objects())
         assert left < frozen // 10
         # And what is made afterwards is still collected
