@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -84,3 +85,43 @@ def create_row[M: Model](cursor: Any, model: type[M], **values: Any) -> M:
     instance._state.adding = False
     instance._state.db = connection.alias
     return instance
+
+
+@contextmanager
+def pipelined() -> Iterator[None]:
+    """On PostgreSQL, send the block's statements without waiting for each one's answer.
+
+    In psycopg's pipeline mode a statement whose result nobody reads (an
+    INSERT without RETURNING, an UPDATE) is sent at once and the block goes
+    on; the client waits only where a result is read (``fetchone``) and at
+    the block's end, for every answer still owed. A remember's writes then
+    take 8 round trips to the server instead of 13, and a recall's 5 instead
+    of 8; on one machine shared with the app each trip costs a wake-up of
+    both sides (at 100k records in one scope, alternating with and without
+    it in one process: remember's p50 1.1-2.0 ms lower, recall's 0.4-1.4 ms).
+    The server still runs the statements one after the other, in order, in
+    the same transaction. On SQLite (in-process) it does nothing.
+
+    Use it inside ``transaction.atomic()``, around a write path whose code:
+
+    - never reads ``cursor.rowcount`` (psycopg reports -1 until the result
+      has been read) and never uses the number an ORM ``update()`` or
+      ``delete()`` returns;
+    - never catches a database error to carry on: a failed statement's error
+      is raised where the next result is read or at the block's end, and the
+      statements after it in the pipeline are not run. Either way the error
+      ends the transaction, which rolls back as it would have.
+
+    Errors leave the block as Django's database exceptions (``IntegrityError``
+    and so on), as they would from a cursor. Nested blocks join the outer one.
+    """
+    if connection.vendor != "postgresql":
+        yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.pgconn.pipeline_status:  # already pipelined: the outer block syncs
+        yield
+        return
+    with connection.wrap_database_errors, raw.pipeline():
+        yield

@@ -8,6 +8,7 @@ slot: who holds a key at a scope and retiring them as superseded.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -81,7 +82,10 @@ def _bump(scope: Scope, **deltas: int) -> None:
     """Keep the per-scope counters in step (same transaction as the change).
 
     Services add up a call's changes and bump once; plain SQL, because every
-    remember and recall-side write pays for it.
+    remember and recall-side write pays for it. One upsert, whose answer is
+    never read: a scope's first write creates its row, every later one adds
+    to it, and the statement can wait in a :func:`aetnaweb.sql.pipelined`
+    block (where a row count is not known until results are read).
     """
     deltas = {name: value for name, value in deltas.items() if value}
     if not deltas:
@@ -89,23 +93,33 @@ def _bump(scope: Scope, **deltas: int) -> None:
     unknown = set(deltas) - _COUNTERS
     if unknown:
         raise ValueError(f"unknown counters {sorted(unknown)}")
-    now = timezone.now()
-    assignments = ", ".join(f"{name} = {name} + %s" for name in sorted(deltas))
+    counters = sorted(_COUNTERS)
+    columns = scope.columns()
+    values = [
+        str(scope),
+        columns["tenant"],
+        columns["user"],
+        columns["project"],
+        scope.depth,
+        *(deltas.get(name, 0) for name in counters),
+        connection.ops.adapt_datetimefield_value(timezone.now()),
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {ScopeStats._meta.db_table} SET {assignments}, updated_at = %s "  # noqa: S608  (fixed column names)
-            "WHERE scope = %s",
-            [
-                *(deltas[name] for name in sorted(deltas)),
-                connection.ops.adapt_datetimefield_value(now),
-                str(scope),
-            ],
-        )
-        updated = cursor.rowcount
-    if not updated:
-        ScopeStats.objects.create(
-            scope=str(scope), depth=scope.depth, updated_at=now, **scope.columns(), **deltas
-        )
+        cursor.execute(_bump_sql(tuple(sorted(deltas))), values)
+
+
+@functools.cache
+def _bump_sql(changed: tuple[str, ...]) -> str:
+    """The upsert of :func:`_bump` for one set of changed counters (a handful per process)."""
+    table = ScopeStats._meta.db_table
+    counters = sorted(_COUNTERS)
+    added = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in changed)
+    return (
+        f'INSERT INTO {table} (scope, tenant, "user", project, depth, '  # noqa: S608  (model constants)
+        f"{', '.join(counters)}, updated_at) "
+        f"VALUES ({', '.join(['%s'] * (6 + len(counters)))}) "
+        f"ON CONFLICT (scope) DO UPDATE SET {added}, updated_at = excluded.updated_at"
+    )
 
 
 def _tally(total: dict[str, int], more: dict[str, int]) -> None:

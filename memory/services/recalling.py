@@ -28,7 +28,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
-from aetnaweb.sql import create_row, insert_rows
+from aetnaweb.sql import create_row, insert_rows, pipelined
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
@@ -326,7 +326,7 @@ def recall(
     wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(parsed, query, limit, threshold, wanted)  # no lock held
-    with transaction.atomic():
+    with transaction.atomic(), pipelined():
         candidates = _still_current(parsed, query, limit, threshold, candidates, wanted)
         event, audit_event = _log_retrieval(
             scope=parsed,
@@ -403,7 +403,7 @@ def recall_block(
     wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(parsed, query, max_items, threshold, wanted)  # no lock held
-    with transaction.atomic():
+    with transaction.atomic(), pipelined():
         candidates = _still_current(parsed, query, max_items, threshold, candidates, wanted)
         text, injected, candidates = _fill_block(candidates, max_chars)
         event, _ = _log_retrieval(

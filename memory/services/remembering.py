@@ -18,7 +18,7 @@ from django.utils import timezone
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
-from aetnaweb.sql import create_row
+from aetnaweb.sql import create_row, pipelined
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
@@ -367,12 +367,14 @@ def remember(
     # write lock (before BEGIN on SQLite; on PostgreSQL while the episode and
     # its audit event are written, see vectors.prepared). Their vectors are
     # still written inside, with their records (quarantined facts get no
-    # vector, so none is computed).
+    # vector, so none is computed). On PostgreSQL the writes whose answers
+    # are not read go pipelined (aetnaweb.sql.pipelined).
     with (
         vectors.prepared(
             [c.content for c in candidates] if reading.trusted else [], alongside=True
         ),
         transaction.atomic(),
+        pipelined(),
     ):
         return _remember_in_transaction(
             parsed,
@@ -480,7 +482,7 @@ def remember_fact(
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     # Embedded ahead, as in remember.
-    with vectors.prepared([candidate.content], alongside=True), transaction.atomic():
+    with vectors.prepared([candidate.content], alongside=True), transaction.atomic(), pipelined():
         return _remember_fact_in_transaction(
             parsed,
             candidate,

@@ -11,10 +11,13 @@ from django.conf import settings
 from django.db import NotSupportedError, connection
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test.utils import CaptureQueriesContext
+from psycopg import pq
 
 from aetnaweb.access import SYSTEM
 from aetnaweb.postgresql import CUSTOM_PLAN, PREPARE_AFTER, PreparingCursor, connection_options
 from memory import services, vectors
+from memory.models import Record, RetrievalEvent
+from memory.services import _common
 from tests.aetnaweb.test_faults import database_settings
 
 on_postgresql = pytest.mark.skipif(
@@ -143,3 +146,36 @@ def test_a_plan_made_stale_by_another_sessions_migration_is_made_again(preparing
     finally:
         with other_session.cursor() as cursor:
             cursor.execute("DROP TABLE stale_plan_probe")
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_remember_and_recall_send_the_writes_they_do_not_read_pipelined(monkeypatch):
+    # Given a watch on the write linking an audit event to the records it
+    # names, which nothing reads back (remember and recall both make it)
+    states: list[int] = []
+    real = _common.insert_rows
+
+    def watched(*args, **kwargs):
+        states.append(connection.connection.pgconn.pipeline_status)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_common, "insert_rows", watched)
+    scope = "acme:alice:proj"
+    # When a message and an explicit fact are remembered, and recalled
+    services.remember(principal=SYSTEM, scope=scope, text="My editor is helix.")
+    services.remember_fact(principal=SYSTEM, scope=scope, key="shell", value="fish")
+    result = services.recall(principal=SYSTEM, scope=scope, query="helix editor")
+    block = services.recall_block(principal=SYSTEM, scope=scope, query="helix editor")
+    # Then each wrote it in pipeline mode (the block's two events: the recall, the injection)
+    assert states == [pq.PipelineStatus.ON] * 5
+    # And everything written is there
+    stored = Record.objects.filter(scope=scope, status="active")
+    assert sorted(stored.values_list("fact_key", flat=True)) == ["editor", "shell"]
+    assert [c.content for c in result.returned][:1] == ["User's editor is helix."]
+    assert (
+        RetrievalEvent.objects.filter(
+            retrieval_id__in=[result.retrieval_id, block.retrieval_id]
+        ).count()
+        == 2
+    )

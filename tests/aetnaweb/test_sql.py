@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from aetnaweb.sql import create_row, execute_rows
+from aetnaweb.sql import create_row, execute_rows, pipelined
 from memory.models import RetrievalEvent
 
 
@@ -109,3 +110,74 @@ def test_execute_rows_writes_every_row_and_one_alone_as_a_plain_execute(count):
         assert len(logged) == 1 and not logged[0].startswith("1 times")
     else:
         assert len(logged) == 1 and logged[0].startswith(f"{count} times")
+
+
+def _pipeline_on() -> bool:
+    """Whether this connection's statements are being sent without waiting (PostgreSQL only)."""
+    return settings.DATABASE_VENDOR == "postgresql" and bool(
+        connection.connection.pgconn.pipeline_status
+    )
+
+
+_RENAME = "UPDATE memory_retrievalevent SET actor = %s WHERE retrieval_id = %s"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pipelined_writes_land_with_their_transaction_and_a_read_inside_sees_them():
+    with transaction.atomic(), pipelined(), connection.cursor() as cursor:
+        # A write whose answer is read (RETURNING), then one whose answer is not
+        create_row(cursor, RetrievalEvent, **_event_values("ret_piped"))
+        cursor.execute(_RENAME, ["renamed", "ret_piped"])
+        # On PostgreSQL the second went without waiting: the pipeline is on
+        assert _pipeline_on() == (settings.DATABASE_VENDOR == "postgresql")
+        # A read inside the block gets its answer, after every write sent before it
+        cursor.execute(
+            "SELECT actor FROM memory_retrievalevent WHERE retrieval_id = %s", ["ret_piped"]
+        )
+        assert tuple(cursor.fetchone()) == ("renamed",)
+    # After the block every answer has been waited for, and the transaction committed
+    assert not _pipeline_on()
+    assert RetrievalEvent.objects.get(retrieval_id="ret_piped").actor == "renamed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_failing_in_a_pipelined_block_fails_its_transaction_with_djangos_error():
+    # Given two rows committed
+    with connection.cursor() as cursor:
+        create_row(cursor, RetrievalEvent, **_event_values("ret_kept"))
+        create_row(cursor, RetrievalEvent, **_event_values("ret_other"))
+    # When a pipelined block changes one, then sends a statement the database
+    # refuses (a duplicate unique ID) and another after it, none of them read
+    with (
+        pytest.raises(IntegrityError),
+        transaction.atomic(),
+        pipelined(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(_RENAME, ["changed", "ret_kept"])
+        cursor.execute(
+            "UPDATE memory_retrievalevent SET retrieval_id = %s WHERE retrieval_id = %s",
+            ["ret_kept", "ret_other"],
+        )
+        cursor.execute(_RENAME, ["changed too", "ret_other"])
+    # Then the refusal surfaced as Django's IntegrityError, and nothing of the
+    # transaction was kept, before the failure or after it
+    assert not _pipeline_on()
+    rows = dict(RetrievalEvent.objects.values_list("retrieval_id", "actor"))
+    assert rows == {"ret_kept": "agent", "ret_other": "agent"}
+    # And the connection serves the next transaction
+    with transaction.atomic(), pipelined(), connection.cursor() as cursor:
+        cursor.execute(_RENAME, ["after", "ret_kept"])
+    assert RetrievalEvent.objects.get(retrieval_id="ret_kept").actor == "after"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_nested_pipelined_block_joins_the_outer_one():
+    with transaction.atomic(), pipelined(), connection.cursor() as cursor:
+        with pipelined():
+            create_row(cursor, RetrievalEvent, **_event_values("ret_nested"))
+            cursor.execute(_RENAME, ["inner", "ret_nested"])
+        # After the inner block ends, the outer one still pipelines
+        assert _pipeline_on() == (settings.DATABASE_VENDOR == "postgresql")
+        cursor.execute(_RENAME, ["outer", "ret_nested"])
+    assert RetrievalEvent.objects.get(retrieval_id="ret_nested").actor == "outer"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import transaction
 
 from aetnaweb.access import SYSTEM, AccessDenied
-from aetnaweb.scopes import ScopeError
+from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.sql import pipelined
 from audit.models import AuditEvent
 from memory import search, services
 from memory.errors import ExtractionError, InvalidInput
@@ -359,6 +361,27 @@ def test_counters_follow_every_change():
     services.remember(principal=SYSTEM, scope=S, text="<webpage>My editor is ed.</webpage>")
     stats = ScopeStats.objects.get(scope=S)
     assert (stats.active, stats.superseded, stats.quarantined, stats.episodes) == (1, 1, 1, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scopes_first_bump_creates_its_counters_and_later_ones_add_only_what_changed():
+    # Given a scope no write has touched, bumped inside a pipelined write
+    # block (on PostgreSQL the bump's answer is never waited for there)
+    scope = Scope.parse("acme:bob:notes")
+    with transaction.atomic(), pipelined():
+        _common._bump(scope, active=2, episodes=1)
+    # Then its counters row exists, with the scope's columns and depth
+    first = ScopeStats.objects.get(scope=str(scope))
+    assert (first.tenant, first.user, first.project, first.depth) == ("acme", "bob", "notes", 3)
+    assert (first.active, first.quarantined, first.superseded, first.episodes) == (2, 0, 0, 1)
+    # When it is bumped again, with one counter down and another up
+    with transaction.atomic(), pipelined():
+        _common._bump(scope, active=-1, superseded=1)
+    # Then those two changed, the others kept their values, and the time moved on
+    again = ScopeStats.objects.get(scope=str(scope))
+    assert (again.active, again.quarantined, again.superseded, again.episodes) == (1, 0, 1, 1)
+    assert again.updated_at >= first.updated_at
+    assert ScopeStats.objects.filter(scope=str(scope)).count() == 1
 
 
 @pytest.mark.django_db
