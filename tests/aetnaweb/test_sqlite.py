@@ -1,4 +1,4 @@
-"""The SQLite build the project's connections use (aetnaweb/sqlite.py)."""
+"""The SQLite build the project's connections use (aetnaweb/sqlite.py), and their cursor's placeholders."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sqlite3
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.db.backends.sqlite3.base import SQLiteCursorWrapper
 
 from aetnaweb import sqlite
+from aetnaweb.sqlite_backend import base as backend
 
 pytestmark = pytest.mark.skipif(
     settings.DATABASE_VENDOR != "sqlite", reason="the SQLite driver only matters on SQLite"
@@ -44,3 +46,37 @@ def test_the_shim_answers_the_limits_django_asks_for(db):
 
 def test_install_is_idempotent():
     assert sqlite.install() is sqlite.install()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT %s",
+        "SELECT id FROM memory_record WHERE scope IN (%s, %s) AND content LIKE '10%%'",
+        "SELECT '%%s is literal', %s",
+    ],
+)
+def test_placeholders_convert_as_djangos_own_cursor_converts_them(db, query):
+    with connection.cursor() as wrapper:
+        cursor = wrapper.cursor
+        assert isinstance(cursor, backend.QueuedCursor)
+        # The cached conversion gives what Django's cursor gives, twice over
+        djangos = SQLiteCursorWrapper.convert_query(cursor, query)
+        assert cursor.convert_query(query) == cursor.convert_query(query) == djangos
+        # Named placeholders keep Django's own conversion
+        named = "SELECT %(a)s, %(b)s"
+        assert cursor.convert_query(named, param_names=["a", "b"]) == "SELECT :a, :b"
+
+
+def test_a_statement_run_again_is_not_converted_again(db):
+    # Given a statement run once on a connection
+    statement = "SELECT %s + 1 AS converted_once_probe"
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [1])
+        before = backend._qmark_style.cache_info()
+        # When it runs again with other values
+        cursor.execute(statement, [41])
+        # Then the answer is right, and the conversion came from the cache
+        assert cursor.fetchone() == (42,)
+    after = backend._qmark_style.cache_info()
+    assert after.hits == before.hits + 1 and after.misses == before.misses
