@@ -31,7 +31,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -243,23 +242,41 @@ class _PostingCounts:
             digest.update(part.encode("utf-8", "replace") + b"\x1f")
         return digest.digest()
 
-    def get_or_count(self, key: bytes, count: Callable[[], int]) -> int:
-        """The cached count if the word was found common lately, else ``count()`` (kept if common)."""
+    def counts(
+        self,
+        vendor: str,
+        scopes: Sequence[str],
+        terms: Sequence[str],
+        count: Callable[[list[str]], list[int]],
+    ) -> dict[str, int]:
+        """Each term's posting count: cached if the word was found common lately, else counted.
+
+        The words not cached are counted together by one ``count(words)``
+        call (one statement); those found common are kept.
+        """
+        keys = {term: self.key(vendor, scopes, term) for term in terms}
         now = time.monotonic()
+        found: dict[str, int] = {}
         with self._lock:
-            found = self._entries.get(key)
-            if found is not None and now - found[0] < POSTINGS_TTL_SECONDS:
-                self._entries.move_to_end(key)
-                return found[1]
-        value = count()
-        if value <= COMMON_POSTINGS:
-            return value
-        with self._lock:
-            self._entries[key] = (now, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > POSTINGS_CACHE_SIZE:
-                self._entries.popitem(last=False)
-        return value
+            for term, key in keys.items():
+                entry = self._entries.get(key)
+                if entry is not None and now - entry[0] < POSTINGS_TTL_SECONDS:
+                    self._entries.move_to_end(key)
+                    found[term] = entry[1]
+        missing = [term for term in keys if term not in found]
+        if not missing:
+            return found
+        counted = dict(zip(missing, count(missing), strict=True))
+        found.update(counted)
+        common = [(keys[term], value) for term, value in counted.items() if value > COMMON_POSTINGS]
+        if common:
+            with self._lock:
+                for key, value in common:
+                    self._entries[key] = (now, value)
+                    self._entries.move_to_end(key)
+                while len(self._entries) > POSTINGS_CACHE_SIZE:
+                    self._entries.popitem(last=False)
+        return found
 
     def clear(self) -> None:
         with self._lock:
@@ -267,6 +284,17 @@ class _PostingCounts:
 
 
 posting_counts = _PostingCounts()
+
+
+# One word's posting count, up to the cap (a doclist read that stops early).
+_SQLITE_POSTINGS = (
+    "(SELECT COUNT(*) FROM (SELECT rowid FROM memory_record_fts "
+    "WHERE memory_record_fts MATCH %s LIMIT %s))"
+)
+_PG_POSTINGS = (
+    "(SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "
+    "WHERE f.scope = ANY(%s) AND f.document @@ plainto_tsquery('english', %s) LIMIT %s) m)"
+)
 
 
 def _search_sqlite(
@@ -280,21 +308,19 @@ def _search_sqlite(
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
         # How many records hold each word, counted only up to the cap (cheap:
-        # a doclist read that stops early).
-        def count(term: str) -> int:
+        # a doclist read that stops early), every word in one statement.
+        def count(words: list[str]) -> list[int]:
             cursor.execute(
-                "SELECT COUNT(*) FROM (SELECT rowid FROM memory_record_fts "
-                "WHERE memory_record_fts MATCH %s LIMIT %s)",
-                [_fts_any(keys, [term]), COMMON_POSTINGS + 1],
+                "SELECT " + ", ".join([_SQLITE_POSTINGS] * len(words)),
+                [
+                    value
+                    for word in words
+                    for value in (_fts_any(keys, [word]), COMMON_POSTINGS + 1)
+                ],
             )
-            return int(cursor.fetchone()[0])
+            return [int(value) for value in cursor.fetchone()]
 
-        postings = {
-            term: posting_counts.get_or_count(
-                posting_counts.key("sqlite", visible_scopes, term), partial(count, term)
-            )
-            for term in terms
-        }
+        postings = posting_counts.counts("sqlite", visible_scopes, terms, count)
         present = [term for term in terms if postings[term]]
         if not present:
             return []
@@ -334,7 +360,7 @@ def _words_held(
     pks: Sequence[int],
     rowids: tuple[str, Sequence[Any]],
 ) -> dict[int, int]:
-    """How many of the ``present`` words each of ``pks`` holds: one query per word over ``rowids``.
+    """How many of the ``present`` words each of ``pks`` holds: one MATCH per word over ``rowids``.
 
     ``rowids`` is a condition on the full-text rowid (and its parameters)
     that takes in every one of ``pks``. Every candidate came from a MATCH on
@@ -344,15 +370,16 @@ def _words_held(
         return dict.fromkeys(pks, 1)
     held = dict.fromkeys(pks, 0)
     condition, params = rowids
-    for term in present:
-        cursor.execute(
-            "SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s "  # noqa: S608  (placeholders only)
-            f"AND {condition}",
-            [_fts_any(keys, [term]), *params],
-        )
-        for (pk,) in cursor.fetchall():
-            if pk in held:
-                held[pk] += 1
+    # One MATCH per word (each reads only its own word's postings), all in
+    # one statement: a row per (word, record holding it).
+    branch = f"SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s AND {condition}"  # noqa: S608  (placeholders only)
+    cursor.execute(
+        " UNION ALL ".join([branch] * len(present)),
+        [value for term in present for value in (_fts_any(keys, [term]), *params)],
+    )
+    for (pk,) in cursor.fetchall():
+        if pk in held:
+            held[pk] += 1
     return held
 
 
@@ -405,21 +432,14 @@ def _search_postgresql(
     with connection.cursor() as cursor:
         # As on SQLite: words in more than COMMON_POSTINGS visible records do
         # not get every such record ranked (see _search_sqlite).
-        def count(term: str) -> int:
+        def count(words: list[str]) -> list[int]:
             cursor.execute(
-                CUSTOM_PLAN + "SELECT COUNT(*) FROM (SELECT 1 FROM memory_record_fts f "  # noqa: S608  (constant marker)
-                "WHERE f.scope = ANY(%s) AND f.document @@ plainto_tsquery('english', %s) "
-                "LIMIT %s) m",
-                [scopes, term, COMMON_POSTINGS + 1],
+                CUSTOM_PLAN + "SELECT " + ", ".join([_PG_POSTINGS] * len(words)),
+                [value for word in words for value in (scopes, word, COMMON_POSTINGS + 1)],
             )
-            return int(cursor.fetchone()[0])
+            return [int(value) for value in cursor.fetchone()]
 
-        postings = {
-            term: posting_counts.get_or_count(
-                posting_counts.key("postgresql", scopes, term), partial(count, term)
-            )
-            for term in terms
-        }
+        postings = posting_counts.counts("postgresql", scopes, terms, count)
         present = [term for term in terms if postings[term]]
         if not present:
             return []

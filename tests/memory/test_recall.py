@@ -388,11 +388,40 @@ def test_only_common_words_rank_the_newest_matches_by_the_words_they_hold(monkey
     assert result.candidates[1].parts["lexical"] < 1.0
 
 
-def _posting_counts(queries: list[dict[str, str]]) -> int:
-    return sum(
-        "LIMIT" in q["sql"] and "COUNT(*)" in q["sql"] and "memory_record_fts" in q["sql"]
+def _posting_counts(queries: list[dict[str, str]]) -> tuple[int, int]:
+    """(words whose postings were counted, statements that counted them)."""
+    counting = [
+        q["sql"]
         for q in queries
-    )
+        if "memory_record_fts" in q["sql"] and "COUNT(*) FROM (SELECT" in q["sql"]
+    ]
+    return sum(sql.count("COUNT(*) FROM (SELECT") for sql in counting), len(counting)
+
+
+@pytest.mark.django_db
+def test_the_words_each_candidate_holds_are_counted_in_one_statement(settings):
+    # Given records holding one, two and all three of a query's words
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    texts = [
+        "Remember that the heron flies.",
+        "Remember that the heron flies over the lake.",
+        "Remember that the heron flies over the lake at dawn.",
+        "Remember that the lake is cold.",
+    ]
+    ids = [services.remember(principal=SYSTEM, scope=S, text=text).record_ids[0] for text in texts]
+    # When recalled with those words
+    with CaptureQueriesContext(connection) as captured:
+        result = services.recall(principal=SYSTEM, scope=S, query="heron lake dawn", limit=10)
+    # Then each candidate's share of the words orders them: all three, two, one
+    lexical = {c.record_id: c.parts["lexical"] for c in result.candidates}
+    assert lexical[ids[2]] == 1.0
+    assert lexical[ids[2]] > lexical[ids[1]] > lexical[ids[0]]
+    assert lexical[ids[1]] > lexical[ids[3]]
+    # And the words were counted once each, all together, and held in one statement
+    assert _posting_counts(captured.captured_queries) == (3, 1)
+    if connection.vendor == "sqlite":
+        held = [q["sql"] for q in captured.captured_queries if "UNION ALL" in q["sql"]]
+        assert len(held) == 1 and held[0].count("MATCH") == 3
 
 
 @pytest.mark.django_db
@@ -410,15 +439,15 @@ def test_a_word_found_common_is_not_counted_again_until_its_time_is_up(monkeypat
     with CaptureQueriesContext(connection) as again:
         second = services.recall(principal=SYSTEM, scope=S, query=query)
     # Then only the rare word is counted again, and the answer is the same
-    assert _posting_counts(again.captured_queries) == 1
+    assert _posting_counts(again.captured_queries) == (1, 1)
     assert second.record_ids == first.record_ids
     # and no word is kept as text, only as a digest
     assert all(isinstance(key, bytes) and len(key) == 32 for key in search.posting_counts._entries)
-    # When its time is up, the common word is counted again
+    # When its time is up, the common word is counted again, with the rare one, in one statement
     monkeypatch.setattr(search, "POSTINGS_TTL_SECONDS", 0.0)
     with CaptureQueriesContext(connection) as expired:
         services.recall(principal=SYSTEM, scope=S, query=query)
-    assert _posting_counts(expired.captured_queries) == 2
+    assert _posting_counts(expired.captured_queries) == (2, 1)
 
 
 @pytest.mark.django_db
