@@ -297,6 +297,16 @@ _PG_POSTINGS = (
 )
 
 
+def _count_each(
+    cursor: Any, head: str, one_word: str, params: Sequence[tuple[Any, ...]]
+) -> list[int]:
+    """One posting count per word, in one statement: ``head`` then a ``one_word`` sub-select each."""
+    cursor.execute(
+        head + ", ".join([one_word] * len(params)), [value for row in params for value in row]
+    )
+    return [int(value) for value in cursor.fetchone()]
+
+
 def _search_sqlite(
     visible_scopes: Sequence[str],
     terms: Sequence[str],
@@ -307,18 +317,14 @@ def _search_sqlite(
     keys = [scope_key(scope) for scope in visible_scopes]
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
     with connection.cursor() as cursor:
-        # How many records hold each word, counted only up to the cap (cheap:
-        # a doclist read that stops early), every word in one statement.
+        # How many records hold each word, up to the cap, every word in one statement.
         def count(words: list[str]) -> list[int]:
-            cursor.execute(
-                "SELECT " + ", ".join([_SQLITE_POSTINGS] * len(words)),
-                [
-                    value
-                    for word in words
-                    for value in (_fts_any(keys, [word]), COMMON_POSTINGS + 1)
-                ],
+            return _count_each(
+                cursor,
+                "SELECT ",
+                _SQLITE_POSTINGS,
+                [(_fts_any(keys, [word]), COMMON_POSTINGS + 1) for word in words],
             )
-            return [int(value) for value in cursor.fetchone()]
 
         postings = posting_counts.counts("sqlite", visible_scopes, terms, count)
         present = [term for term in terms if postings[term]]
@@ -433,11 +439,12 @@ def _search_postgresql(
         # As on SQLite: words in more than COMMON_POSTINGS visible records do
         # not get every such record ranked (see _search_sqlite).
         def count(words: list[str]) -> list[int]:
-            cursor.execute(
-                CUSTOM_PLAN + "SELECT " + ", ".join([_PG_POSTINGS] * len(words)),
-                [value for word in words for value in (scopes, word, COMMON_POSTINGS + 1)],
+            return _count_each(
+                cursor,
+                CUSTOM_PLAN + "SELECT ",
+                _PG_POSTINGS,
+                [(scopes, word, COMMON_POSTINGS + 1) for word in words],
             )
-            return [int(value) for value in cursor.fetchone()]
 
         postings = posting_counts.counts("postgresql", scopes, terms, count)
         present = [term for term in terms if postings[term]]

@@ -76,6 +76,8 @@ def _audit(
 
 
 _COUNTERS = frozenset(selectors.COUNT_FIELDS)
+# The counters in the order _bump's upsert lists them.
+_COUNTER_COLUMNS = tuple(sorted(_COUNTERS))
 
 
 def _bump(scope: Scope, **deltas: int) -> None:
@@ -93,7 +95,6 @@ def _bump(scope: Scope, **deltas: int) -> None:
     unknown = set(deltas) - _COUNTERS
     if unknown:
         raise ValueError(f"unknown counters {sorted(unknown)}")
-    counters = sorted(_COUNTERS)
     columns = scope.columns()
     values = [
         str(scope),
@@ -101,7 +102,7 @@ def _bump(scope: Scope, **deltas: int) -> None:
         columns["user"],
         columns["project"],
         scope.depth,
-        *(deltas.get(name, 0) for name in counters),
+        *(deltas.get(name, 0) for name in _COUNTER_COLUMNS),
         connection.ops.adapt_datetimefield_value(timezone.now()),
     ]
     with connection.cursor() as cursor:
@@ -112,12 +113,11 @@ def _bump(scope: Scope, **deltas: int) -> None:
 def _bump_sql(changed: tuple[str, ...]) -> str:
     """The upsert of :func:`_bump` for one set of changed counters (a handful per process)."""
     table = ScopeStats._meta.db_table
-    counters = sorted(_COUNTERS)
     added = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in changed)
     return (
         f'INSERT INTO {table} (scope, tenant, "user", project, depth, '  # noqa: S608  (model constants)
-        f"{', '.join(counters)}, updated_at) "
-        f"VALUES ({', '.join(['%s'] * (6 + len(counters)))}) "
+        f"{', '.join(_COUNTER_COLUMNS)}, updated_at) "
+        f"VALUES ({', '.join(['%s'] * (6 + len(_COUNTER_COLUMNS)))}) "
         f"ON CONFLICT (scope) DO UPDATE SET {added}, updated_at = excluded.updated_at"
     )
 
