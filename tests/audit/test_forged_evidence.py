@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 from aetnaweb.access import SYSTEM
 from audit import merkle, notes
@@ -31,6 +32,7 @@ from audit.receipts import verify_deletion_receipt
 from memory import services
 from tests.api.test_forged_receipts import SCOPE, committed, four_verdicts, remember_fact
 from tests.audit.conftest import append, tool
+from tests.factories import login_as, make_operator
 
 ORIGIN = "aetnaweb.test/audit"
 BACKDATED = "2025-01-01T00:00:00.000000Z"
@@ -368,3 +370,52 @@ def test_a_backdated_or_annotated_action_receipt_fails_offline(signer, tmp_path)
     assert code == 1 and "the receipt was changed after it was issued" in out
     code, out = offline(tmp_path, "--offline-receipt", noted, *key_args(signer))
     assert code == 1 and "receipt holds fields its format does not define: note" in out
+
+
+# -- item 1: the dashboard publishes the key and the commands to copy ---------------------------
+
+
+@pytest.mark.django_db
+def test_receipt_and_checkpoint_pages_publish_the_key_and_the_offline_commands(
+    client, signer, django_user_model
+):
+    # Given a genuine receipt, and an admin of its tenant signed in
+    receipt = real_receipt()
+    login_as(client, make_operator("ada", [("acme:*:*", "admin")]))
+    key = signer.verifier.text()
+    # When the receipt page is shown
+    page = client.get(reverse("memory:receipt", args=[receipt["audit_event_id"]]))
+    html = page.content.decode()
+    # Then it publishes the verifier key and the exact offline command, key included
+    assert page.status_code == 200
+    assert f'<code id="verifier-key">{key}</code>' in html
+    assert (
+        "python3 tools/verify_audit.py \\\n"
+        f"  --offline-receipt deletion-receipt-{receipt['audit_event_id']}.json \\\n"
+        f"  --public-key '{key}'"
+    ) in html
+    # And the checkpoints page publishes the same key and the bundle command
+    html = client.get(reverse("audit:checkpoints")).content.decode()
+    assert f'<code id="verifier-key">{key}</code>' in html
+    assert (
+        "python3 tools/verify_audit.py --consistency consistency-OLD-NEW.json \\\n"
+        f"  --public-key '{key}'"
+    ) in html
+
+
+@pytest.mark.django_db
+def test_pages_say_plainly_when_no_key_signs_anything(client, settings):
+    # Given a server with no checkpoint key, and a genuine receipt
+    settings.AETNAWEB_CHECKPOINT_KEY_FILE = ""
+    receipt = real_receipt()
+    login_as(client, make_operator("ada", [("acme:*:*", "admin")]))
+    # When the receipt and checkpoints pages are shown
+    for url in (
+        reverse("memory:receipt", args=[receipt["audit_event_id"]]),
+        reverse("audit:checkpoints"),
+    ):
+        html = client.get(url).content.decode()
+        # Then they say nothing can prove who made the evidence offline, and offer no key
+        assert 'id="verifier-key-missing"' in html, url
+        assert "nothing can prove who made" in html
+        assert 'id="verifier-key"' not in html
