@@ -290,6 +290,16 @@ def test_a_real_old_note_with_an_invented_unsigned_new_head_fails(signer, tmp_pa
         "new_head": None,
     }
     assert offline(tmp_path, "--consistency", signed, *key_args(signer))[0] == 0
+    # But not on a Python that cannot check the signatures: that fails too, never "not checked"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "cryptography", None)
+        patch.setitem(sys.modules, "cryptography.exceptions", None)
+        code, out = offline(tmp_path, "--consistency", signed, *key_args(signer))
+    assert code == 1, out
+    assert (
+        "  the new checkpoint signature cannot be checked (the 'cryptography' package is not "
+        "installed): nothing proves the key signed it"
+    ) in out.splitlines()
 
 
 # -- item 2: a real receipt cannot be backdated or given extra claims ---------------------------
