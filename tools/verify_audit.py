@@ -825,6 +825,8 @@ def note_signature_verdict(text: str, key: tuple[str, bytes] | None) -> str:
 
 
 NO_CHECKPOINT = "absent"
+# The verdict of a receipt refused before its log proof was looked at.
+NOT_REACHED = "not checked: the receipt failed before its proof"
 
 
 def key_failures(verdict: str, what: str) -> list[str]:
@@ -1106,27 +1108,27 @@ def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple
     tree, and the verdict says so.
     """
     if not isinstance(receipt, dict):
-        return ["receipt is not a JSON object"], "not signed"
+        return ["receipt is not a JSON object"], NOT_REACHED
     if receipt.get("format") not in RECEIPT_FIELD_SETS:
-        return ["receipt format is neither a deletion nor an action receipt"], "not signed"
+        return ["receipt format is neither a deletion nor an action receipt"], NOT_REACHED
     unknown = unknown_field_failures(receipt)
     if unknown:
-        return unknown, "not signed"
+        return unknown, NOT_REACHED
     claimed = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
     try:
         recomputed = digest(claimed)
     except (TypeError, ValueError):
         recomputed = None
     if recomputed != receipt.get("receipt_sha256"):
-        return ["receipt_sha256 does not match the receipt's content"], "not signed"
+        return ["receipt_sha256 does not match the receipt's content"], NOT_REACHED
     proof = receipt.get("log_proof")
     if proof is None:
         return ["receipt has no log_proof: it can only be verified against the database"], (
-            "not signed"
+            NOT_REACHED
         )
     event_hash = receipt.get("audit_event_hash")
     if not isinstance(event_hash, str):
-        return ["receipt field audit_event_hash is missing or has the wrong type"], "not signed"
+        return ["receipt field audit_event_hash is missing or has the wrong type"], NOT_REACHED
     failures, verdict = log_proof_failures(proof, event_hash, key)
     event = proof.get("event") if isinstance(proof, dict) else None
     payload = event.get("payload") if isinstance(event, dict) else None
@@ -1298,8 +1300,8 @@ def _load_key(value: str | None) -> tuple[str, bytes] | None:
 EXIT_VERIFIED, EXIT_FAILED, EXIT_USAGE, EXIT_UNSIGNED = 0, 1, 2, 3
 
 UNSIGNED_NOTICE = (
-    "signatures not checked (no --public-key): the proofs hold, but nothing proves who made "
-    "these artefacts; anyone can build a tree around an event they made up"
+    "no --public-key was given, so no signature was checked and nothing proves who made "
+    "these artefacts (anyone can build a tree around an event they made up)"
 )
 
 
@@ -1335,9 +1337,9 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
         out.append("verified offline: every checkpoint is signed by the given key")
         return EXIT_VERIFIED, out
     if args.no_signature_check:
-        out.append(f"proofs hold offline; {UNSIGNED_NOTICE} (--no-signature-check)")
+        out.append(f"proofs hold offline (--no-signature-check): {UNSIGNED_NOTICE}")
         return EXIT_VERIFIED, out
-    out.append(f"NOT VERIFIED offline: {UNSIGNED_NOTICE}")
+    out.append(f"NOT VERIFIED offline: the proofs hold, but {UNSIGNED_NOTICE}")
     return EXIT_UNSIGNED, out
 
 
