@@ -370,3 +370,38 @@ def test_a_recall_body_nested_1500_deep_is_a_400(alice_api):
     raw = '{"scope": "' + S + '", "query": "editor", "filters": {"metadata": {"k": ' + deep + "}}}"
     response = alice_api.post("/memory/recall", raw=raw)
     assert response.status_code == 400
+
+
+NASTY_LIST_PARAMS = [
+    "after=" + "9" * 5000,
+    "after=" + "9" * 30,
+    "after=1e999",
+    "after=%00",
+    "limit=" + "9" * 5000,
+    "limit=1e999",
+    "limit=" + quote("[" * DEEP),
+    "status=" + quote("\ud800", errors="surrogatepass"),
+    "text=" + quote("\U0001f600" * 3000),
+    "text=" + quote("[" * DEEP),
+    "session_id=" + quote("\u202e" * 500),
+    "trust_tier=" + "x" * 5000,
+    "include_descendants=" + quote("[" * DEEP),
+    "metadata.=1",
+    "metadata..=1",
+    "source_type=%ff%fe",
+    "scope=" + quote("[" * DEEP),
+    "scope=" + quote("acme:alice:" + "x" * 100_000),
+]
+
+
+@pytest.mark.parametrize("query", NASTY_LIST_PARAMS, ids=range(len(NASTY_LIST_PARAMS)))
+def test_hostile_neighbouring_list_parameters_never_give_a_500(alice_api, query):
+    # Given a stored record; when the list is asked with one hostile parameter
+    remember(alice_api, "My editor is helix.", {"customer_id": 42})
+    before = counts()
+    response = listed(alice_api, query)
+    # Then the answer is a 200 or a 4xx JSON error, and nothing was written
+    assert response.status_code < 500, response.status_code
+    if response.status_code >= 400:
+        assert response.data["error"]
+    assert counts() == before
