@@ -12,8 +12,15 @@ many accounts from one address are both limited. For each counter:
   refused for ``AETNAWEB_LOGIN_LOCKOUT_SECONDS``, even with the right password;
 - failures older than ``AETNAWEB_LOGIN_WINDOW_SECONDS`` are forgotten.
 
-A refused attempt never reaches the password check and is not counted (so it
-cannot extend a lockout by itself). The wait is a refusal with a time to retry
+An attempt is counted as a failure *before* its password is checked, in one
+atomic increment per counter that also refuses it if a wait or lock is
+running; the count that increment returns is the attempt's place in the
+streak, and the place that reaches a threshold sets the wait or lock at once.
+So parallel attempts cannot all slip past a check made before any of them
+failed: a burst of any size gets at most ``AETNAWEB_LOGIN_SLOW_AFTER`` attempts
+(per counter) through to the password check. A successful attempt takes its
+count back. A refused attempt never reaches the password check and is not
+counted (so it cannot extend a lockout by itself). The wait is a refusal with a time to retry
 (HTTP 429), never a sleep: a sleeping request would tie up a server thread per
 attacker request.
 
@@ -38,7 +45,17 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Case,
+    DateTimeField,
+    F,
+    PositiveIntegerField,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from access.models import LoginThrottle
@@ -179,6 +196,10 @@ def _account_identity(raw: str, key: str) -> tuple[str, dict[str, Any]]:
 # -- the sign-in path ---------------------------------------------------------------
 
 
+class _Held(Exception):
+    """A counter refused the attempt (the caller turns it into :class:`LoginThrottled`)."""
+
+
 def _counters(account: str | None, address: str) -> Q:
     query = Q(kind=LoginThrottle.Kind.ADDRESS, key=address)
     if account is not None:
@@ -186,78 +207,186 @@ def _counters(account: str | None, address: str) -> Q:
     return query
 
 
-def check(*, account: str | None, address: str, now: datetime | None = None) -> None:
-    """Raise :class:`LoginThrottled` if either counter makes this attempt wait."""
-    now = now or timezone.now()
+def _refusal(account: str | None, address: str, now: datetime) -> LoginThrottled | None:
+    """The refusal either counter makes right now, or None."""
     waits = [
         (row.retry_at, row.locked_at is not None)
-        for row in LoginThrottle.objects.filter(
-            _counters(account_key(account), address), retry_at__gt=now
-        )
+        for row in LoginThrottle.objects.filter(_counters(account, address), retry_at__gt=now)
     ]
     if not waits:
-        return
+        return None
     retry_at = max(when for when, _ in waits if when is not None)
     locked = any(is_locked for _, is_locked in waits)
-    raise LoginThrottled(retry_after=int((retry_at - now).total_seconds() + 0.999), locked=locked)
+    return LoginThrottled(retry_after=int((retry_at - now).total_seconds() + 0.999), locked=locked)
 
 
-@transaction.atomic
-def record_failure(*, account: str | None, address: str, now: datetime | None = None) -> None:
-    """Count one failed sign-in against the account name and the address; audit transitions."""
+def check(*, account: str | None, address: str, now: datetime | None = None) -> None:
+    """Raise :class:`LoginThrottled` if either counter makes this attempt wait.
+
+    Read-only: for attempts that will not reach a password check (a field
+    missing). Attempts that will are counted by :func:`admit` instead.
+    """
+    refusal = _refusal(account_key(account), address, now or timezone.now())
+    if refusal is not None:
+        raise refusal
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One counter's share of an admitted attempt: the count its increment returned."""
+
+    kind: str
+    key: str
+    pk: int
+    failures: int  # this attempt's place in the counter's streak
+    streak_started: datetime
+    label: str
+    identity: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A sign-in attempt let through to the password check, already counted as a failure."""
+
+    started_at: datetime
+    counted: tuple[Counted, ...]
+
+
+def _wait(failures: int, limits: Thresholds) -> int:
+    return min(2 ** (failures - limits.slow_after), limits.max_delay_seconds)
+
+
+def _hold(row: LoginThrottle, failures: int, kind: str, now: datetime, limits: Thresholds) -> None:
+    """Set the row's lock or wait as if its ``failures``-th attempt failed at ``now``."""
+    if failures >= limits.lock_after(kind):
+        row.locked_at = row.locked_at or now
+        row.retry_at = now + timedelta(seconds=limits.lockout_seconds)
+    elif failures >= limits.slow_after:
+        row.retry_at = now + timedelta(seconds=_wait(failures, limits))
+
+
+def _count_attempt(
+    kind: str, key: str, label: str, identity: dict[str, Any], now: datetime, limits: Thresholds
+) -> Counted:
+    """Add this attempt to one counter in one atomic UPDATE; refuse it if the counter holds.
+
+    The UPDATE's condition is the admission rule (no wait or lock running), so
+    two attempts racing for the last free place cannot both get it: the
+    database runs the increments one after another (the row lock on
+    PostgreSQL, the write lock on SQLite), and the second sees the wait or
+    lock the first one's count set, later in the same transaction.
+    """
+    rows = LoginThrottle.objects.filter(kind=kind, key=key)
+    # A new streak: the old one served its lock, or is too old to matter.
+    new_streak = Q(locked_at__isnull=False) | Q(
+        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds)
+    )
+    while True:
+        admitted = rows.filter(Q(retry_at__isnull=True) | Q(retry_at__lte=now)).update(
+            failures=Case(
+                When(new_streak, then=Value(1)),
+                default=F("failures") + 1,
+                output_field=PositiveIntegerField(),
+            ),
+            first_failure_at=Case(
+                When(new_streak, then=Value(now)),
+                default=F("first_failure_at"),
+                output_field=DateTimeField(),
+            ),
+            slowed_audited=Case(
+                When(new_streak, then=Value(False)),
+                default=F("slowed_audited"),
+                output_field=BooleanField(),
+            ),
+            locked_at=None,
+            retry_at=None,
+            last_failure_at=now,
+            label=label,
+        )
+        if admitted:
+            break
+        if rows.exists():
+            raise _Held
+        try:
+            with transaction.atomic():
+                LoginThrottle.objects.create(
+                    kind=kind,
+                    key=key,
+                    label=label,
+                    failures=1,
+                    first_failure_at=now,
+                    last_failure_at=now,
+                )
+            break
+        except IntegrityError:
+            continue  # another attempt created it first: count on theirs
+    # Still inside the transaction that holds the row: the count read is this attempt's.
+    row = rows.get()
+    _hold(row, row.failures, kind, now, limits)
+    if row.retry_at is not None:
+        row.save(update_fields=["locked_at", "retry_at"])
+    return Counted(
+        kind=kind,
+        key=key,
+        pk=row.pk,
+        failures=row.failures,
+        streak_started=row.first_failure_at,
+        label=label,
+        identity=identity,
+    )
+
+
+def admit(*, account: str | None, address: str, now: datetime | None = None) -> Admission:
+    """Count a sign-in attempt against both counters before its password is checked.
+
+    The attempt is counted as a failure up front, atomically, so a burst of
+    parallel attempts gets no more through than the thresholds allow: each
+    one takes its own place in the streak, and the place that reaches the
+    slow-down or lock threshold sets the wait the others then meet. A
+    success takes its count back (:func:`record_success`). Raises
+    :class:`LoginThrottled`, counting nothing, when either counter holds.
+    """
     now = now or timezone.now()
     limits = thresholds()
     key = account_key(account)
+    counters: list[tuple[str, str, str, dict[str, Any]]] = []
     if key is not None:
         label, identity = _account_identity(str(account), key)
-        _count(LoginThrottle.Kind.ACCOUNT, key, label, identity, now, limits)
-    _count(LoginThrottle.Kind.ADDRESS, address, address, {"address": address}, now, limits)
-    # Forgotten counters go, so a spray of made-up names cannot grow the table for ever.
-    LoginThrottle.objects.filter(
-        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds),
-        locked_at__isnull=True,
-    ).delete()
-
-
-def _locked_row(kind: str, key: str, label: str, now: datetime) -> LoginThrottle:
-    row = LoginThrottle.objects.select_for_update().filter(kind=kind, key=key).first()
-    if row is not None:
-        return row
+        counters.append((LoginThrottle.Kind.ACCOUNT, key, label, identity))
+    counters.append((LoginThrottle.Kind.ADDRESS, address, address, {"address": address}))
     try:
         with transaction.atomic():
-            return LoginThrottle.objects.create(
-                kind=kind, key=key, label=label, first_failure_at=now, last_failure_at=now
-            )
-    except IntegrityError:
-        # Another request created it between our read and insert: use theirs.
-        return LoginThrottle.objects.select_for_update().get(kind=kind, key=key)
+            counted = tuple(_count_attempt(*counter, now, limits) for counter in counters)
+    except _Held:
+        # The transaction rolled back: the other counter's increment is undone too.
+        refusal = _refusal(key, address, now)
+        raise refusal or LoginThrottled(retry_after=1, locked=False) from None
+    return Admission(started_at=now, counted=counted)
 
 
-def _count(
-    kind: str,
-    key: str,
-    label: str,
-    identity: dict[str, Any],
-    now: datetime,
-    limits: Thresholds,
-) -> None:
-    row = _locked_row(kind, key, label, now)
-    lock_expired = row.locked_at is not None and (row.retry_at is None or row.retry_at <= now)
-    forgotten = (now - row.last_failure_at).total_seconds() > limits.window_seconds
-    if row.failures and (lock_expired or forgotten):
-        # A new streak: the old one served its time or is too old to matter.
-        row.failures, row.first_failure_at = 0, now
-        row.locked_at = row.retry_at = None
-        row.slowed_audited = False
-    row.failures += 1
-    row.last_failure_at = now
-    row.label = label
-    lock_after = limits.lock_after(kind)
-    base = {"kind": kind, **identity, "failures": row.failures}
-    if row.failures >= lock_after:
-        if row.locked_at is None:
-            row.locked_at = now
-            row.retry_at = now + timedelta(seconds=limits.lockout_seconds)
+def _unchanged(row: LoginThrottle, counted: Counted) -> bool:
+    """Nobody else was counted on this row since this attempt (so its wait is this attempt's)."""
+    return row.failures == counted.failures and row.first_failure_at == counted.streak_started
+
+
+@transaction.atomic
+def record_failure(admission: Admission, *, now: datetime | None = None) -> None:
+    """The admitted attempt's password was wrong: its count stands; audit the transitions.
+
+    The wait restarts from now (the failure), as a wait follows a failure,
+    unless a later attempt has been counted on the row since.
+    """
+    now = now or timezone.now()
+    limits = thresholds()
+    for counted in admission.counted:
+        row = LoginThrottle.objects.select_for_update().filter(pk=counted.pk).first()
+        if row is None:  # an admin cleared it meanwhile
+            continue
+        unchanged = _unchanged(row, counted)
+        if unchanged:
+            _hold(row, counted.failures, counted.kind, now, limits)
+        base = {"kind": counted.kind, **counted.identity, "failures": counted.failures}
+        if counted.failures >= limits.lock_after(counted.kind):
             append_event(
                 subject=Scope.platform(),
                 event_type="access.login_locked",
@@ -265,31 +394,54 @@ def _count(
                 payload=base
                 | {
                     "lockout_seconds": limits.lockout_seconds,
-                    "locked_until": row.retry_at.isoformat(),
+                    "locked_until": (row.retry_at or now).isoformat(),
                 },
             )
-    elif row.failures >= limits.slow_after:
-        delay = min(2 ** (row.failures - limits.slow_after), limits.max_delay_seconds)
-        row.retry_at = now + timedelta(seconds=delay)
-        if not row.slowed_audited:
+        elif counted.failures >= limits.slow_after and not row.slowed_audited:
             row.slowed_audited = True
             append_event(
                 subject=Scope.platform(),
                 event_type="access.login_slowed",
                 actor=THROTTLE_ACTOR,
-                payload=base | {"retry_after_seconds": delay},
+                payload=base | {"retry_after_seconds": _wait(counted.failures, limits)},
             )
-    row.save()
+        row.save(update_fields=["locked_at", "retry_at", "slowed_audited"])
+    # Forgotten counters go, so a spray of made-up names cannot grow the table for ever.
+    LoginThrottle.objects.filter(
+        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds),
+        locked_at__isnull=True,
+    ).delete()
 
 
-def record_success(*, account: str | None) -> None:
-    """A successful sign-in ends the account's streak (not the address's: one good
-    account must not reset the count of guesses made against others)."""
-    key = account_key(account)
-    if key is not None:
-        LoginThrottle.objects.filter(
-            kind=LoginThrottle.Kind.ACCOUNT, key=key, locked_at__isnull=True
-        ).delete()
+@transaction.atomic
+def release(admission: Admission) -> None:
+    """Take back an admitted attempt's count: the password was right, so it was no guess.
+
+    If nobody was counted on a row since, the wait or lock this attempt's
+    count set goes with it; otherwise the later attempts' waits stand.
+    """
+    for counted in admission.counted:
+        row = LoginThrottle.objects.select_for_update().filter(pk=counted.pk).first()
+        if row is None:
+            continue
+        if _unchanged(row, counted):
+            row.locked_at = row.retry_at = None
+        row.failures = max(0, row.failures - 1)
+        if row.failures == 0 and row.locked_at is None:
+            row.delete()
+        else:
+            row.save(update_fields=["failures", "locked_at", "retry_at"])
+
+
+@transaction.atomic
+def record_success(admission: Admission) -> None:
+    """A successful sign-in takes back its count and ends the account's streak (not the
+    address's: one good account must not reset the count of guesses made against others)."""
+    release(admission)
+    for counted in admission.counted:
+        if counted.kind == LoginThrottle.Kind.ACCOUNT:
+            # A lock that others' failures set after this attempt was counted stays.
+            LoginThrottle.objects.filter(pk=counted.pk, locked_at__isnull=True).delete()
 
 
 # -- the admins' page ---------------------------------------------------------------

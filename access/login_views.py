@@ -14,27 +14,42 @@ from access import lockouts
 
 
 class ThrottledLoginMixin(AuthenticationForm):
-    """Refuses a throttled attempt before the password is checked; counts each failure."""
+    """Counts each attempt before its password is checked, refusing it if throttled;
+    a right password takes the count back."""
 
     throttled: lockouts.LoginThrottled | None = None
+    admission: lockouts.Admission | None = None
 
     def _address(self) -> str:
         return lockouts.client_address(self.request.META if self.request is not None else {})
 
     def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
         try:
-            lockouts.check(account=self.cleaned_data.get("username"), address=self._address())
+            if username is not None and self.cleaned_data.get("password"):
+                # The same condition under which AuthenticationForm checks the password.
+                self.admission = lockouts.admit(account=username, address=self._address())
+            else:
+                lockouts.check(account=username, address=self._address())
         except lockouts.LoginThrottled as exc:
             self.throttled = exc
             raise ValidationError(str(exc), code="throttled") from None
-        cleaned = super().clean()
-        if self.user_cache is not None:
-            lockouts.record_success(account=self.cleaned_data.get("username"))
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            if self.user_cache is not None and self.admission is not None:
+                # The right password for an account not allowed in here (inactive, not
+                # staff at the admin): not a guess, so not a failure.
+                lockouts.release(self.admission)
+            raise
+        if self.user_cache is not None and self.admission is not None:
+            lockouts.record_success(self.admission)
         return cleaned
 
     def get_invalid_login_error(self) -> ValidationError:
         # Called exactly when a name and a password were given and did not match.
-        lockouts.record_failure(account=self.cleaned_data.get("username"), address=self._address())
+        if self.admission is not None:
+            lockouts.record_failure(self.admission)
         return super().get_invalid_login_error()
 
 

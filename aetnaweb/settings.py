@@ -52,6 +52,8 @@ Environment variables:
   (see docs/operators.md, "Retention"; evidence is never removed).
 - ``AETNAWEB_WEBHOOKS_ALLOW_HTTP``: allow ``http://`` webhook URLs and loopback
   targets (local development and tests only; off by default).
+  ``AETNAWEB_WEBHOOKS_ALLOWED_PORTS``: ports a webhook URL may name besides 443
+  (comma-separated, e.g. ``8443,9443``; default none).
   ``AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS`` (5), ``AETNAWEB_WEBHOOKS_MAX_ATTEMPTS``
   (8) and ``AETNAWEB_WEBHOOKS_BACKOFF_SECONDS`` (30, doubled after each failed
   attempt): how deliveries are sent and retried (docs/webhooks.md).
@@ -449,6 +451,15 @@ AETNAWEB_API_RATE_LIMIT_BLOCK = env_int("AETNAWEB_API_RATE_LIMIT_BLOCK", 16, min
 # when explicitly allowed: a server-side fetch of an operator's URL must not
 # reach this machine or its network by default (SSRF).
 AETNAWEB_WEBHOOKS_ALLOW_HTTP = env_flag("AETNAWEB_WEBHOOKS_ALLOW_HTTP")
+# Ports a webhook URL may name besides the scheme's own (443, or 80 for loopback
+# http): an open port list would let an operator's URL probe internal services.
+_webhook_ports = env_list("AETNAWEB_WEBHOOKS_ALLOWED_PORTS", [])
+if not all(port.isdigit() and 1 <= int(port) <= 65535 for port in _webhook_ports):
+    raise ImproperlyConfigured(
+        "AETNAWEB_WEBHOOKS_ALLOWED_PORTS must be port numbers (1 to 65535) separated by "
+        f"commas, got {','.join(_webhook_ports)[:60]!r}"
+    )
+AETNAWEB_WEBHOOKS_ALLOWED_PORTS = sorted({int(port) for port in _webhook_ports})
 AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS = env_int("AETNAWEB_WEBHOOKS_TIMEOUT_SECONDS", 5, minimum=1)
 AETNAWEB_WEBHOOKS_MAX_ATTEMPTS = env_int("AETNAWEB_WEBHOOKS_MAX_ATTEMPTS", 8, minimum=1)
 AETNAWEB_WEBHOOKS_BACKOFF_SECONDS = env_int("AETNAWEB_WEBHOOKS_BACKOFF_SECONDS", 30, minimum=0)

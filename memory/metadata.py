@@ -170,9 +170,17 @@ def filter_from_query(params: Iterable[tuple[str, str]]) -> Metadata:
         field = f"metadata.{key}" if unstorable_text_in(key) is None else "metadata"
         if key in wanted:
             raise MetadataError(f"{field} is given twice; one value per key", field=field)
+        if raw.lstrip(" \t\r\n")[:1] in ("[", "{"):
+            # Refused unparsed: an array nested thousands deep would exhaust the
+            # parser's recursion before any check could say "flat".
+            raise MetadataError(
+                f"{field}: metadata is flat: a filter value must be a string, a number, "
+                "true, false or null, not an array or object",
+                field=f"filters.{field}",
+            )
         try:
             wanted[key] = loads_strict(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise MetadataError(
                 f"{field}: the value must be JSON: a number (42), true, false, null or a "
                 'quoted string ("42")',

@@ -6,6 +6,13 @@ of reach; views answer 404), and cross-scope lists filter with
 :func:`aetnaweb.access.scope_q`. Lists are paginated by key (the integer
 ``id``, newest first unless noted), bounded, and served by an index; counts
 come from the per-scope counters, never from ``COUNT(*)`` over records.
+
+An operator also reads the ancestors of their grants, but only what a recall
+inside their subtree reads there (scopes.md): active records, never
+quarantined, rejected or superseded ones, and never an ancestor's episodes
+(recall does not show source episodes). :func:`readable_records_q`,
+:func:`readable_episodes_q` and :func:`may_read_record` hold that rule for
+every record and episode read below.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
@@ -196,11 +203,12 @@ def list_records(
     wanted = record_metadata.check_filter(metadata)
     queryset = Record.objects.all()
     if include_descendants:
-        queryset = queryset.filter(**parsed.subtree_filter()).filter(
-            access.scope_q(principal, access.READ)
-        )
+        queryset = queryset.filter(**parsed.subtree_filter()).filter(readable_records_q(principal))
     else:
         queryset = queryset.filter(scope=str(parsed))
+        if not access.may_act(principal, access.READ, parsed):
+            # An operator's lineage-only ancestor: what a recall reads there, no more.
+            queryset = queryset.filter(status=Status.ACTIVE)
     status = _choice("status", status, Status.values)
     if status:
         queryset = queryset.filter(status=status)
@@ -283,14 +291,56 @@ def quarantined_for_review(
     }
 
 
+def lineage_only_scopes(principal: Principal) -> list[str]:
+    """Scopes an operator reads only as a recall from their subtree would: the ancestors
+    of their read grants that no grant of theirs covers (sorted; empty for tokens and
+    the system, whose reads of ancestors go through :func:`_recalled_ancestor_record`)."""
+    if principal.is_system or not principal.is_operator:
+        return []
+    found = {
+        str(ancestor)
+        for granted, caps in principal.bindings
+        if access.READ in caps
+        for ancestor in granted.ancestors()
+    }
+    return sorted(scope for scope in found if not access.may_act(principal, access.READ, scope))
+
+
+def readable_records_q(principal: Principal) -> Q:
+    """Records the principal may read: everything in a granted subtree, and at an
+    operator's lineage-only ancestors the active records alone."""
+    q = access.scope_q(principal, access.READ)
+    lineage = lineage_only_scopes(principal)
+    if lineage:
+        q &= ~Q(scope__in=lineage) | Q(status=Status.ACTIVE)
+    return q
+
+
+def readable_episodes_q(principal: Principal) -> Q:
+    """Episodes the principal may read: inside a granted subtree only (a recall never
+    shows an episode, so an ancestor's are not read through the lineage)."""
+    q = access.scope_q(principal, access.READ)
+    lineage = lineage_only_scopes(principal)
+    if lineage:
+        q &= ~Q(scope__in=lineage)
+    return q
+
+
+def may_read_record(principal: Principal, record: Record) -> bool:
+    """The per-row re-check of :func:`readable_records_q` (segment-wise, no SQL)."""
+    if not access.may(principal, access.READ, record.scope):
+        return False
+    return record.status == Status.ACTIVE or access.may_act(principal, access.READ, record.scope)
+
+
 def _visible_record(principal: Principal, record_id: str) -> Record:
     record = (
-        Record.objects.filter(access.scope_q(principal, access.READ))
+        Record.objects.filter(readable_records_q(principal))
         .filter(record_id=record_id)
         .select_related("episode")
         .first()
     )
-    if record is not None:
+    if record is not None and may_read_record(principal, record):
         return record
     if Record.objects.filter(record_id=record_id).exists():
         raise access.AccessDenied(f"{principal.label} may not read record {record_id}")
@@ -350,11 +400,9 @@ def _follow(principal: Principal, start: str | None, attribute: str) -> list[Rec
     while current and current not in seen and len(chain) < CHAIN_STEPS:
         seen.add(current)
         record = (
-            Record.objects.filter(access.scope_q(principal, access.READ))
-            .filter(record_id=current)
-            .first()
+            Record.objects.filter(readable_records_q(principal)).filter(record_id=current).first()
         )
-        if record is None:
+        if record is None or not may_read_record(principal, record):
             break
         chain.append(record)
         current = getattr(record, attribute)
@@ -395,7 +443,9 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         record=record,
         supersedes_chain=_follow(principal, record.supersedes_id, "supersedes_id"),
         superseded_by_chain=_follow(principal, record.superseded_by_id, "superseded_by_id"),
-        episode=record.episode if access.may(principal, access.READ, record.scope) else None,
+        # A source episode is shown inside a granted subtree only: recall never shows one,
+        # so neither a token's ancestor record nor an operator's lineage read reaches it.
+        episode=record.episode if access.may_act(principal, access.READ, record.scope) else None,
         audit_events=events,
         recalls=hits,
     )
@@ -403,11 +453,9 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
 
 def get_episode(principal: Principal, episode_id: str) -> Episode:
     episode = (
-        Episode.objects.filter(access.scope_q(principal, access.READ))
-        .filter(episode_id=episode_id)
-        .first()
+        Episode.objects.filter(readable_episodes_q(principal)).filter(episode_id=episode_id).first()
     )
-    if episode is not None:
+    if episode is not None and access.may_act(principal, access.READ, episode.scope):
         return episode
     if Episode.objects.filter(episode_id=episode_id).exists():
         raise access.AccessDenied(f"{principal.label} may not read episode {episode_id}")
@@ -477,10 +525,8 @@ def get_retrieval(principal: Principal, retrieval_id: str) -> RetrievalDetail:
     ids = [str(c.get("record_id")) for c in stored if c.get("record_id")]
     records = {
         record.record_id: record
-        for record in Record.objects.filter(access.scope_q(principal, access.READ)).filter(
-            record_id__in=ids
-        )
-        if access.may(principal, access.READ, record.scope)
+        for record in Record.objects.filter(readable_records_q(principal)).filter(record_id__in=ids)
+        if may_read_record(principal, record)
     }
     candidates = [_stored_candidate(c, records) for c in stored]
     audit_event = None
@@ -495,14 +541,14 @@ def get_retrieval(principal: Principal, retrieval_id: str) -> RetrievalDetail:
 
 def records_by_id_prefix(principal: Principal, prefix: str, *, limit: int = 20) -> list[Record]:
     """Records whose ``record_id`` starts with ``prefix`` (a whole ID: exactly it), readable only."""
-    rows = Record.objects.filter(access.scope_q(principal, access.READ))
+    rows = Record.objects.filter(readable_records_q(principal))
     rows = (
         rows.filter(record_id=prefix)
         if len(prefix) == 36
         else rows.filter(record_id__startswith=prefix)
     )
     found = rows.order_by("record_id")[:limit]
-    return [row for row in found if access.may(principal, access.READ, row.scope)]
+    return [row for row in found if may_read_record(principal, row)]
 
 
 def retrievals_by_id_prefix(
@@ -771,10 +817,14 @@ __all__ = [
     "get_receipt",
     "get_retrieval",
     "inspect",
+    "lineage_only_scopes",
     "list_receipts",
     "list_records",
+    "may_read_record",
     "quarantined_awaiting",
     "quarantined_for_review",
+    "readable_episodes_q",
+    "readable_records_q",
     "record_detail",
     "records_by_id_prefix",
     "retrieval_log",

@@ -277,3 +277,142 @@ def test_the_admin_sign_in_page_is_throttled_too(client):
     assert "Too many failed sign-ins" in response.content.decode()
     assert "_auth_user_id" not in client.session
     assert LoginThrottle.objects.get(kind="account").failures == 2
+
+
+# -- parallel attempts: counted before the password is checked ------------------------
+
+
+def _burst(
+    attempts: list[tuple[str, str, str]], monkeypatch
+) -> tuple[list[int], list[tuple[str, str]]]:
+    """Send ``(username, password, address)`` sign-ins at once, one thread and connection each.
+
+    Every password check is slowed down, so all attempts are in flight together:
+    a throttle that counted only after the check would let all of them through.
+    Returns the status codes and the (name, password) pairs that were checked.
+    """
+    import threading
+    import time
+
+    import django.contrib.auth.forms as auth_forms
+    from django.db import connection
+    from django.test import Client
+
+    checked: list[tuple[str, str]] = []
+    real_authenticate = auth_forms.authenticate
+
+    def slow_authenticate(request=None, **credentials):
+        checked.append((credentials.get("username", ""), credentials.get("password", "")))
+        time.sleep(0.3)
+        return real_authenticate(request, **credentials)
+
+    monkeypatch.setattr(auth_forms, "authenticate", slow_authenticate)
+    statuses: list[int] = []
+    barrier = threading.Barrier(len(attempts))
+
+    def worker(username: str, password: str, address: str) -> None:
+        try:
+            barrier.wait()
+            statuses.append(attempt(Client(), username, password, address).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=one) for one in attempts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(statuses) == len(attempts)
+    return statuses, checked
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parallel_burst_on_one_account_gets_no_more_than_the_threshold_through(monkeypatch):
+    # Given an account (slowed after 2 failures) and 12 wrong guesses sent at once
+    # from 12 addresses
+    make_operator("alice")
+    burst = [("alice", f"wrong-{n}", f"10.7.0.{n}") for n in range(12)]
+    # When they all arrive together
+    statuses, checked = _burst(burst, monkeypatch)
+    # Then only 2 reach the password check; the rest are refused with 429
+    assert len(checked) == 2
+    assert sorted(statuses) == [200] * 2 + [429] * 10
+    # And the counter holds exactly the attempts that were checked, with a wait running
+    row = LoginThrottle.objects.get(kind="account")
+    assert row.failures == 2 and row.retry_at is not None and row.retry_at > timezone.now()
+    assert len(events("access.login_slowed")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_right_password_in_a_parallel_burst_gets_in_only_within_the_threshold(monkeypatch):
+    # Given 11 wrong guesses and the right password, sent at once from one address
+    make_operator("alice")
+    burst = [("alice", f"wrong-{n}", "10.7.1.1") for n in range(11)]
+    burst.append(("alice", PASSWORD, "10.7.1.1"))
+    # When they all arrive together
+    statuses, checked = _burst(burst, monkeypatch)
+    # Then at most 2 passwords (the slow-down threshold) are checked in all
+    assert len(checked) == 2
+    assert statuses.count(429) == 10
+    # And the right password signed in only if it was one of those checked
+    right_checked = ("alice", PASSWORD) in checked
+    assert statuses.count(302) == (1 if right_checked else 0)
+    assert statuses.count(200) == (1 if right_checked else 2)
+    assert len(LoginThrottle.objects.filter(kind="address")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parallel_burst_of_names_from_one_address_gets_no_more_than_the_threshold(monkeypatch):
+    # Given one address trying 12 made-up names at once
+    burst = [(f"guess-{n}", "hunter2", "192.0.2.9") for n in range(12)]
+    # When they all arrive together
+    statuses, checked = _burst(burst, monkeypatch)
+    # Then the address counter lets only 2 through to the password check
+    assert len(checked) == 2 and statuses.count(429) == 10
+    assert LoginThrottle.objects.get(kind="address").failures == 2
+    # And the refused attempts left no counter of their own behind (their increments rolled back)
+    assert LoginThrottle.objects.filter(kind="account").count() == 2
+
+
+def test_an_attempt_is_counted_before_its_password_is_checked():
+    # Given an account with no failures
+    make_operator("alice")
+    # When two attempts are admitted and neither has finished its password check
+    first = lockouts.admit(account="alice", address="10.8.0.1")
+    second = lockouts.admit(account="Alice", address="10.8.0.2")
+    # Then each holds its own place in the streak, and the second's set the wait
+    assert [c.failures for c in first.counted if c.kind == "account"] == [1]
+    assert [c.failures for c in second.counted if c.kind == "account"] == [2]
+    # And a third is refused at once, counting nothing on either counter
+    with pytest.raises(lockouts.LoginThrottled):
+        lockouts.admit(account="alice", address="10.8.0.3")
+    assert LoginThrottle.objects.get(kind="account").failures == 2
+    assert not LoginThrottle.objects.filter(kind="address", key="10.8.0.3").exists()
+    # And no audit event is written until a password is known to be wrong
+    assert not events("access.login_slowed")
+    lockouts.record_failure(second)
+    assert len(events("access.login_slowed")) == 1
+
+
+def test_a_success_takes_its_count_back_and_the_wait_it_set():
+    # Given one failure on an address, then the right password from it (its count is 2 while checked)
+    make_operator("carol")
+    lockouts.record_failure(lockouts.admit(account="carol", address="10.8.1.1"))
+    admitted = lockouts.admit(account="carol", address="10.8.1.1")
+    row = LoginThrottle.objects.get(kind="address")
+    assert row.failures == 2 and row.retry_at is not None
+    # When the password proves right
+    lockouts.record_success(admitted)
+    # Then the account's streak is over and the address is back to its one failure, no wait
+    assert not LoginThrottle.objects.filter(kind="account").exists()
+    row.refresh_from_db()
+    assert row.failures == 1 and row.retry_at is None and row.locked_at is None
+    assert not events("access.login_slowed") and not events("access.login_locked")
+
+
+def test_an_attempt_whose_check_never_finishes_stays_counted():
+    # Given an attempt admitted whose password check crashed (no failure, no success reported)
+    make_operator("dave")
+    lockouts.admit(account="dave", address="10.8.2.1")
+    # Then it still counts: a crash cannot be used to guess for free
+    assert LoginThrottle.objects.get(kind="account").failures == 1

@@ -220,3 +220,15 @@ def test_an_unknown_embedding_precision_is_refused(tmp_path):
     )
     assert done.returncode != 0
     assert "AETNAWEB_EMBEDDING_PRECISION must be 'int8' or 'float32'" in done.stderr
+
+
+def test_a_malformed_webhook_port_list_is_one_clear_error(tmp_path):
+    done = run(
+        tmp_path,
+        "manage.py",
+        "check",
+        SECRET_KEY="k" * 60,
+        AETNAWEB_WEBHOOKS_ALLOWED_PORTS="8443,ssh",
+    )
+    assert done.returncode != 0
+    assert "AETNAWEB_WEBHOOKS_ALLOWED_PORTS must be port numbers" in done.stderr

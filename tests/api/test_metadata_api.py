@@ -283,3 +283,125 @@ def test_capture_of_a_user_turn_stores_metadata_and_checks_it_for_every_role(ali
     )
     assert bad.status_code == 400 and bad.data["field"] == "metadata.n"
     assert counts() == before
+
+
+# -- bad input never gives a 500 ----------------------------------------------------------
+
+DEEP = 1500
+NASTY_FILTER_VALUES = [
+    "[" * DEEP + "]" * DEEP,  # the reported crash: RecursionError in the JSON parser
+    "[" * DEEP,
+    " \t[" * DEEP,
+    '{"a":' * DEEP + "1" + "}" * DEEP,
+    '{"a":' * DEEP,
+    "[[[1]]]",
+    "9" * 5000,  # past Python's integer-string limit
+    "9" * 4000,  # parses, but far past 2^53
+    str(2**53),
+    "-" + "9" * 400,
+    "1e999",
+    "-1e999",
+    "1e-999",
+    "0." + "0" * 3000 + "1",
+    "Infinity",
+    "-Infinity",
+    '"\\ud800"',  # a lone surrogate, escaped in JSON
+    '"\\u0000"',
+    '"' + "\u202e\u0301\ufeff\U0001f600" * 50 + '"',
+    '"' + "x" * 100_000 + '"',
+    '"unterminated',
+    "\u0661\u0662",  # Arabic-Indic digits: not JSON numbers
+    "\uff14\uff12",  # fullwidth 42
+    "true false",
+    "nul\u006c",
+]
+
+
+@pytest.mark.parametrize("value", NASTY_FILTER_VALUES, ids=range(len(NASTY_FILTER_VALUES)))
+def test_a_hostile_list_filter_value_is_a_400_or_a_match_never_a_500(alice_api, value):
+    # Given a stored record with metadata
+    remember(alice_api, "My editor is helix.", {"customer_id": 42})
+    before = counts()
+    # When the list is filtered with a hostile value
+    response = listed(alice_api, "metadata.customer_id=" + quote(value))
+    # Then the answer is a JSON 200 or a 400 naming the filter, and nothing was written
+    assert response.status_code in (200, 400), response.status_code
+    if response.status_code == 400:
+        assert response.data["error"] == "metadata_error"
+        assert response.data["field"].endswith("metadata.customer_id")
+    assert counts() == before
+
+
+def test_a_filter_nested_1500_deep_is_a_400_saying_flat(alice_api):
+    response = listed(alice_api, "metadata.k=" + quote("[" * DEEP + "]" * DEEP))
+    assert response.status_code == 400
+    assert response.data["field"] == "filters.metadata.k"
+    assert "metadata is flat" in response.data["detail"]
+
+
+NASTY_KEYS = ["\ud800", "\x00", "k" * 5000, "\u202e", "a" + "[" * DEEP, "", ".", "\U0001f600"]
+
+
+@pytest.mark.parametrize("key", NASTY_KEYS, ids=range(len(NASTY_KEYS)))
+def test_a_hostile_list_filter_key_is_a_400_never_a_500(alice_api, key):
+    response = listed(alice_api, quote("metadata." + key, errors="surrogatepass") + "=1")
+    # (a NUL is refused by the API's input guard before the filter parser sees it)
+    assert response.status_code == 400
+    assert response.data["error"] in ("metadata_error", "invalid_field")
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"metadata": {"k": json.loads("[" * 900 + "]" * 900)}},
+        {"metadata": {"k": 10**400}},
+        {"metadata": {"k": 1e308 * 10}},
+    ],
+    ids=["deep", "huge-int", "infinity"],
+)
+def test_a_hostile_recall_filter_in_the_body_is_a_400_never_a_500(alice_api, filters):
+    raw = json.dumps({"scope": S, "query": "editor", "filters": filters})
+    response = alice_api.post("/memory/recall", raw=raw)
+    assert response.status_code == 400
+
+
+def test_a_recall_body_nested_1500_deep_is_a_400(alice_api):
+    deep = "[" * DEEP + "]" * DEEP
+    raw = '{"scope": "' + S + '", "query": "editor", "filters": {"metadata": {"k": ' + deep + "}}}"
+    response = alice_api.post("/memory/recall", raw=raw)
+    assert response.status_code == 400
+
+
+NASTY_LIST_PARAMS = [
+    "after=" + "9" * 5000,
+    "after=" + "9" * 30,
+    "after=1e999",
+    "after=%00",
+    "limit=" + "9" * 5000,
+    "limit=1e999",
+    "limit=" + quote("[" * DEEP),
+    "status=" + quote("\ud800", errors="surrogatepass"),
+    "text=" + quote("\U0001f600" * 3000),
+    "text=" + quote("[" * DEEP),
+    "session_id=" + quote("\u202e" * 500),
+    "trust_tier=" + "x" * 5000,
+    "include_descendants=" + quote("[" * DEEP),
+    "metadata.=1",
+    "metadata..=1",
+    "source_type=%ff%fe",
+    "scope=" + quote("[" * DEEP),
+    "scope=" + quote("acme:alice:" + "x" * 100_000),
+]
+
+
+@pytest.mark.parametrize("query", NASTY_LIST_PARAMS, ids=range(len(NASTY_LIST_PARAMS)))
+def test_hostile_neighbouring_list_parameters_never_give_a_500(alice_api, query):
+    # Given a stored record; when the list is asked with one hostile parameter
+    remember(alice_api, "My editor is helix.", {"customer_id": 42})
+    before = counts()
+    response = listed(alice_api, query)
+    # Then the answer is a 200 or a 4xx JSON error, and nothing was written
+    assert response.status_code < 500, response.status_code
+    if response.status_code >= 400:
+        assert response.data["error"]
+    assert counts() == before

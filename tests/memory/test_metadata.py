@@ -8,6 +8,9 @@ import math
 
 import pytest
 from django.db import connection
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from aetnaweb.access import SYSTEM
 from aetnaweb.text import UnstorableText
@@ -421,3 +424,24 @@ def test_the_filter_is_answered_by_an_index_on_this_database():
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM memory_record r WHERE {condition}", params)
         assert cursor.fetchone()[0] == 1
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(
+    key=st.text(max_size=80),
+    raw=st.one_of(
+        st.text(max_size=200),
+        st.integers(min_value=1, max_value=3000).map(lambda n: "[" * n),
+        st.integers(min_value=1, max_value=3000).map(lambda n: '{"a":' * n),
+        st.integers().map(str),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.from_regex(r"-?[0-9]{1,6000}(\.[0-9]{1,50})?([eE][+-]?[0-9]{1,5})?", fullmatch=True),
+    ),
+)
+def test_any_query_string_filter_is_parsed_or_refused_never_a_crash(key, raw):
+    # Whatever the key and value, the parser answers with a filter or a MetadataError.
+    try:
+        wanted = metadata.filter_from_query([("metadata." + key, raw)])
+    except MetadataError:
+        return
+    assert list(wanted) == [key]
