@@ -14,7 +14,12 @@ body, plus ``Idempotent-Replayed: true``) and the write runs once:
   removed and a retry executes;
 - keys expire ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS`` after first use (24 h by
   default); a key still in flight after ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``
-  (120 s) is taken to belong to a crashed worker and may be run again.
+  (120 s) is taken to belong to a crashed worker and may be run again;
+- a kept answer that names a record or episode later purged (a forget, a
+  review's reject) is rewritten, inside the purge's transaction, into a 410
+  ``idempotency_answer_forgotten`` naming the forgotten IDs
+  (:func:`forget_kept_answers`): a replay never returns forgotten content, and
+  the write is still not run again.
 
 Requests without the header behave exactly as before.
 """
@@ -36,6 +41,7 @@ from access import ratelimits, tokens
 from access.models import ApiToken, IdempotencyKey
 from aetnaweb.api import IDEMPOTENCY_HEADER as HEADER
 from aetnaweb.api import IDEMPOTENT_WRITE_METHODS as WRITE_METHODS
+from aetnaweb.purges import PurgedContent
 
 # The header and the methods are the kernel's (aetnaweb.api documents them in the
 # OpenAPI document); this middleware honours exactly what that document promises.
@@ -45,6 +51,12 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 _KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,255}")
 # Answers that mean "this did not happen, try again": never replayed.
 _RETRYABLE_STATUSES = frozenset({401, 408, 429})
+# What a kept answer becomes once something it named is forgotten: "gone", and
+# the request is not run again (running it would store the forgotten words anew).
+FORGOTTEN_STATUS = 410
+FORGOTTEN_ERROR = "idempotency_answer_forgotten"
+# Kept answers read per query when a purge looks for the ones naming it.
+SCAN_CHUNK = 500
 
 
 def _json_error(status: int, error: str, detail: str) -> HttpResponse:
@@ -187,3 +199,51 @@ class IdempotencyMiddleware:
                 response_body=response.content,
             )
         return response
+
+
+def _forgotten_answer(ids: list[str]) -> bytes:
+    return json.dumps(
+        {
+            "error": FORGOTTEN_ERROR,
+            "field": HEADER,
+            "detail": "the first answer to this request named memory that has since been "
+            "forgotten (a forget or a review's reject), so it is no longer kept. The request "
+            "ran once and is not run again; send it under a new key only to store it anew",
+            "forgotten_ids": ids,
+        }
+    ).encode()
+
+
+def forget_kept_answers(purged: PurgedContent) -> int:
+    """Rewrite every kept answer naming a purged record or episode; returns how many.
+
+    Called inside the purge's transaction (:mod:`aetnaweb.purges`). An answer
+    that holds forgotten content names its record (remember, recall, a
+    preview, a persona: every line carries its ``record_id``) or its episode,
+    and IDs are 32 random hex digits behind a prefix, so a byte search for the
+    ID finds exactly those answers. Expired rows are searched too: they are
+    deleted only when their key is used again, and until then hold the bytes.
+    Rows still in flight hold no answer yet.
+    """
+    needles = [identifier.encode("ascii") for identifier in purged.ids]
+    rewritten = 0
+    last = 0
+    while True:
+        rows = list(
+            IdempotencyKey.objects.filter(pk__gt=last, response_body__isnull=False)
+            .order_by("pk")
+            .values_list("pk", "response_body")[:SCAN_CHUNK]
+        )
+        for pk, body in rows:
+            stored = bytes(body or b"")
+            named = [n.decode("ascii") for n in needles if n in stored]
+            if named:
+                IdempotencyKey.objects.filter(pk=pk).update(
+                    response_status=FORGOTTEN_STATUS,
+                    response_content_type="application/json",
+                    response_body=_forgotten_answer(named),
+                )
+                rewritten += 1
+        if len(rows) < SCAN_CHUNK:
+            return rewritten
+        last = rows[-1][0]

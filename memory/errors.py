@@ -34,6 +34,15 @@ class RecordNotFound(MemoryEngineError):
     missing = True
 
 
+class EpisodeNotFound(MemoryEngineError):
+    """No episode (stored message) with that ID at the scope named (it may exist elsewhere)."""
+
+    code = "episode_not_found"
+    status = 400
+    meaning = "an episode ID is not one of this scope's episodes"
+    missing = True
+
+
 class RecordStateError(MemoryEngineError):
     """The record exists at that scope but its status does not allow the operation."""
 

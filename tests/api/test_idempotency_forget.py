@@ -1,0 +1,148 @@
+"""A kept Idempotency-Key answer never outlives a forget of what it names (issue 29, item 3)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from access import idempotency
+from access.models import IdempotencyKey
+from aetnaweb.access import SYSTEM
+from audit.models import AuditEvent
+from memory import services
+from memory.models import Episode, Record
+from tests.api.conftest import issue_token
+
+S = "acme:alice:proj"
+SECRET_TEXT = "My locker combination is KIWIGRAPE42."
+
+
+def _post(client: Client, secret: str, key: str, body: dict[str, Any], path: str = "remember"):
+    return client.post(
+        f"/api/v1/memory/{path}",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": key},
+    )
+
+
+@pytest.fixture
+def secret(db) -> str:
+    return issue_token("acme:alice:*")
+
+
+def kept_bodies() -> bytes:
+    return b"".join(bytes(row.response_body or b"") for row in IdempotencyKey.objects.all())
+
+
+def test_a_replay_after_a_forget_is_410_and_holds_none_of_the_content(client, secret):
+    # Given a remember sent with a key, its answer kept for replays
+    body = {"scope": S, "text": SECRET_TEXT}
+    first = _post(client, secret, "idem-kiwi-1", body)
+    assert first.status_code == 201 and b"KIWIGRAPE42" in first.content
+    record_id = first.json()["records"][0]["record_id"]
+    # When the record is forgotten, then the same request is sent again
+    receipt = services.forget(principal=SYSTEM, scope=S, record_ids=[record_id])
+    records, events = Record.objects.count(), AuditEvent.objects.count()
+    replay = _post(client, secret, "idem-kiwi-1", body)
+    # Then the replay is a 410 naming the forgotten record, with no word of it
+    assert replay.status_code == 410
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.json()["error"] == "idempotency_answer_forgotten"
+    # (the answer named the record and the message it came from)
+    assert replay.json()["forgotten_ids"] == [record_id, first.json()["episode_id"]]
+    assert b"KIWIGRAPE42" not in replay.content and b"locker" not in replay.content
+    # And the write was not run again: the forgotten words are not stored anew
+    assert (Record.objects.count(), AuditEvent.objects.count()) == (records, events)
+    assert b"KIWIGRAPE42" not in kept_bodies()
+    assert receipt["purged_record_ids"] == [record_id]
+
+
+def test_a_kept_recall_answer_is_rewritten_too(client, secret):
+    # Given a recall with a key whose answer holds a candidate's content
+    record_id = services.remember(principal=SYSTEM, scope=S, text=SECRET_TEXT).record_ids[0]
+    body = {"scope": S, "query": "locker combination"}
+    first = _post(client, secret, "recall-1", body, path="recall")
+    assert first.status_code == 200 and b"KIWIGRAPE42" in first.content
+    # When the record is forgotten by the user's words
+    services.forget(principal=SYSTEM, scope=S, utterance="forget my locker combination")
+    # Then the replay no longer carries the candidate
+    replay = _post(client, secret, "recall-1", body, path="recall")
+    assert replay.status_code == 410
+    assert record_id in replay.json()["forgotten_ids"]
+    assert b"KIWIGRAPE42" not in replay.content
+    assert b"KIWIGRAPE42" not in kept_bodies()
+
+
+def test_a_review_reject_rewrites_the_answer_that_stored_the_claim(client, secret):
+    # Given a quarantined claim stored through the API with a key
+    body = {"scope": S, "text": "<webpage>My locker combination is KIWIGRAPE42.</webpage>"}
+    first = _post(client, secret, "web-1", body)
+    record_id = first.json()["records"][0]["record_id"]
+    assert first.json()["records"][0]["status"] == "quarantined"
+    # When a reviewer rejects it
+    services.reject(principal=SYSTEM, scope=S, record_id=record_id)
+    # Then its kept answer is gone too
+    replay = _post(client, secret, "web-1", body)
+    assert replay.status_code == 410
+    assert b"KIWIGRAPE42" not in kept_bodies()
+
+
+def test_answers_that_name_nothing_forgotten_still_replay_as_they_were(client, secret):
+    # Given two remembers with keys, only the first one forgotten
+    kept = _post(client, secret, "keep-1", {"scope": S, "text": "My car is red."})
+    gone = _post(client, secret, "gone-1", {"scope": S, "text": SECRET_TEXT})
+    services.forget(principal=SYSTEM, scope=S, record_ids=[gone.json()["records"][0]["record_id"]])
+    # When the untouched one is retried
+    replay = _post(client, secret, "keep-1", {"scope": S, "text": "My car is red."})
+    # Then it is the first answer, byte for byte
+    assert (replay.status_code, replay.content) == (201, kept.content)
+
+
+def test_a_rewritten_key_still_refuses_another_request(client, secret):
+    # Given a key whose answer was rewritten by a forget
+    first = _post(client, secret, "k-9", {"scope": S, "text": SECRET_TEXT})
+    services.forget(principal=SYSTEM, scope=S, record_ids=[first.json()["records"][0]["record_id"]])
+    # When the same key comes with another body, then it is still the reuse refusal
+    other = _post(client, secret, "k-9", {"scope": S, "text": "My car is blue."})
+    assert other.status_code == 422
+    assert other.json()["error"] == "idempotency_key_reused"
+
+
+def test_forgetting_an_ignored_message_rewrites_the_answer_naming_its_episode(client, secret):
+    # Given a statement the extractor ignores (no record), sent with a key
+    body = {"scope": S, "text": "The wifi password at the office is tulip-42."}
+    first = _post(client, secret, "wifi-1", body)
+    assert first.status_code == 200 and first.json()["records"] == []
+    episode_id = first.json()["episode_id"]
+    # When its message is forgotten by the user's words
+    receipt = services.forget(principal=SYSTEM, scope=S, utterance="forget the wifi password")
+    # Then the episode was purged and the kept answer naming it says so
+    assert receipt["purged_episode_ids"] == [episode_id]
+    replay = _post(client, secret, "wifi-1", body)
+    assert replay.status_code == 410
+    assert replay.json()["forgotten_ids"] == [episode_id]
+
+
+def test_a_store_that_cannot_be_rewritten_rolls_the_forget_back(client, secret, monkeypatch):
+    # Given a kept answer, and a rewrite that fails half-way
+    first = _post(client, secret, "k-10", {"scope": S, "text": SECRET_TEXT})
+    record_id = first.json()["records"][0]["record_id"]
+    events = AuditEvent.objects.count()
+
+    def fail(**kwargs: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(idempotency, "_forgotten_answer", lambda ids: fail())
+    # When the record is forgotten
+    with pytest.raises(RuntimeError):
+        services.forget(principal=SYSTEM, scope=S, record_ids=[record_id])
+    # Then nothing was purged: no receipt claims content is gone while a copy stays
+    record = Record.objects.get(record_id=record_id)
+    assert record.status == "active" and "KIWIGRAPE42" in record.content
+    assert Episode.objects.get(episode_id=record.episode_id).text == SECRET_TEXT
+    assert AuditEvent.objects.count() == events
+    assert b"KIWIGRAPE42" in kept_bodies()
