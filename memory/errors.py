@@ -66,7 +66,8 @@ class SelectorError(MemoryEngineError):
         "episode_ids, session_id",
         "nothing_matched": "a forget matches no record or stored message at exactly this scope",
         "vague_selector": "a forget names no particular thing (e.g. 'forget everything')",
-        "preview_required": "a forget this large needs expected_record_ids from a preview",
+        "preview_required": "a forget this large needs the previewed expected_record_ids and "
+        "expected_episode_ids",
         "empty_selector": "a forget selector matches no words",
         "too_broad": "a forget would purge too much without expected_record_ids",
         "bad_record_ids": "forget record_ids are not records of this scope",
