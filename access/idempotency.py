@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from access import ratelimits, tokens
 from access.models import ApiToken, IdempotencyKey
+from aetnaweb import purges
 from aetnaweb.api import IDEMPOTENCY_HEADER as HEADER
 from aetnaweb.api import IDEMPOTENT_WRITE_METHODS as WRITE_METHODS
 from aetnaweb.purges import PurgedContent
@@ -193,12 +194,37 @@ class IdempotencyMiddleware:
         ):
             claimed.delete()
         else:
-            claimed.update(
-                response_status=response.status_code,
-                response_content_type=response.get("Content-Type", "")[:100],
-                response_body=response.content,
-            )
+            _keep(token, key, response)
         return response
+
+
+@transaction.atomic
+def _keep(token: ApiToken, key: str, response: HttpResponse) -> None:
+    """Keep the answer for replays, unless a purge since the claim removed what it names.
+
+    A forget that commits while this request runs rewrites only answers
+    already kept; this one was still in flight, so it is checked here, with
+    the rows it names locked (:func:`aetnaweb.purges.forgotten_in`).
+    """
+    row = (
+        IdempotencyKey.objects.select_for_update()
+        .filter(token=token, key=key, response_status=None)
+        .first()
+    )
+    if row is None:  # taken over as abandoned, or removed: not ours to fill in
+        return
+    status, content_type = response.status_code, response.get("Content-Type", "")[:100]
+    body = response.content
+    forgotten = purges.forgotten_in(body, since=row.created_at)
+    if forgotten:
+        status, content_type, body = (
+            FORGOTTEN_STATUS,
+            "application/json",
+            _forgotten_answer(forgotten),
+        )
+    IdempotencyKey.objects.filter(pk=row.pk).update(
+        response_status=status, response_content_type=content_type, response_body=body
+    )
 
 
 def _forgotten_answer(ids: list[str]) -> bytes:

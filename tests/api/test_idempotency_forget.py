@@ -146,3 +146,55 @@ def test_a_store_that_cannot_be_rewritten_rolls_the_forget_back(client, secret, 
     assert Episode.objects.get(episode_id=record.episode_id).text == SECRET_TEXT
     assert AuditEvent.objects.count() == events
     assert b"KIWIGRAPE42" in kept_bodies()
+
+
+def test_an_answer_in_flight_while_a_forget_commits_is_kept_as_forgotten(
+    client, secret, monkeypatch
+):
+    # Given a remember whose answer is computed, and a forget of its record that
+    # commits before the middleware keeps that answer (the race, made deterministic)
+    keep = idempotency._keep
+
+    def forget_first(token, key, response) -> None:
+        record_id = json.loads(response.content)["records"][0]["record_id"]
+        services.forget(principal=SYSTEM, scope=S, record_ids=[record_id])
+        keep(token, key, response)
+
+    monkeypatch.setattr(idempotency, "_keep", forget_first)
+    body = {"scope": S, "text": SECRET_TEXT}
+    first = _post(client, secret, "race-1", body)
+    assert first.status_code == 201
+    monkeypatch.setattr(idempotency, "_keep", keep)
+    # When the request is retried
+    replay = _post(client, secret, "race-1", body)
+    # Then the kept answer is the forgotten one: the content never reached the table
+    assert replay.status_code == 410
+    assert replay.json()["forgotten_ids"] == sorted(
+        [first.json()["records"][0]["record_id"], first.json()["episode_id"]]
+    )
+    assert b"KIWIGRAPE42" not in kept_bodies()
+
+
+def test_a_replayed_forget_still_returns_its_receipt(client, secret):
+    # Given a forget sent with a key (its receipt names what it purged, no content)
+    record_id = services.remember(principal=SYSTEM, scope=S, text=SECRET_TEXT).record_ids[0]
+    body = {"scope": S, "record_ids": [record_id]}
+    first = _post(client, secret, "forget-1", body, path="forget")
+    assert first.status_code == 200
+    # When it is retried, then the receipt comes back as first given
+    replay = _post(client, secret, "forget-1", body, path="forget")
+    assert (replay.status_code, replay.content) == (200, first.content)
+
+
+def test_a_later_forget_of_the_same_message_leaves_an_earlier_receipt_alone(client, secret):
+    # Given one message with two facts, and a keyed forget of the first fact
+    said = services.remember(principal=SYSTEM, scope=S, text="My car is red. My cat is Tom.")
+    assert len(said.record_ids) == 2
+    first_body = {"scope": S, "record_ids": [said.record_ids[0]]}
+    first = _post(client, secret, "forget-a", first_body, path="forget")
+    assert first.json()["purged_episode_ids"] == [said.episode_id]
+    # When the second fact is forgotten (its message is named again)
+    services.forget(principal=SYSTEM, scope=S, record_ids=[said.record_ids[1]])
+    # Then the first forget's kept receipt still replays as it was
+    replay = _post(client, secret, "forget-a", first_body, path="forget")
+    assert (replay.status_code, replay.content) == (200, first.content)
