@@ -6,11 +6,13 @@ import json
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.test import Client
 
 from access import idempotency
 from access.models import IdempotencyKey
 from aetnaweb.access import SYSTEM
+from aetnaweb.purges import PurgedContent
 from audit.models import AuditEvent
 from memory import services
 from memory.models import Episode, Record
@@ -198,3 +200,18 @@ def test_a_later_forget_of_the_same_message_leaves_an_earlier_receipt_alone(clie
     # Then the first forget's kept receipt still replays as it was
     replay = _post(client, secret, "forget-a", first_body, path="forget")
     assert (replay.status_code, replay.content) == (200, first.content)
+
+
+def test_a_purge_of_many_ids_finds_an_answer_naming_any_one_of_them(client, secret):
+    # Given a kept answer, and a purge naming more IDs than one search statement holds
+    first = _post(client, secret, "many-1", {"scope": S, "text": SECRET_TEXT})
+    record_id = first.json()["records"][0]["record_id"]
+    others = tuple(f"mem_{n:032x}" for n in range(idempotency.IDS_PER_SEARCH * 2))
+    ids = (*others[: idempotency.IDS_PER_SEARCH + 5], record_id, *others[-5:])
+    # When the kept answers are searched for them
+    with transaction.atomic():
+        rewritten = idempotency.forget_kept_answers(PurgedContent(S, ids, ()))
+    # Then the one answer naming one of them is rewritten, naming just that ID
+    assert rewritten == 1
+    replay = _post(client, secret, "many-1", {"scope": S, "text": SECRET_TEXT})
+    assert (replay.status_code, replay.json()["forgotten_ids"]) == (410, [record_id])
