@@ -539,8 +539,8 @@ def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
     """The records and messages an API answer names whose content was purged after ``since``.
 
     Registered with :mod:`aetnaweb.purges` for the answers kept for
-    ``Idempotency-Key`` replays. The named rows are locked (``FOR UPDATE``,
-    all of them, purged or not), so a forget running now either committed
+    ``Idempotency-Key`` replays. The named rows are locked (all of them,
+    purged or not), so a forget running now either committed
     before this read or waits for the caller's transaction and then finds the
     kept answer. A deletion receipt names what it purged and holds no content:
     it names nothing here.
@@ -548,11 +548,18 @@ def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
     named = sorted({match.decode("ascii") for match in _ANSWER_IDS.findall(answer)})
     if not named or _is_deletion_receipt(answer):
         return []
-    records = Record.objects.select_for_update().filter(
-        record_id__in=[i for i in named if i.startswith("mem_")]
+    # In key order, records before episodes, as a forget takes them: two lockers
+    # then never wait on each other in a cycle. NO KEY UPDATE: the weakest row
+    # lock the ORM offers that a purge's update must wait for.
+    records = (
+        Record.objects.select_for_update(no_key=True)
+        .filter(record_id__in=[i for i in named if i.startswith("mem_")])
+        .order_by("pk")
     )
-    episodes = Episode.objects.select_for_update().filter(
-        episode_id__in=[i for i in named if i.startswith("ep_")]
+    episodes = (
+        Episode.objects.select_for_update(no_key=True)
+        .filter(episode_id__in=[i for i in named if i.startswith("ep_")])
+        .order_by("pk")
     )
     return sorted(
         [i for i, when in records.values_list("record_id", "deleted_at") if when and when > since]

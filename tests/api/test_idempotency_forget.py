@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import Client
 
 from access import idempotency
@@ -29,6 +30,14 @@ def _post(client: Client, secret: str, key: str, body: dict[str, Any], path: str
         content_type="application/json",
         headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": key},
     )
+
+
+@pytest.fixture
+def clean_index(transactional_db):
+    """Transactional tests commit rows; Django's flush empties model tables only."""
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memory_record_fts")
 
 
 @pytest.fixture
@@ -215,3 +224,56 @@ def test_a_purge_of_many_ids_finds_an_answer_naming_any_one_of_them(client, secr
     assert rewritten == 1
     replay = _post(client, secret, "many-1", {"scope": S, "text": SECRET_TEXT})
     assert (replay.status_code, replay.json()["forgotten_ids"]) == (410, [record_id])
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("clean_index")
+def test_keyed_writes_racing_forgets_never_keep_forgotten_content():
+    # Given facts that keyed recalls and remembers name, while forgets purge them
+    secret = issue_token("acme:alice:*")
+    tokens = [f"zqrace{n}zq" for n in range(6)]
+    for token in tokens:
+        services.remember(principal=SYSTEM, scope=S, text=f"My locker {token} code is {token}.")
+    errors: list[BaseException] = []
+    statuses: list[int] = []
+    start = threading.Barrier(3)
+
+    def keyed(kind: str) -> None:
+        try:
+            start.wait()
+            for n, token in enumerate(tokens):
+                body = (
+                    {"scope": S, "query": f"locker {token}"}
+                    if kind == "recall"
+                    else {"scope": S, "text": f"My gym locker {token} code is {token}."}
+                )
+                response = _post(Client(), secret, f"{kind}-{n}", body, path=kind)
+                statuses.append(response.status_code)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def forgetting() -> None:
+        try:
+            start.wait()
+            for token in tokens:
+                services.forget(principal=SYSTEM, scope=S, selector=token)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=keyed, args=(kind,)) for kind in ("recall", "remember")]
+    threads.append(threading.Thread(target=forgetting))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    # Then nothing failed, and no kept answer holds a value whose records are all forgotten
+    assert errors == [] and all(status < 500 for status in statuses), (errors, statuses)
+    kept = kept_bodies()
+    for token in tokens:
+        if not Record.objects.filter(content__contains=token).exists():
+            assert token.encode() not in kept, token
