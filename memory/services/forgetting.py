@@ -503,7 +503,8 @@ def _purge(
         )
         # A message's text is cleared even when another fact drawn from it stays
         # active: the text holds the forgotten words too. That fact keeps its own content.
-        Episode.objects.filter(episode_id__in=purged_episode_ids).update(text="", purged_at=now)
+        # One emptied before keeps the time it was emptied.
+        Episode.objects.filter(episode_id__in=emptied).update(text="", purged_at=now)
     record_ids = [r.record_id for r in records]
     purges.announce(purges.PurgedContent(str(scope), tuple(record_ids), tuple(sorted(emptied))))
     transaction.on_commit(_drop_freed_bytes)
