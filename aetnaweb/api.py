@@ -119,6 +119,10 @@ TRANSPORT_CODES: dict[int, dict[str, str]] = {
     403: {"capability_missing": "the token reaches the scope but lacks the capability"},
     404: {"not_found": "outside the token's subtree, or does not exist (never says which)"},
     405: {"http_error": "another HTTP-level refusal, e.g. a method the endpoint does not take"},
+    410: {
+        "idempotency_answer_forgotten": "the first answer to this Idempotency-Key named memory"
+        " since forgotten; it is not kept and the request is not run again"
+    },
     409: {
         "idempotency_key_in_flight": "a request with this Idempotency-Key is still running;"
         " retry after Retry-After"
@@ -418,6 +422,7 @@ IDEMPOTENT_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _RATE_LIMIT_CODES = ("rate_limited",)
 _IDEMPOTENCY_CODES: dict[int, tuple[str, ...]] = {
     409: ("idempotency_key_in_flight",),
+    410: ("idempotency_answer_forgotten",),
     422: ("idempotency_key_reused",),
 }
 _RETRY_AFTER_HEADER = {
@@ -442,6 +447,7 @@ def _add_refusal(
         reason = {
             400: "Bad request",
             409: "Conflict",
+            410: "Gone",
             422: "Unprocessable request",
             429: "Too many requests",
         }
@@ -483,6 +489,7 @@ def _describe_guards(method: str, operation: dict[str, Any]) -> None:
         )
     _add_refusal(operation, 400, ("invalid_idempotency_key",), retry_after=False)
     _add_refusal(operation, 409, _IDEMPOTENCY_CODES[409], retry_after=True)
+    _add_refusal(operation, 410, _IDEMPOTENCY_CODES[410], retry_after=False)
     _add_refusal(operation, 422, _IDEMPOTENCY_CODES[422], retry_after=False)
 
 

@@ -143,12 +143,16 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
 def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     """The records and episodes a forget with this body would purge (capability ``forget``)."""
     require(request, access.FORGET, payload.scope)
-    with refusals_about(_forget_field(payload), RecordNotFound="record_ids"):
+    with refusals_about(
+        _forget_field(payload), RecordNotFound="record_ids", EpisodeNotFound="episode_ids"
+    ):
         preview = services.forget_preview(
             scope=payload.scope,
             selector=payload.selector,
             record_ids=payload.record_ids,
             utterance=payload.utterance,
+            episode_ids=payload.episode_ids,
+            session_id=payload.session_id,
             principal=principal_of(request),
         )
     return preview.as_dict()
@@ -160,18 +164,21 @@ def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     summary="Forget records at exactly one scope and get the deletion receipt",
 )
 def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
-    """Purge matching active and quarantined records at exactly ``scope`` (capability ``forget``).
+    """Purge matching records and stored messages at exactly ``scope`` (capability ``forget``).
 
-    Give exactly one of ``selector`` (text the records contain), ``record_ids``
-    or ``utterance`` ("forget my backup email"). With ``expected_record_ids``
+    Give exactly one of ``selector`` (words the records or messages contain),
+    ``record_ids``, ``utterance`` ("forget my backup email"), ``episode_ids``
+    or ``session_id``. With ``expected_record_ids`` and ``expected_episode_ids``
     (from a preview) exactly those are purged, or 409 if the match changed.
-    Returns an ``aetnamem-deletion-receipt-v1``. An empty selector is refused
-    (400) and the refusal itself is recorded as ``memory.forget_rejected``.
+    Returns an ``aetnamem-deletion-receipt-v1`` listing the purged record and
+    episode IDs. An empty selector is refused (400) and the refusal itself is
+    recorded as ``memory.forget_rejected``.
     """
     require(request, access.FORGET, payload.scope)
     with refusals_about(
         _forget_field(payload),
         RecordNotFound="record_ids",
+        EpisodeNotFound="episode_ids",
         ForgetPreviewStale="expected_record_ids",
     ):
         return services.forget(
@@ -179,13 +186,16 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
             selector=payload.selector,
             record_ids=payload.record_ids,
             utterance=payload.utterance,
+            episode_ids=payload.episode_ids,
+            session_id=payload.session_id,
             expected_record_ids=payload.expected_record_ids,
+            expected_episode_ids=payload.expected_episode_ids,
             principal=principal_of(request),
         )
 
 
 def _forget_field(payload: ForgetIn) -> str:
-    for name in ("record_ids", "utterance", "selector"):
+    for name in ("record_ids", "episode_ids", "session_id", "utterance", "selector"):
         if getattr(payload, name) is not None:
             return name
     return "selector"

@@ -165,13 +165,32 @@ class ForgetIn(Schema):
     utterance: str | None = Field(
         None,
         max_length=MAX_SELECTOR_CHARS,
-        description="A spoken request, e.g. 'forget my backup email'.",
+        description="A spoken request, e.g. 'forget my backup email'. Like selector, it "
+        "matches stored messages (episodes) too, those that produced no record included.",
+    )
+    episode_ids: list[RecordId] | None = Field(
+        None,
+        max_length=MAX_FORGET_RECORDS,
+        description="Forget these stored messages (episode IDs of this scope, as scenes and "
+        "remember return them) and every record drawn from them, with its lineage.",
+    )
+    session_id: ContextStr | None = Field(
+        None,
+        description="Forget every stored message and record of this session at this scope.",
     )
     expected_record_ids: list[RecordId] | None = Field(
         None,
         max_length=MAX_FORGET_RECORDS,
         description="The record IDs a preview showed: purge exactly these, or 409. Required "
-        f"when the forget would purge more than {MAX_UNPREVIEWED_FORGET} records.",
+        f"(with expected_episode_ids) when the forget would purge more than "
+        f"{MAX_UNPREVIEWED_FORGET} records and messages.",
+    )
+    expected_episode_ids: list[RecordId] | None = Field(
+        None,
+        max_length=MAX_FORGET_RECORDS,
+        description="The episode IDs a preview showed: empty exactly these messages, or 409. "
+        "Send it with expected_record_ids whenever the preview listed messages that matched "
+        "themselves.",
     )
 
 
@@ -413,12 +432,28 @@ class PreviewRecordOut(Schema):
     created_at: str
 
 
+class PreviewEpisodeOut(Schema):
+    episode_id: str
+    matched: bool = Field(
+        description="True when the request matched or named this message itself; false when "
+        "it is emptied because a record drawn from it is purged."
+    )
+    session_id: str
+    turn_id: str
+    source_type: str
+    text: str
+    created_at: str
+
+
 class ForgetPreviewOut(Schema):
     scope: str
     mode: str
     record_ids: list[str]
     episode_ids: list[str]
     records: list[PreviewRecordOut]
+    episodes: list[PreviewEpisodeOut] = Field(
+        description="Every stored message the forget empties (its text is what it held)."
+    )
 
 
 class DeletionReceiptOut(Schema):

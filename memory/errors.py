@@ -34,6 +34,15 @@ class RecordNotFound(MemoryEngineError):
     missing = True
 
 
+class EpisodeNotFound(MemoryEngineError):
+    """No episode (stored message) with that ID at the scope named (it may exist elsewhere)."""
+
+    code = "episode_not_found"
+    status = 400
+    meaning = "an episode ID is not one of this scope's episodes"
+    missing = True
+
+
 class RecordStateError(MemoryEngineError):
     """The record exists at that scope but its status does not allow the operation."""
 
@@ -53,13 +62,16 @@ class SelectorError(MemoryEngineError):
     status = 400
     meaning = "a forget request is refused (see detail)"
     extra_codes = {
-        "ambiguous_request": "a forget gives more than one of selector, record_ids, utterance",
-        "nothing_matched": "a forget matches no record at exactly this scope",
+        "ambiguous_request": "a forget gives more than one of selector, record_ids, utterance, "
+        "episode_ids, session_id",
+        "nothing_matched": "a forget matches no record or stored message at exactly this scope",
         "vague_selector": "a forget names no particular thing (e.g. 'forget everything')",
-        "preview_required": "a forget this large needs expected_record_ids from a preview",
+        "preview_required": "a forget this large needs the previewed expected_record_ids and "
+        "expected_episode_ids",
         "empty_selector": "a forget selector matches no words",
         "too_broad": "a forget would purge too much without expected_record_ids",
         "bad_record_ids": "forget record_ids are not records of this scope",
+        "bad_episode_ids": "forget episode_ids is not a list of episode IDs",
         "embedded_content": "a forget selector holds content that looks like a memory block",
     }
 

@@ -41,6 +41,17 @@ def parse_scope_field(raw: str) -> Scope:
         raise forms.ValidationError(str(exc)) from exc
 
 
+def check_episode_ids(raw: list[str]) -> list[str]:
+    """Episode IDs, one per value or several in one separated by spaces or commas."""
+    ids = [item for value in raw for item in re.split(r"[\s,]+", value) if item]
+    for value in ids:
+        if not EPISODE_ID_RE.fullmatch(value):
+            raise forms.ValidationError(
+                f"{value[:60]!r} is not a message ID (they look like ep_ followed by 32 hex digits)"
+            )
+    return list(dict.fromkeys(ids))
+
+
 def check_record_id(raw: str) -> str:
     value = raw.strip()
     if not RECORD_ID_RE.fullmatch(value):
@@ -272,9 +283,10 @@ class ReviewScopeForm(StorableTextMixin, forms.Form):
 
 
 class ForgetForm(StorableTextMixin, forms.Form):
-    """A forget request: a selector (text the records contain) or a selection of record IDs.
+    """A forget request: a selector (words the records or messages contain), a selection of
+    record IDs, message (episode) IDs, or a session.
 
-    Exactly one of the two; an empty request is refused here, before any
+    Exactly one of them; an empty request is refused here, before any
     service runs (the service refuses it too, and never reads it as
     "everything").
     """
@@ -288,46 +300,79 @@ class ForgetForm(StorableTextMixin, forms.Form):
         "a word: 'me' does not match 'meetings').",
     )
     record_ids = TextListField(required=False)
+    episode_ids = TextListField(
+        required=False,
+        label="Messages with the IDs",
+        help_text="Stored message (episode) IDs, ep_…, separated by spaces or commas: each "
+        "message is forgotten with every record drawn from it.",
+    )
+    session_id = forms.CharField(
+        max_length=MAX_CONTEXT_CHARS,
+        required=False,
+        strip=True,
+        label="Every message of the session",
+        help_text="A session ID: all its stored messages and records at this scope.",
+    )
+
+    # The ways to ask, in the order the services take them.
+    WAYS = ("selector", "record_ids", "episode_ids", "session_id")
 
     def clean_record_ids(self) -> list[str]:
         raw = self.cleaned_data["record_ids"]
         return list(dict.fromkeys(check_record_id(item) for item in raw))
 
+    def clean_episode_ids(self) -> list[str]:
+        return check_episode_ids(self.cleaned_data["episode_ids"])
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
-        selector = data.get("selector") or ""
-        record_ids = data.get("record_ids") or []
         if self.errors:
             return data
-        if selector and record_ids:
+        given = [way for way in self.WAYS if data.get(way)]
+        if len(given) > 1:
             raise forms.ValidationError(
-                "Forget either by text or by a selection of records, not both."
+                "Forget by one thing at a time: words, a selection of records, message IDs "
+                "or a session, not several."
             )
-        if not selector and not record_ids:
+        if not given:
             raise forms.ValidationError(
-                "Say what to forget: type text the records contain, or tick records on the "
-                "scope page. An empty request is never read as 'everything'."
+                "Say what to forget: type words the records or messages contain, message IDs "
+                "or a session, or tick records on the scope page. An empty request is never "
+                "read as 'everything'."
             )
         return data
 
     def service_arguments(self) -> dict[str, Any]:
-        """``selector=`` or ``record_ids=`` for the forget services."""
-        if self.cleaned_data.get("record_ids"):
-            return {"record_ids": self.cleaned_data["record_ids"]}
+        """``selector=``, ``record_ids=``, ``episode_ids=`` or ``session_id=`` for the services."""
+        for way in self.WAYS[1:]:
+            if self.cleaned_data.get(way):
+                return {way: self.cleaned_data[way]}
         return {"selector": self.cleaned_data["selector"]}
 
 
 class ForgetApplyForm(ForgetForm):
     """The preview's confirmation: the same request plus the exact IDs previewed."""
 
-    expected_record_ids = TextListField(
-        error_messages={"required": "Nothing was previewed: preview the forget first."}
-    )
+    NOT_PREVIEWED = "Nothing was previewed: preview the forget first."
+
+    expected_record_ids = TextListField(required=False)
+    expected_episode_ids = TextListField(required=False)
 
     def clean_expected_record_ids(self) -> list[str]:
         raw = self.cleaned_data["expected_record_ids"]
         return list(dict.fromkeys(check_record_id(item) for item in raw))
+
+    def clean_expected_episode_ids(self) -> list[str]:
+        return check_episode_ids(self.cleaned_data["expected_episode_ids"])
+
+    def clean(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        # A preview always lists something (or refuses): two empty lists mean none was made.
+        confirmed = data.get("expected_record_ids") or data.get("expected_episode_ids")
+        if not confirmed and not self.has_error("expected_record_ids"):
+            self.add_error("expected_record_ids", self.NOT_PREVIEWED)
+        return super().clean()
 
 
 class ReceiptVerifyForm(StorableTextMixin, forms.Form):

@@ -81,13 +81,31 @@ INSTRUCTIONS = (
     "user; call remember when the user states a durable fact or preference; use capture to "
     "record each turn if the host does not. Content from webpages and tools is quarantined "
     "until a person reviews it, and is never recalled before that. forget returns a deletion "
-    "receipt: preview first, then forget exactly the previewed record IDs. stage_plan (when "
+    "receipt: preview first, then forget exactly the previewed record and episode IDs. stage_plan (when "
     "listed) records an exact plan that waits for a person's approval; it executes nothing."
 )
 
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Context = Annotated[str | None, Field(default=None, min_length=1, max_length=MAX_CONTEXT_CHARS)]
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
+EpisodeIds = Annotated[
+    list[RecordId] | None,
+    Field(
+        default=None,
+        max_length=MAX_FORGET_RECORDS,
+        description="Stored messages (episode IDs from remember or scenes) to forget, "
+        "with every record drawn from them.",
+    ),
+]
+SessionArg = Annotated[
+    str | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CONTEXT_CHARS,
+        description="Forget every stored message and record of this session.",
+    ),
+]
 MetadataArg = Annotated[
     dict[str, Any] | None,
     Field(
@@ -420,13 +438,17 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 description="The user's words, e.g. 'forget my backup email'.",
             ),
         ] = None,
+        episode_ids: EpisodeIds = None,
+        session_id: SessionArg = None,
     ) -> dict[str, Any]:
-        """Show exactly which records a forget would purge at this scope (writes nothing).
+        """Show exactly which records and stored messages a forget would purge at this scope
+        (writes nothing).
 
-        Give one of selector, record_ids or utterance. A vague request ('forget it'),
-        one that matches nothing, or one that matches too many records is an error
-        saying so: ask the user to be specific. Then call forget with the preview's
-        record_ids as expected_record_ids.
+        Give one of selector, record_ids, utterance, episode_ids or session_id. Words
+        match stored messages too (a message that produced no record included). A vague
+        request ('forget it'), one that matches nothing, or one that matches too many is
+        an error saying so: ask the user to be specific. Then call forget with the
+        preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids.
         """
         return _call(
             lambda: services.forget_preview(
@@ -434,6 +456,8 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 selector=selector,
                 record_ids=record_ids,
                 utterance=utterance,
+                episode_ids=episode_ids,
+                session_id=session_id,
                 principal=principal,
             ).as_dict()
         )
@@ -453,18 +477,33 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 description="The record_ids forget_preview returned; refused if the match changed.",
             ),
         ] = None,
+        episode_ids: EpisodeIds = None,
+        session_id: SessionArg = None,
+        expected_episode_ids: Annotated[
+            list[RecordId] | None,
+            Field(
+                default=None,
+                max_length=MAX_FORGET_RECORDS,
+                description="The episode_ids forget_preview returned; refused if the match "
+                "changed.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Purge records at this scope (and the superseded values of the same facts) and
-        return a verifiable deletion receipt. Irreversible: call forget_preview first and
-        pass its record_ids as expected_record_ids. An empty, vague, unmatched or too-broad
-        request is refused, never read as 'everything'; forget never reaches other scopes."""
+        """Purge records and stored messages at this scope (and the superseded values of the
+        same facts) and return a verifiable deletion receipt listing both. Irreversible: call
+        forget_preview first and pass its record_ids and episode_ids as expected_record_ids
+        and expected_episode_ids. An empty, vague, unmatched or too-broad request is refused,
+        never read as 'everything'; forget never reaches other scopes."""
         return _call(
             lambda: services.forget(
                 scope=at,
                 selector=selector,
                 record_ids=record_ids,
                 utterance=utterance,
+                episode_ids=episode_ids,
+                session_id=session_id,
                 expected_record_ids=expected_record_ids,
+                expected_episode_ids=expected_episode_ids,
                 principal=principal,
             )
         )

@@ -45,6 +45,7 @@ from audit.readable import event_summary
 from audit.receipts import receipt_shape_failures, verify_deletion_receipt
 from memory import selectors, services, vectors
 from memory.errors import (
+    EpisodeNotFound,
     ForgetPreviewStale,
     InvalidInput,
     MemoryEngineError,
@@ -861,6 +862,7 @@ def _preview_page(
         # Vague text, nothing matched, an ID that is gone: the form says why.
         form.add_error(None, _sentence(str(exc)))
         return _forget_form_page(request, parsed, form, status=409 if stale else 400)
+    sources = {row["episode_id"] for row in preview.records if row["episode_id"]}
     return render_page(
         request,
         "memory/forget_preview.html",
@@ -877,9 +879,23 @@ def _preview_page(
                 }
                 for row in preview.records
             ],
+            # Messages emptied as a purged record's source are named by ID (the
+            # record's row shows the content); the others are shown with their text.
+            "source_episode_ids": sorted(sources),
+            "episodes": [
+                {
+                    **row,
+                    "source_label": SOURCE_LABELS.get(row["source_type"], row["source_type"]),
+                    "created": row["created_at"][:16].replace("T", " "),
+                }
+                for row in preview.episodes
+                if row["episode_id"] not in sources
+            ],
             "lineage_count": sum(1 for row in preview.records if not row["matched"]),
             "selector": form.cleaned_data.get("selector") or "",
             "record_ids": form.cleaned_data.get("record_ids") or [],
+            "episode_ids": form.cleaned_data.get("episode_ids") or [],
+            "session_id": form.cleaned_data.get("session_id") or "",
             "stale": stale,
         },
         status=409 if stale else 200,
@@ -913,20 +929,25 @@ def forget(request: HttpRequest, scope: str) -> HttpResponse:
         receipt = services.forget(
             scope=parsed,
             expected_record_ids=apply_form.cleaned_data["expected_record_ids"],
+            # Not sent (an older page, a hand-made post): the service then refuses only
+            # messages the records' own sources do not account for.
+            expected_episode_ids=apply_form.cleaned_data["expected_episode_ids"] or None,
             principal=principal,
             **apply_form.service_arguments(),
         )
     except ForgetPreviewStale as exc:
         return _preview_page(request, principal, parsed, apply_form, stale=str(exc))
-    except (RecordNotFound, RecordStateError, SelectorError) as exc:
+    except (RecordNotFound, EpisodeNotFound, RecordStateError, SelectorError) as exc:
         # e.g. someone forgot the same records a moment ago: nothing matches now.
         apply_form.add_error(None, f"Nothing was forgotten: {exc}")
         return _forget_form_page(request, parsed, apply_form, status=409)
     count = len(receipt["purged_record_ids"])
+    texts = len(receipt["purged_episode_ids"])
     messages.success(
         request,
-        f"Forgot {count} record{'s' if count != 1 else ''} at {parsed}: content, fact keys and "
-        "source text are purged. Keep this receipt.",
+        f"Forgot {count} record{'s' if count != 1 else ''} and the text of {texts} stored "
+        f"message{'s' if texts != 1 else ''} at {parsed}: content, fact keys and message text "
+        "are purged. Keep this receipt.",
     )
     return redirect("memory:receipt", event_id=receipt["audit_event_id"])
 

@@ -1,10 +1,17 @@
 """Forget: preview, then purge records with their whole supersession lineage; deletion receipts.
 
+A forget names records (by words, an utterance or IDs) or stored messages
+(episodes, by ID or by session); words match episode text too, so a message
+that yielded no record of its own (ignored, or a duplicate of an ancestor's
+record) is forgettable like any other stored word.
+
 ``_purge`` and ``_keep_receipt`` are also how review's reject purges.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,17 +21,23 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from aetnaweb import access
+from aetnaweb import access, purges
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
-from audit.receipts import build_deletion_receipt
+from audit.receipts import DELETION_RECEIPT_FORMAT, build_deletion_receipt
 from audit.services import lock_subject
 from memory import metadata as record_metadata
 from memory import search
-from memory.errors import ForgetPreviewStale, RecordNotFound, RecordStateError, SelectorError
+from memory.errors import (
+    EpisodeNotFound,
+    ForgetPreviewStale,
+    RecordNotFound,
+    RecordStateError,
+    SelectorError,
+)
 from memory.extraction import (
     SAY_WHAT_TO_FORGET,
     Needle,
@@ -58,6 +71,9 @@ MATCH_CHUNK = 2000
 # Statuses a forget can match or name: everything still holding content.
 MATCHABLE = (Status.ACTIVE, Status.QUARANTINED, Status.SUPERSEDED)
 
+# Stored messages one forget may name or match (beyond its records' sources).
+MAX_FORGET_EPISODES = MAX_FORGET_RECORDS
+
 
 @dataclass(frozen=True)
 class _ForgetRequest:
@@ -68,14 +84,43 @@ class _ForgetRequest:
     # What the caller's request matched or named, before the lineage was added.
     matched_ids: tuple[str, ...]
     needle: Needle | None
+    # Episodes the request matched or named itself (their text holds the words, or
+    # the caller named them or their session), beyond the purged records' sources.
+    episodes: tuple[Episode, ...] = ()
+
+    @property
+    def episode_ids(self) -> list[str]:
+        """Every episode the forget empties: the records' sources and those matched."""
+        return sorted(set(_episode_ids(self.records)) | {e.episode_id for e in self.episodes})
+
+    @property
+    def matched_episode_ids(self) -> set[str]:
+        return {e.episode_id for e in self.episodes}
 
 
-def _forget_mode(
-    selector: str | None, record_ids: Sequence[str] | None, utterance: str | None
-) -> str:
-    if record_ids is not None:
-        return "record_ids"
-    return "utterance" if utterance is not None else "selector"
+@dataclass(frozen=True)
+class _Ask:
+    """The ways to ask for a forget; exactly one is given."""
+
+    selector: str | None = None
+    record_ids: Sequence[str] | None = None
+    utterance: str | None = None
+    episode_ids: Sequence[str] | None = None
+    session_id: str | None = None
+
+    def given(self) -> list[str]:
+        return [name for name in _ASK_NAMES if getattr(self, name) is not None]
+
+    @property
+    def mode(self) -> str:
+        given = self.given()
+        return given[0] if given else "selector"
+
+
+# The mode recorded for an ambiguous request is the first of these given.
+_ASK_NAMES = ("record_ids", "episode_ids", "session_id", "utterance", "selector")
+# The order refusals name them in.
+_ASK_ORDER = ("selector", "record_ids", "utterance", "episode_ids", "session_id")
 
 
 def _named_records(scope: Scope, record_ids: Sequence[str]) -> tuple[list[_Match], str]:
@@ -190,28 +235,19 @@ def _lineage(scope: Scope, records: Sequence[Record | _Match]) -> list[str]:
     return sorted(known)
 
 
-def _one_request(
-    selector: str | None, record_ids: Sequence[str] | None, utterance: str | None
-) -> None:
-    """Refuse a forget that gives none, or more than one, of its three ways to ask."""
-    given = [
-        name
-        for name, value in (
-            ("selector", selector),
-            ("record_ids", record_ids),
-            ("utterance", utterance),
-        )
-        if value is not None
-    ]
+def _one_request(ask: _Ask) -> None:
+    """Refuse a forget that gives none, or more than one, of its ways to ask."""
+    given = [name for name in _ASK_ORDER if getattr(ask, name) is not None]
     if not given:
         raise SelectorError(
-            "a forget needs a selector, record IDs or an utterance; an empty request is "
-            f"never read as 'everything': {SAY_WHAT_TO_FORGET}",
+            "a forget needs a selector, record IDs, an utterance, episode IDs or a session "
+            f"ID; an empty request is never read as 'everything': {SAY_WHAT_TO_FORGET}",
             reason="empty_selector",
         )
     if len(given) > 1:
         raise SelectorError(
-            f"give exactly one of selector, record_ids or utterance (got {', '.join(given)})",
+            "give exactly one of selector, record_ids, utterance, episode_ids or session_id "
+            f"(got {', '.join(given)})",
             reason="ambiguous_request",
         )
 
@@ -239,28 +275,138 @@ def _needle(selector: str | None, utterance: str | None) -> tuple[Needle, str | 
     return selector_needle(selector), None
 
 
-def _forget_request(
-    scope: Scope,
-    *,
-    selector: str | None,
-    record_ids: Sequence[str] | None,
-    utterance: str | None,
-    lock: bool,
-) -> _ForgetRequest:
-    _one_request(selector, record_ids, utterance)
+def _too_many_episodes(count: int, scope: Scope) -> SelectorError:
+    return SelectorError(
+        f"the request names or matches {count} stored messages at {scope}, more than "
+        f"{MAX_FORGET_EPISODES}; narrow it or forget fewer at a time",
+        reason="too_broad",
+    )
+
+
+def _drawn_from(scope: Scope, episodes: Q) -> list[_Match]:
+    """Records at ``scope`` still holding content that were drawn from the episodes ``episodes`` selects."""
+    rows = (
+        Record.objects.filter(scope=str(scope), status__in=MATCHABLE)
+        .filter(episodes)
+        .order_by("pk")
+        .values_list("pk", "record_id", "supersedes_id", "superseded_by_id")
+    )
+    return [_Match(*row) for row in rows]
+
+
+def _named_episodes(
+    scope: Scope, episode_ids: Sequence[str]
+) -> tuple[list[Episode], list[_Match], str]:
+    """The episodes a forget by episode ID names at exactly ``scope``, and the records drawn
+    from them (a fact is words of its message: forgetting the message forgets it too)."""
+    if isinstance(episode_ids, str) or not all(isinstance(i, str) for i in episode_ids):
+        raise SelectorError("episode_ids must be a list of episode IDs", reason="bad_episode_ids")
+    wanted = list(dict.fromkeys(i.strip() for i in episode_ids if i.strip()))
+    if not wanted:
+        raise SelectorError(
+            f"no episode IDs given: an empty list is never read as 'everything'; "
+            f"{SAY_WHAT_TO_FORGET}",
+            reason="empty_selector",
+        )
+    if len(wanted) > MAX_FORGET_EPISODES:
+        raise _too_many_episodes(len(wanted), scope)
+    found = {
+        e.episode_id: e for e in Episode.objects.filter(scope=str(scope), episode_id__in=wanted)
+    }
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise EpisodeNotFound(
+            f"no episode {', '.join(missing)} at scope {scope}: a forget acts on exactly "
+            "the scope named"
+        )
+    drawn = _drawn_from(scope, Q(episode_id__in=wanted))
+    # A purged message whose facts are all gone too has nothing left to forget.
+    holding = {r.episode_id for r in Record.objects.filter(pk__in=[m.pk for m in drawn])}
+    gone = sorted(i for i, e in found.items() if e.is_purged and i not in holding)
+    if gone:
+        raise RecordStateError(
+            f"{', '.join(gone)} {'is' if len(gone) == 1 else 'are'} already purged: "
+            "forgotten, text cleared"
+        )
+    live = [found[i] for i in sorted(found) if not found[i].is_purged]
+    return live, drawn, digest(sorted(wanted))
+
+
+def _session_contents(scope: Scope, session_id: str) -> tuple[list[Episode], list[_Match], str]:
+    """Every stored message and record of one session at exactly ``scope`` still holding words."""
+    if not isinstance(session_id, str):
+        raise SelectorError("a session ID must be text", reason="empty_selector")
+    session = session_id.strip()
+    if not session:
+        raise SelectorError(
+            "the session ID is empty; an empty request is never read as 'everything': "
+            f"{SAY_WHAT_TO_FORGET}",
+            reason="empty_selector",
+        )
+    episodes = list(
+        Episode.objects.filter(
+            scope=str(scope), session_id=session, purged_at__isnull=True
+        ).order_by("episode_id")[: MAX_FORGET_EPISODES + 1]
+    )
+    if len(episodes) > MAX_FORGET_EPISODES:
+        raise _too_many_episodes(len(episodes), scope)
+    # Explicit key/value facts have no episode but carry the session too.
+    drawn = _drawn_from(scope, Q(session_id=session) | Q(episode__session_id=session))
+    if not episodes and not drawn:
+        raise SelectorError(
+            f"nothing matched: no stored message or record of session {session!r} at exactly "
+            f"{scope} still holds words, so nothing was forgotten",
+            reason="nothing_matched",
+        )
+    return episodes, drawn, sha256_text(session)
+
+
+def _matching_episodes(scope: Scope, needle: Needle) -> list[Episode]:
+    """Stored messages at exactly ``scope`` whose text holds the needle as whole words.
+
+    Read in key order and matched with the same tokeniser as records, so an
+    ignored statement or a duplicate of an ancestor's fact (a message with no
+    record of its own) is found by the words a user would say.
+    """
+    matched: list[int] = []
+    last = 0
+    while True:
+        rows = list(
+            Episode.objects.filter(scope=str(scope), purged_at__isnull=True, pk__gt=last)
+            .exclude(text="")
+            .order_by("pk")
+            .values_list("pk", "text")[:MATCH_CHUNK]
+        )
+        matched += [pk for pk, text in rows if needle.matches(text)]
+        if len(matched) > MAX_FORGET_EPISODES:
+            raise _too_many_episodes(len(matched), scope)
+        if len(rows) < MATCH_CHUNK:
+            break
+        last = rows[-1][0]
+    return list(Episode.objects.filter(pk__in=matched).order_by("episode_id")) if matched else []
+
+
+def _forget_request(scope: Scope, *, ask: _Ask, lock: bool) -> _ForgetRequest:
+    _one_request(ask)
     utterance_sha256 = None
     needle: Needle | None = None
-    if record_ids is not None:
-        named, selector_sha256 = _named_records(scope, record_ids)
+    episodes: list[Episode] = []
+    if ask.record_ids is not None:
+        named, selector_sha256 = _named_records(scope, ask.record_ids)
+    elif ask.episode_ids is not None:
+        episodes, named, selector_sha256 = _named_episodes(scope, ask.episode_ids)
+    elif ask.session_id is not None:
+        episodes, named, selector_sha256 = _session_contents(scope, ask.session_id)
     else:
-        needle, utterance_sha256 = _needle(selector, utterance)
+        needle, utterance_sha256 = _needle(ask.selector, ask.utterance)
         named = _matching_records(scope, needle)
+        episodes = _matching_episodes(scope, needle)
         selector_sha256 = sha256_text(needle.text)
-        if not named:
+        if not named and not episodes:
             raise SelectorError(
-                f"nothing matched: no record at exactly {scope} holds the words "
-                f"{needle.text!r}, so nothing was forgotten (records at its ancestors or "
-                "below it are not touched by a forget here)",
+                f"nothing matched: no record or stored message at exactly {scope} holds the "
+                f"words {needle.text!r}, so nothing was forgotten (records at its ancestors "
+                "or below it are not touched by a forget here)",
                 reason="nothing_matched",
             )
     ids = _lineage(scope, named)
@@ -276,14 +422,14 @@ def _forget_request(
             f"{MAX_FORGET_RECORDS}; forget fewer at a time",
             reason="too_broad",
         )
-    mode = _forget_mode(selector, record_ids, utterance)
     return _ForgetRequest(
-        mode,
+        ask.mode,
         selector_sha256,
         utterance_sha256,
         records,
         tuple(r.record_id for r in named),
         needle,
+        tuple(episodes),
     )
 
 
@@ -291,7 +437,9 @@ def _episode_ids(records: Iterable[Record]) -> list[str]:
     return sorted({r.episode_id for r in records if r.episode_id})
 
 
-def _forget_recall_queries(scope: Scope, records: list[Record], needle: Needle | None) -> None:
+def _forget_recall_queries(
+    scope: Scope, records: list[Record], needle: Needle | None, texts: Sequence[str] = ()
+) -> None:
     """Clear stored recall query text that could repeat what was forgotten.
 
     Query text is kept only when the operator turned query storage on. A
@@ -306,6 +454,8 @@ def _forget_recall_queries(scope: Scope, records: list[Record], needle: Needle |
     stored = RetrievalEvent.objects.exclude(query_text="")
     stored.filter(pk__in=considered).update(query_text="")
     words = {word for r in records for word in word_tokens(r.content)}
+    # The forgotten messages' own words (an episode forgotten by ID or session).
+    words.update(word for text in texts for word in word_tokens(text))
     if needle is not None:
         words.update(word for phrase in needle.phrases for word in phrase)
     words -= search.STOP_WORDS
@@ -326,14 +476,42 @@ def _forget_recall_queries(scope: Scope, records: list[Record], needle: Needle |
         last = rows[-1][0]
 
 
-def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str], list[str]]:
-    """Tombstone records, clear their source episodes' text; returns the purged IDs.
+def _purge(
+    scope: Scope, records: list[Record], now: datetime, episode_ids: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Tombstone records, clear their source episodes' text (and ``episode_ids``'); returns
+    the purged record and episode IDs.
 
-    After the transaction commits, the database is asked to drop the freed
-    bytes (see :func:`_drop_freed_bytes`).
+    Every store keeping a copy of what was purged (the API's kept answers) is
+    told inside this transaction (:mod:`aetnaweb.purges`). After the
+    transaction commits, the database is asked to drop the freed bytes (see
+    :func:`_drop_freed_bytes`).
     """
-    if not records:
+    if not records and not episode_ids:
         return [], []
+    if records:
+        _purge_records(scope, records, now)
+    purged_episode_ids = sorted(set(_episode_ids(records)) | set(episode_ids))
+    emptied: list[str] = []
+    if purged_episode_ids:
+        # Only messages emptied now are news to copies: one emptied by an earlier
+        # forget is named by that forget's receipt, which holds no content.
+        emptied = list(
+            Episode.objects.filter(
+                episode_id__in=purged_episode_ids, purged_at__isnull=True
+            ).values_list("episode_id", flat=True)
+        )
+        # A message's text is cleared even when another fact drawn from it stays
+        # active: the text holds the forgotten words too. That fact keeps its own content.
+        # One emptied before keeps the time it was emptied.
+        Episode.objects.filter(episode_id__in=emptied).update(text="", purged_at=now)
+    record_ids = [r.record_id for r in records]
+    purges.announce(purges.PurgedContent(str(scope), tuple(record_ids), tuple(sorted(emptied))))
+    transaction.on_commit(_drop_freed_bytes)
+    return record_ids, purged_episode_ids
+
+
+def _purge_records(scope: Scope, records: list[Record], now: datetime) -> None:
     pks = [r.pk for r in records]
     # Only active records are in the index (supersession and quarantine keep them out).
     search.unindex_records([r.pk for r in records if r.status == Status.ACTIVE])
@@ -352,13 +530,54 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
     # A review reason may quote the content: it goes with it.
     ReviewReason.objects.filter(record_id__in=[r.record_id for r in records]).update(reason="")
-    episode_ids = _episode_ids(records)
-    if episode_ids:
-        # A message's text is cleared even when another fact drawn from it stays
-        # active: the text holds the forgotten words too. That fact keeps its own content.
-        Episode.objects.filter(episode_id__in=episode_ids).update(text="", purged_at=now)
-    transaction.on_commit(_drop_freed_bytes)
-    return [r.record_id for r in records], episode_ids
+
+
+# How record and episode IDs appear in an API answer (memory.services._common._new_id).
+_ANSWER_IDS = re.compile(rb"\b(?:mem|ep)_[0-9a-f]{32}\b")
+
+
+def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
+    """The records and messages an API answer names whose content was purged after ``since``.
+
+    Registered with :mod:`aetnaweb.purges` for the answers kept for
+    ``Idempotency-Key`` replays. The named rows are locked (all of them,
+    purged or not), so a forget running now either committed
+    before this read or waits for the caller's transaction and then finds the
+    kept answer. A deletion receipt names what it purged and holds no content:
+    it names nothing here.
+    """
+    named = sorted({match.decode("ascii") for match in _ANSWER_IDS.findall(answer)})
+    if not named or _is_deletion_receipt(answer):
+        return []
+    # In key order, records before episodes, as a forget takes them: two lockers
+    # then never wait on each other in a cycle. NO KEY UPDATE: the weakest row
+    # lock the ORM offers that a purge's update must wait for.
+    records = (
+        Record.objects.select_for_update(no_key=True)
+        .filter(record_id__in=[i for i in named if i.startswith("mem_")])
+        .order_by("pk")
+    )
+    episodes = (
+        Episode.objects.select_for_update(no_key=True)
+        .filter(episode_id__in=[i for i in named if i.startswith("ep_")])
+        .order_by("pk")
+    )
+    return sorted(
+        [i for i, when in records.values_list("record_id", "deleted_at") if when and when > since]
+        + [
+            i
+            for i, when in episodes.values_list("episode_id", "purged_at")
+            if when and when > since
+        ]
+    )
+
+
+def _is_deletion_receipt(answer: bytes) -> bool:
+    try:
+        data = json.loads(answer)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("format") == DELETION_RECEIPT_FORMAT
 
 
 def _drop_freed_bytes() -> None:
@@ -395,6 +614,22 @@ def _preview_rows(records: list[Record], matched: set[str]) -> tuple[dict[str, A
     )
 
 
+def _preview_episode_rows(request: _ForgetRequest) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "episode_id": e.episode_id,
+            # False: emptied because a record drawn from it is purged.
+            "matched": e.episode_id in request.matched_episode_ids,
+            "session_id": e.session_id,
+            "turn_id": e.turn_id,
+            "source_type": e.source_type,
+            "text": e.text,
+            "created_at": e.created_at.isoformat(),
+        }
+        for e in Episode.objects.filter(episode_id__in=request.episode_ids).order_by("episode_id")
+    )
+
+
 @storable_text_arguments
 @transaction.atomic
 def forget_preview(
@@ -403,24 +638,29 @@ def forget_preview(
     selector: str | None = None,
     record_ids: Sequence[str] | None = None,
     utterance: str | None = None,
+    episode_ids: Sequence[str] | None = None,
+    session_id: str | None = None,
     principal: Principal,
 ) -> ForgetPreview:
-    """Exactly the records (and source episodes) a forget with these arguments would purge.
+    """Exactly the records and stored messages (episodes) a forget with these arguments would purge.
 
-    The matches and their whole lineage; each row says whether it matched
-    itself. Writes nothing; an empty or vague request, or one that matches
-    nothing, raises :class:`SelectorError`.
+    The matches and their whole lineage, and every episode emptied; each row
+    says whether it matched itself. Writes nothing; an empty or vague
+    request, or one that matches nothing, raises :class:`SelectorError`.
     """
     parsed = access.require(principal, access.FORGET, scope)
     request = _forget_request(
-        parsed, selector=selector, record_ids=record_ids, utterance=utterance, lock=False
+        parsed,
+        ask=_Ask(selector, record_ids, utterance, episode_ids, session_id),
+        lock=False,
     )
     return ForgetPreview(
         scope=str(parsed),
         mode=request.mode,
         record_ids=tuple(r.record_id for r in request.records),
-        episode_ids=tuple(_episode_ids(request.records)),
+        episode_ids=tuple(request.episode_ids),
         records=_preview_rows(request.records, set(request.matched_ids)),
+        episodes=_preview_episode_rows(request),
     )
 
 
@@ -442,79 +682,117 @@ def forget(
     selector: str | None = None,
     record_ids: Sequence[str] | None = None,
     utterance: str | None = None,
+    episode_ids: Sequence[str] | None = None,
+    session_id: str | None = None,
     expected_record_ids: Sequence[str] | None = None,
+    expected_episode_ids: Sequence[str] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """Purge the matching records at exactly ``scope`` with their whole lineage; return the receipt.
+    """Purge the matching records and stored messages at exactly ``scope``; return the receipt.
 
-    A selector or utterance matches whole words (case-insensitive); record IDs
-    name records directly (superseded ones too). Every record linked to a
+    A selector or utterance matches whole words (case-insensitive) in records
+    and in stored messages (episodes); record IDs name records directly
+    (superseded ones too); episode IDs or a session ID name stored messages,
+    and every record drawn from them goes with them. Every record linked to a
     match by supersession is purged with it: content, fact key and source
     episode text cleared, out of the full-text index, stored recall queries
-    that repeat it cleared, freed bytes dropped after commit. Returns an
-    ``aetnamem-deletion-receipt-v1`` bound to the ``memory.forget`` event.
-    With ``expected_record_ids`` (the previewed IDs) it purges exactly those
-    or refuses with :class:`ForgetPreviewStale`; without them, more than
-    ``MAX_UNPREVIEWED_FORGET`` records are refused. An empty or vague request,
-    one that matches nothing or one that needs a preview is refused with
-    :class:`SelectorError` and recorded as ``memory.forget_rejected`` (that
-    one event commits even though the call raises; nothing else is written).
+    that repeat it cleared, kept API answers naming it rewritten, freed bytes
+    dropped after commit. Returns an ``aetnamem-deletion-receipt-v1`` bound
+    to the ``memory.forget`` event, listing the purged record and episode IDs.
+    With ``expected_record_ids`` / ``expected_episode_ids`` (the previewed
+    IDs) it purges exactly those or refuses with :class:`ForgetPreviewStale`;
+    without them, more than ``MAX_UNPREVIEWED_FORGET`` records and messages
+    are refused. An empty or vague request, one that matches nothing or one
+    that needs a preview is refused with :class:`SelectorError` and recorded
+    as ``memory.forget_rejected`` (that one event commits even though the
+    call raises; nothing else is written).
     """
     parsed = access.require(principal, access.FORGET, scope)
     actor_label = access.audit_actor(principal, actor, default="user")
+    ask = _Ask(selector, record_ids, utterance, episode_ids, session_id)
     try:
         return _forget_apply(
             parsed,
-            selector=selector,
-            record_ids=record_ids,
-            utterance=utterance,
+            ask=ask,
             expected_record_ids=expected_record_ids,
+            expected_episode_ids=expected_episode_ids,
             actor=actor_label,
         )
     except SelectorError as exc:
-        mode = _forget_mode(selector, record_ids, utterance)
         _record_forget_rejected(
-            parsed, actor=actor_label, reason=exc.reason, mode=mode, utterance=utterance
+            parsed, actor=actor_label, reason=exc.reason, mode=ask.mode, utterance=utterance
         )
         raise
+
+
+def _check_preview(
+    request: _ForgetRequest,
+    expected_record_ids: Sequence[str] | None,
+    expected_episode_ids: Sequence[str] | None,
+) -> None:
+    """Refuse a forget larger than the unpreviewed bound, or one that differs from its preview."""
+    # Messages matched themselves, beyond the records' own sources (which follow the records).
+    extra = request.matched_episode_ids - set(_episode_ids(request.records))
+    size = len(request.records) + len(extra)
+    if expected_record_ids is None and expected_episode_ids is None:
+        if size > MAX_UNPREVIEWED_FORGET:
+            raise SelectorError(
+                f"this forget would purge {size} records and stored messages (with their "
+                f"lineage), more than {MAX_UNPREVIEWED_FORGET} without a preview: preview "
+                "first, then forget passing the previewed record_ids and episode_ids as "
+                "expected_record_ids and expected_episode_ids",
+                reason="preview_required",
+            )
+        return
+    changes = []
+    if expected_record_ids is not None:
+        changes += _differences(
+            "records", set(expected_record_ids), {r.record_id for r in request.records}
+        )
+    if expected_episode_ids is not None:
+        changes += _differences(
+            "stored messages", set(expected_episode_ids), set(request.episode_ids)
+        )
+    elif extra:
+        changes.append(
+            f"it also empties stored messages {sorted(extra)} that the confirmation does not "
+            "name (pass the preview's episode_ids as expected_episode_ids)"
+        )
+    if changes:
+        raise ForgetPreviewStale(
+            "the records or messages this forget matches changed since the preview ("
+            + "; ".join(changes)
+            + "); preview again and confirm the new lists"
+        )
+
+
+def _differences(noun: str, expected: set[str], actual: set[str]) -> list[str]:
+    if expected == actual:
+        return []
+    added, gone = sorted(actual - expected), sorted(expected - actual)
+    return [f"{noun} now also matched: {added or 'none'}; no longer matched: {gone or 'none'}"]
 
 
 @transaction.atomic
 def _forget_apply(
     scope: Scope,
     *,
-    selector: str | None,
-    record_ids: Sequence[str] | None,
-    utterance: str | None,
+    ask: _Ask,
     expected_record_ids: Sequence[str] | None,
+    expected_episode_ids: Sequence[str] | None,
     actor: str,
 ) -> dict[str, Any]:
     lock_subject(str(scope))
-    request = _forget_request(
-        scope, selector=selector, record_ids=record_ids, utterance=utterance, lock=True
-    )
-    if expected_record_ids is None and len(request.records) > MAX_UNPREVIEWED_FORGET:
-        raise SelectorError(
-            f"this forget would purge {len(request.records)} records (with their lineage), "
-            f"more than {MAX_UNPREVIEWED_FORGET} without a preview: preview first, then "
-            "forget passing the previewed record IDs as expected_record_ids",
-            reason="preview_required",
-        )
-    if expected_record_ids is not None:
-        expected = set(expected_record_ids)
-        actual = {r.record_id for r in request.records}
-        if expected != actual:
-            added = sorted(actual - expected)
-            gone = sorted(expected - actual)
-            raise ForgetPreviewStale(
-                "the records this forget matches changed since the preview "
-                f"(now also matches: {added or 'none'}; no longer matches: {gone or 'none'}); "
-                "preview again and confirm the new list"
-            )
+    request = _forget_request(scope, ask=ask, lock=True)
+    _check_preview(request, expected_record_ids, expected_episode_ids)
     now = timezone.now()
-    _forget_recall_queries(scope, request.records, request.needle)
-    purged_ids, episode_ids = _purge(scope, request.records, now)
+    _forget_recall_queries(
+        scope, request.records, request.needle, [e.text for e in request.episodes]
+    )
+    purged_ids, episode_ids = _purge(
+        scope, request.records, now, [e.episode_id for e in request.episodes]
+    )
     payload: dict[str, Any] = {
         "mode": request.mode,
         "selector_sha256": request.selector_sha256,

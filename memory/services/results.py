@@ -127,6 +127,8 @@ class ForgetPreview(_AsDict):
     record_ids: tuple[str, ...]
     episode_ids: tuple[str, ...]
     records: tuple[dict[str, Any], ...]
+    # Every stored message the forget empties: matched itself, or a purged record's source.
+    episodes: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

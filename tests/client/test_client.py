@@ -73,6 +73,22 @@ def test_forget_with_preview_then_apply(alice):
     assert alice.recall(SCOPE, "backup email")["returned_ids"] == []
 
 
+def test_forget_a_message_with_no_record_by_words_then_a_session(alice):
+    said = alice.remember(SCOPE, "The wifi password at the office is tulip-42.")
+    assert said["records"] == []
+    preview = alice.forget_preview(SCOPE, utterance="forget the wifi password")
+    assert preview["episode_ids"] == [said["episode_id"]]
+    receipt = alice.forget(
+        SCOPE,
+        utterance="forget the wifi password",
+        expected_record_ids=preview["record_ids"],
+        expected_episode_ids=preview["episode_ids"],
+    )
+    assert receipt["purged_episode_ids"] == [said["episode_id"]]
+    alice.remember(SCOPE, "My shell is zsh", session_id="s9")
+    assert len(alice.forget(SCOPE, session_id="s9")["purged_record_ids"]) == 1
+
+
 def test_a_stale_forget_preview_is_a_conflict_and_purges_nothing(alice):
     first = alice.remember(SCOPE, "My backup email is a@example.org")["records"][0]
     with pytest.raises(Conflict) as caught:

@@ -616,7 +616,7 @@ def test_forget_refuses_text_and_selection_together(reviewer, facts):
         {"step": "preview", "selector": "editor", "record_ids": [facts["editor"]]},
     )
     assert response.status_code == 400
-    assert "not both" in body(response)
+    assert "one thing at a time" in body(response)
 
 
 def test_forget_of_a_record_at_another_scope_is_refused_with_its_reason(reviewer):

@@ -306,10 +306,18 @@ class Client:
         selector: str | None = None,
         record_ids: list[str] | None = None,
         utterance: str | None = None,
+        episode_ids: list[str] | None = None,
+        session_id: str | None = None,
     ) -> ForgetPreview:
-        """What a forget would purge (writes nothing)."""
+        """What a forget would purge: records and stored messages (writes nothing)."""
         call = _Calls.forget(
-            True, scope, selector=selector, record_ids=record_ids, utterance=utterance
+            True,
+            scope,
+            selector=selector,
+            record_ids=record_ids,
+            utterance=utterance,
+            episode_ids=episode_ids,
+            session_id=session_id,
         )
         return cast(ForgetPreview, self._run(call))
 
@@ -320,16 +328,23 @@ class Client:
         selector: str | None = None,
         record_ids: list[str] | None = None,
         utterance: str | None = None,
+        episode_ids: list[str] | None = None,
+        session_id: str | None = None,
         expected_record_ids: list[str] | None = None,
+        expected_episode_ids: list[str] | None = None,
     ) -> JSON:
-        """Purge matching records at exactly ``scope``; returns the deletion receipt."""
+        """Purge matching records and stored messages at exactly ``scope``; returns the
+        deletion receipt."""
         call = _Calls.forget(
             False,
             scope,
             selector=selector,
             record_ids=record_ids,
             utterance=utterance,
+            episode_ids=episode_ids,
+            session_id=session_id,
             expected_record_ids=expected_record_ids,
+            expected_episode_ids=expected_episode_ids,
         )
         return cast(JSON, self._run(call))
 

@@ -83,6 +83,7 @@ class ForgetPreview(TypedDict):
     record_ids: list[str]
     episode_ids: list[str]
     records: list[dict[str, Any]]
+    episodes: list[dict[str, Any]]
 
 
 class TokenInfo(TypedDict):

@@ -9,8 +9,10 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory list SCOPE [--status S] [--source-type T] [--trust-tier T] [--session S]
                       [--text T] [--subtree] [--after CURSOR] [--limit N]
     memory show RECORD_ID
-    memory forget SCOPE (--selector TEXT | --record-id ID ... | --utterance TEXT)
-                        [--preview] [--expect ID ...] [--receipt-out FILE]
+    memory forget SCOPE (--selector TEXT | --record-id ID ... | --utterance TEXT
+                         | --episode-id ID ... | --session S)
+                        [--preview] [--expect ID ...] [--expect-episode ID ...]
+                        [--receipt-out FILE]
     memory promote SCOPE RECORD_ID [--reason TEXT]
     memory reject SCOPE RECORD_ID [--reason TEXT] [--receipt-out FILE]
     memory consolidate SCOPE
@@ -105,12 +107,27 @@ class Command(BaseCommand):
         )
         show.add_argument("record_id")
 
-        forget = verb("forget", "purge records at exactly SCOPE and print the deletion receipt")
-        forget.add_argument("--selector", help="whole words the records to forget hold (any case)")
+        forget = verb(
+            "forget",
+            "purge records and stored messages at exactly SCOPE and print the deletion receipt",
+        )
+        forget.add_argument(
+            "--selector",
+            help="whole words the records or stored messages to forget hold (any case)",
+        )
         forget.add_argument(
             "--record-id", dest="record_ids", action="append", help="repeat for several"
         )
         forget.add_argument("--utterance", help='the user\'s words, e.g. "forget my backup email"')
+        forget.add_argument(
+            "--episode-id",
+            dest="episode_ids",
+            action="append",
+            help="a stored message to forget with the records drawn from it (repeat for several)",
+        )
+        forget.add_argument(
+            "--session", dest="session_id", help="forget every message and record of a session"
+        )
         forget.add_argument(
             "--preview", action="store_true", help="show what would go; write nothing"
         )
@@ -118,6 +135,12 @@ class Command(BaseCommand):
             "--expect",
             action="append",
             help="a previewed record ID (repeat); refuse if the match changed",
+        )
+        forget.add_argument(
+            "--expect-episode",
+            dest="expect_episodes",
+            action="append",
+            help="a previewed episode ID (repeat); refuse if the match changed",
         )
         forget.add_argument("--receipt-out", dest="receipt_out", help="also write the receipt here")
         forget.add_argument("--actor")
@@ -306,6 +329,8 @@ class Command(BaseCommand):
             "selector": options["selector"],
             "record_ids": options["record_ids"],
             "utterance": options["utterance"],
+            "episode_ids": options["episode_ids"],
+            "session_id": options["session_id"],
         }
         if options["preview"]:
             preview = services.forget_preview(scope=scope, principal=SYSTEM, **request)
@@ -315,13 +340,18 @@ class Command(BaseCommand):
                 f"{r['content']}"
                 for r in preview.records
             ]
-            lines.append(f"source episodes cleared: {', '.join(preview.episode_ids) or '-'}")
+            lines.append(f"and empty {len(preview.episode_ids)} stored message(s):")
+            lines += [
+                f"  {e['episode_id']}{' (matched)' if e['matched'] else ' (source)'}: {e['text']}"
+                for e in preview.episodes
+            ]
             self._emit(preview.as_dict(), "\n".join(lines))
             return
         receipt = services.forget(
             scope=scope,
             principal=SYSTEM,
             expected_record_ids=options["expect"],
+            expected_episode_ids=options["expect_episodes"],
             actor=options["actor"],
             **request,
         )
