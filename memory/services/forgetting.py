@@ -342,6 +342,9 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
         content="",
         fact_key="",
         content_digest="",
+        # Without its salt no digest the chain keeps of this record can be
+        # recomputed or tested against guesses (memory/binding.py).
+        digest_salt="",
         # Metadata may hold personal data (a customer ID, an address): it is
         # purged with the content, index rows included.
         metadata={},
@@ -356,7 +359,9 @@ def _purge(scope: Scope, records: list[Record], now: datetime) -> tuple[list[str
     if episode_ids:
         # A message's text is cleared even when another fact drawn from it stays
         # active: the text holds the forgotten words too. That fact keeps its own content.
-        Episode.objects.filter(episode_id__in=episode_ids).update(text="", purged_at=now)
+        Episode.objects.filter(episode_id__in=episode_ids).update(
+            text="", digest_salt="", purged_at=now
+        )
     transaction.on_commit(_drop_freed_bytes)
     return [r.record_id for r in records], episode_ids
 
