@@ -164,7 +164,11 @@ class ChainReplay:
         elif event_type in PURGE_EVENTS:
             for purged in _ids(payload.get("purged_record_ids")):
                 target = self.records.get(purged)
-                if target is not None and target.subject_id == subject_id and target.purged_by is None:
+                if (
+                    target is not None
+                    and target.subject_id == subject_id
+                    and target.purged_by is None
+                ):
                     target.status, target.purged_by = "tombstoned", (event_type, sequence)
             for episode_id in _ids(payload.get("purged_episode_ids")):
                 episode = self.episodes.get(episode_id)

@@ -923,7 +923,7 @@ def _state(row: binding.RecordRow, view: binding.RecordView | None, reasons: lis
     return "ok" if "content_sha256" in view.payload else "unbound"
 
 
-def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str]]:
+def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str, str]]:
     """The events of the record's chain that decide what it should be, in order.
 
     Its own events (record_id column) and those that list it (supersessions,
@@ -939,7 +939,7 @@ def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str]
     return list(
         named.filter(event_type__in=binding.STATE_EVENTS)
         .order_by("sequence")
-        .values_list("sequence", "subject_id", "event_type", "record_id", "payload")
+        .values_list("sequence", "subject_id", "event_type", "record_id", "payload", "event_id")
     )
 
 
@@ -969,7 +969,7 @@ def content_binding(record: Record) -> ContentBinding:
     replay = binding.ChainReplay()
     events = _record_events(record)
     for event in events:
-        replay.feed(*event)
+        replay.feed(*event[:5])
     view = replay.records.get(record.record_id)
     marker = RecordAuditLink.objects.filter(
         record_id=record.record_id, event_type__in=binding.PURGE_EVENTS
@@ -995,15 +995,10 @@ def content_binding(record: Record) -> ContentBinding:
                 replay.episodes.get(episode.episode_id),
             )
     state = _state(row, view, reasons)
-    creation = next((e for e in events if e[2] in CREATION_EVENTS and e[3] == record.record_id), None)
-    event_id = None
-    if creation is not None:
-        event_id = AuditEvent.objects.filter(sequence=creation[0]).values_list(
-            "event_id", flat=True
-        ).first()
+    creation = next((e for e in events if view and e[0] == view.sequence), None)
     return ContentBinding(
         state,
-        event_id,
+        creation[5] if creation else None,
         view.event_type if view else None,
         view.sequence if view else None,
         tuple(reasons),
