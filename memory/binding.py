@@ -170,14 +170,14 @@ class ChainReplay:
                     and target.purged_by is None
                 ):
                     target.status, target.purged_by = "tombstoned", (event_type, sequence)
-            for episode_id in _ids(payload.get("purged_episode_ids")):
-                episode = self.episodes.get(episode_id)
+            for purged_episode in _ids(payload.get("purged_episode_ids")):
+                episode = self.episodes.get(purged_episode)
                 if episode is not None and episode.subject_id == subject_id:
                     episode.purged_by = episode.purged_by or (event_type, sequence)
         elif event_type == INGEST_EVENT:
-            episode_id = payload.get("episode_id")
-            if isinstance(episode_id, str) and episode_id not in self.episodes:
-                self.episodes[episode_id] = EpisodeView(subject_id, sequence, payload)
+            ingested = payload.get("episode_id")
+            if isinstance(ingested, str) and ingested not in self.episodes:
+                self.episodes[ingested] = EpisodeView(subject_id, sequence, payload)
 
 
 # -- judging stored rows -----------------------------------------------------------------
