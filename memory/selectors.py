@@ -321,6 +321,8 @@ class RecordDetail:
     episode: Episode | None
     audit_events: list[AuditEvent]
     recalls: list[RetrievalHit]  # newest first, with .retrieval_event loaded
+    # Whether the record agrees with its scope's chain (the page's banner).
+    binding: ContentBinding
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -372,6 +374,9 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         record = _visible_record(principal, record_id)
     except access.AccessDenied:
         record = _recalled_ancestor_record(principal, record_id)
+    binding = content_binding(record)
+    if binding.chain_purged:
+        _as_purged(record)
     sequences = list(
         RecordAuditLink.objects.filter(record_id=record.record_id)
         .order_by("event_sequence")
@@ -398,7 +403,21 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         episode=record.episode if access.may(principal, access.READ, record.scope) else None,
         audit_events=events,
         recalls=hits,
+        binding=binding,
     )
+
+
+def _as_purged(record: Record) -> None:
+    """Show a record its chain purged as purged, whatever its row was set back to.
+
+    Only this in-memory copy changes (a read never writes); the binding's
+    reasons say what the row holds, and the verifiers name it.
+    """
+    record.status = Status.TOMBSTONED
+    record.content = record.fact_key = ""
+    record.metadata = {}
+    if record.episode is not None:
+        record.episode.text = ""
 
 
 def get_episode(principal: Principal, episode_id: str) -> Episode:
