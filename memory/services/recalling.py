@@ -34,9 +34,9 @@ from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from memory import metadata as record_metadata
 from memory import ranking, search, vectors
+from memory.binding import PURGE_EVENTS
 from memory.errors import InvalidInput
 from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from memory.binding import PURGE_EVENTS
 from memory.models import Record, RecordAuditLink, RetrievalEvent, RetrievalHit, Status
 from memory.services import scoring
 from memory.services._common import _audit, _check_limit, _context, _new_id
