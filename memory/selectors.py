@@ -979,16 +979,27 @@ def _episode_event(record: Record, before: int) -> tuple[int, str, str, None, st
     return None if row is None else (row[0], row[1], row[2], None, row[3])
 
 
+def _replayed(events: list[tuple[Any, ...]]) -> binding.ChainReplay:
+    replay = binding.ChainReplay()
+    for event in events:
+        replay.feed(*event[:5])
+    return replay
+
+
 def content_binding(record: Record) -> ContentBinding:
     """Whether one record (and its source episode) agree with its scope's chain.
 
     For the record page and ``memory inspect``: the same rules as the
     verifier (:func:`content_failures`), read through the record's indexes.
     """
-    replay = binding.ChainReplay()
     events = _record_events(record)
-    for event in events:
-        replay.feed(*event[:5])
+    view = _replayed(events).records.get(record.record_id)
+    episode = record.episode if record.episode_id else None
+    if view is not None and episode is not None:
+        ingest = _episode_event(record, view.sequence)
+        if ingest is not None:  # replayed in order, so a purge after it is seen
+            events = sorted([*events, (*ingest, "")])
+    replay = _replayed(events)
     view = replay.records.get(record.record_id)
     marker = RecordAuditLink.objects.filter(
         record_id=record.record_id, event_type__in=binding.PURGE_EVENTS
@@ -1000,19 +1011,15 @@ def content_binding(record: Record) -> ContentBinding:
         tuple(getattr(record, name.strip()) for name in _RECORD_COLUMNS.split(",")), has_marker
     )
     reasons = binding.record_reasons(row, view)
-    episode = record.episode if record.episode_id else None
-    if view is not None and episode is not None:
-        ingest = _episode_event(record, view.sequence)
-        if ingest is not None:
-            replay.feed(*ingest)
-            reasons += binding.episode_reasons(
-                episode.episode_id,
-                episode.scope,
-                episode.text,
-                episode.purged_at is not None,
-                episode.digest_salt,
-                replay.episodes.get(episode.episode_id),
-            )
+    if episode is not None:
+        reasons += binding.episode_reasons(
+            episode.episode_id,
+            episode.scope,
+            episode.text,
+            episode.purged_at is not None,
+            episode.digest_salt,
+            replay.episodes.get(episode.episode_id),
+        )
     state = _state(row, view, reasons)
     creation = next((e for e in events if view and e[0] == view.sequence), None)
     return ContentBinding(
