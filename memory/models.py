@@ -57,7 +57,7 @@ class Episode(ScopedRow):
     # Keys the salted message_sha256 its episode.ingested event commits
     # (memory/binding.py); cleared with the text, so the digest can no longer
     # be tested against guesses. Empty for episodes stored before salting.
-    digest_salt = models.CharField(max_length=64, blank=True, default="")
+    digest_salt = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_at = models.DateTimeField()
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -111,7 +111,7 @@ class Record(ScopedRow):
     # Keys the salted content, metadata and fact key digests the creation
     # event commits (memory/binding.py); purged with the content. Empty for
     # records stored before salting (their chain digests are plain SHA-256).
-    digest_salt = models.CharField(max_length=64, blank=True, default="")
+    digest_salt = models.CharField(max_length=64, blank=True, default="", db_default="")
     supersedes = models.ForeignKey(
         "self",
         to_field="record_id",
