@@ -312,7 +312,13 @@ def episode_reasons(
             f"({event_type} at sequence {sequence})"
         ]
     if purged:
-        return [f"episode {episode_id} is purged but still holds its text"] if text else []
+        # Every purge of an episode's text must clear its salt too, or the
+        # message digest stays testable by anyone who reads the database.
+        return (
+            [f"episode {episode_id} is purged but still holds its text or digest salt"]
+            if text or salt
+            else []
+        )
     bound = view.payload.get("message_sha256")
     if isinstance(bound, str) and _digest_of(view.payload, salt, text) != bound:
         return [

@@ -646,7 +646,11 @@ def _episode_reason_list(row: dict[str, Any], view: _EpisodeView | None) -> list
             f"({event_type} at sequence {sequence})"
         ]
     if purged:
-        return [f"episode {episode_id} is purged but still holds its text"] if text else []
+        return (
+            [f"episode {episode_id} is purged but still holds its text or digest salt"]
+            if text or salt
+            else []
+        )
     bound = view.payload.get("message_sha256")
     if isinstance(bound, str) and _bound_digest(view.payload, salt, text) != bound:
         return [

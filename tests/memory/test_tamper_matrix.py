@@ -156,6 +156,16 @@ EDITS = {
         ),
         "text does not match the message_sha256 its episode.ingested event binds",
     ),
+    "episode_purged_keeping_salt": Edit(
+        lambda: remember("My editor is helix."),
+        lambda r: sql(
+            # a purge that forgets the salt: the message digest stays testable
+            "UPDATE memory_episode SET text = '', purged_at = CURRENT_TIMESTAMP "
+            "WHERE episode_id = %s",
+            [r.episode_id],
+        ),
+        "is purged but still holds its text or digest salt",
+    ),
     "revived": Edit(forgotten, revive, "is active, but its chain purged it (memory.forget"),
     "purged_fact_key_restored": Edit(
         forgotten, _set("fact_key", "bank pin"), "still holds its fact key, metadata or digest"
