@@ -42,6 +42,7 @@ INGEST_EVENT = "episode.ingested"
 STATE_EVENTS = (
     *CREATION_EVENTS,
     "memory.record_promoted",
+    "memory.record_corrected",
     "memory.consolidated",
     *PURGE_EVENTS,
     INGEST_EVENT,
@@ -156,6 +157,8 @@ class ChainReplay:
         elif event_type == "memory.record_promoted":
             if view is not None and view.subject_id == subject_id and view.purged_by is None:
                 view.status, view.trust_tier = "active", "user_confirmed"
+            self._supersede(subject_id, payload)
+        elif event_type == "memory.record_corrected":
             self._supersede(subject_id, payload)
         elif event_type == "memory.consolidated":
             for group in [*payload.get("duplicates", []), *payload.get("fact_keys", [])]:

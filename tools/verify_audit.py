@@ -427,6 +427,7 @@ INGEST_EVENT = "episode.ingested"
 STATE_EVENTS = (
     *CREATION_EVENTS,
     "memory.record_promoted",
+    "memory.record_corrected",
     "memory.consolidated",
     *PURGE_EVENTS,
     INGEST_EVENT,
@@ -503,6 +504,8 @@ def _replay(
         elif event_type == "memory.record_promoted":
             if view is not None and view.subject_id == subject_id and view.purged_by is None:
                 view.status, view.trust_tier = "active", "user_confirmed"
+            supersede(subject_id, payload)
+        elif event_type == "memory.record_corrected":
             supersede(subject_id, payload)
         elif event_type == "memory.consolidated":
             groups = payload.get("duplicates", []), payload.get("fact_keys", [])

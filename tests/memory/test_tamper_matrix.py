@@ -24,6 +24,7 @@ from django.utils.html import escape
 from aetnaweb.access import SYSTEM
 from audit.verification import verify_all, verify_subject
 from memory import search, selectors, services
+from memory.corrections import correct_record
 from memory.models import Episode, Record
 from tests.factories import login_as, make_operator
 from tests.tools.test_verify_audit import database_file, parse_report, run_tool
@@ -259,6 +260,12 @@ def test_an_untouched_history_passes_every_check():
     other = remember("<webpage>My shell is fish.</webpage>")
     services.reject(principal=SYSTEM, scope=SCOPE, record_id=other.record_id, reason="no")
     services.remember_fact(principal=SYSTEM, scope=SCOPE, key="timezone", value="UTC")
+    note = remember("Remember that the standup moved to ten.")
+    correct_record(principal=SYSTEM, record_id=note.record_id, content="The standup is at nine.")
+    quarantined_note = remember("<webpage>My pager number is 5550100.</webpage>")
+    correct_record(
+        principal=SYSTEM, record_id=quarantined_note.record_id, content="User's email is a@b.org."
+    )
     services.consolidate(principal=SYSTEM, scope=SCOPE)
     forgotten()
     # Then the chain check, inspect and each record's binding agree with the rows
