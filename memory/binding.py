@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,10 +88,30 @@ def message_digests(salt: str, text: str) -> dict[str, str]:
     return {"digests": SALTED, "message_sha256": salted_sha256(salt, text)}
 
 
+def _interned(value: Any) -> Any:
+    """One shared copy of a string repeated across views (scopes, statuses); else as is."""
+    return sys.intern(value) if type(value) is str else value
+
+
 # -- replaying the chain -----------------------------------------------------------------
 
+# The payload fields a judgement reads; the rest is dropped as the chain is
+# replayed, since a whole-database check keeps one view per record.
+BOUND_FIELDS = frozenset(
+    {
+        "digests",
+        "content_sha256",
+        "metadata_sha256",
+        "fact_key_sha256",
+        "fact_key",
+        "source_type",
+        "episode_id",
+        "kind",
+    }
+)
 
-@dataclass
+
+@dataclass(slots=True)
 class RecordView:
     """What a scope's chain says one record is now."""
 
@@ -103,7 +124,7 @@ class RecordView:
     purged_by: tuple[str, int] | None = None  # (event type, sequence)
 
 
-@dataclass
+@dataclass(slots=True)
 class EpisodeView:
     subject_id: str
     sequence: int
@@ -146,12 +167,12 @@ class ChainReplay:
         if event_type in CREATION_EVENTS and isinstance(record_id, str):
             if view is None:  # the first creation event is the binding one
                 self.records[record_id] = RecordView(
-                    subject_id,
+                    _interned(subject_id),
                     sequence,
                     event_type,
-                    payload,
-                    str(payload.get("status", "")),
-                    str(payload.get("trust_tier", "")),
+                    {key: value for key, value in payload.items() if key in BOUND_FIELDS},
+                    _interned(str(payload.get("status", ""))),
+                    _interned(str(payload.get("trust_tier", ""))),
                 )
             self._supersede(subject_id, payload)
         elif event_type == "memory.record_promoted":
@@ -180,7 +201,14 @@ class ChainReplay:
         elif event_type == INGEST_EVENT:
             ingested = payload.get("episode_id")
             if isinstance(ingested, str) and ingested not in self.episodes:
-                self.episodes[ingested] = EpisodeView(subject_id, sequence, payload)
+                self.episodes[ingested] = EpisodeView(
+                    _interned(subject_id),
+                    sequence,
+                    {
+                        "digests": payload.get("digests"),
+                        "message_sha256": payload.get("message_sha256"),
+                    },
+                )
 
 
 # -- judging stored rows -----------------------------------------------------------------

@@ -435,7 +435,22 @@ STATE_EVENTS = (
 _CHUNK = 5000
 
 
-@dataclass
+# The payload fields a judgement reads; the rest is dropped while replaying.
+_BOUND_FIELDS = frozenset(
+    {
+        "digests",
+        "content_sha256",
+        "metadata_sha256",
+        "fact_key_sha256",
+        "fact_key",
+        "source_type",
+        "episode_id",
+        "kind",
+    }
+)
+
+
+@dataclass(slots=True)
 class _RecordView:
     subject_id: str
     sequence: int
@@ -446,12 +461,17 @@ class _RecordView:
     purged_by: tuple[str, int] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _EpisodeView:
     subject_id: str
     sequence: int
     payload: dict[str, Any]
     purged_by: tuple[str, int] | None = None
+
+
+def _interned(value: Any) -> Any:
+    """One shared copy of a string repeated across views (scopes, statuses); else as is."""
+    return sys.intern(value) if type(value) is str else value
 
 
 def _object(text: Any) -> dict[str, Any]:
@@ -493,12 +513,12 @@ def _replay(
         if event_type in CREATION_EVENTS and isinstance(record_id, str):
             if view is None:
                 records[record_id] = _RecordView(
-                    subject_id,
+                    _interned(subject_id),
                     sequence,
                     event_type,
-                    payload,
-                    str(payload.get("status", "")),
-                    str(payload.get("trust_tier", "")),
+                    {key: value for key, value in payload.items() if key in _BOUND_FIELDS},
+                    _interned(str(payload.get("status", ""))),
+                    _interned(str(payload.get("trust_tier", ""))),
                 )
             supersede(subject_id, payload)
         elif event_type == "memory.record_promoted":
@@ -524,7 +544,14 @@ def _replay(
         elif event_type == INGEST_EVENT:
             ingested = payload.get("episode_id")
             if isinstance(ingested, str) and ingested not in episodes:
-                episodes[ingested] = _EpisodeView(subject_id, sequence, payload)
+                episodes[ingested] = _EpisodeView(
+                    _interned(subject_id),
+                    sequence,
+                    {
+                        "digests": payload.get("digests"),
+                        "message_sha256": payload.get("message_sha256"),
+                    },
+                )
     return records, episodes
 
 
