@@ -95,13 +95,15 @@ def _interned(value: Any) -> Any:
 
 # -- replaying the chain -----------------------------------------------------------------
 
-# The payload fields a judgement reads; the rest is dropped as the chain is
-# replayed, since a whole-database check keeps one view per record.
+# The payload fields a judgement reads. A whole-database replay keeps no
+# payloads at all (one small view per record and episode); the checker reads
+# the creation and ingest payloads back by sequence, a chunk of rows at a time.
 BOUND_FIELDS = frozenset(
     {
         "digests",
         "content_sha256",
         "metadata_sha256",
+        "message_sha256",
         "fact_key_sha256",
         "fact_key",
         "source_type",
@@ -118,18 +120,24 @@ class RecordView:
     subject_id: str
     sequence: int  # its creation event
     event_type: str
-    payload: dict[str, Any]
     status: str
     trust_tier: str
     purged_by: tuple[str, int] | None = None  # (event type, sequence)
+    # The creation event's bound fields (:func:`bound_fields`), set before judging.
+    payload: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
 class EpisodeView:
     subject_id: str
     sequence: int
-    payload: dict[str, Any]
     purged_by: tuple[str, int] | None = None
+    payload: dict[str, Any] | None = None  # the ingest event's bound fields
+
+
+def bound_fields(payload_text: Any) -> dict[str, Any]:
+    """The fields of a creation or ingest payload that a judgement reads."""
+    return {key: value for key, value in _payload(payload_text).items() if key in BOUND_FIELDS}
 
 
 def _payload(text: Any) -> dict[str, Any]:
@@ -142,16 +150,32 @@ def _payload(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _listed(payload: dict[str, Any], key: str) -> list[Any]:
+    value = payload.get(key)
+    return value if isinstance(value, list) else []
+
+
 def _ids(value: Any) -> list[str]:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 class ChainReplay:
-    """Feed it ``(sequence, subject_id, event_type, record_id, payload)`` in sequence order."""
+    """Feed it ``(sequence, subject_id, event_type, record_id, payload)`` in sequence order.
 
-    def __init__(self) -> None:
+    With ``keep_payloads`` (a single record's few events) each view keeps its
+    creation or ingest payload's bound fields; without, they are read back
+    later (:attr:`RecordView.payload` is then None until set).
+    """
+
+    def __init__(self, *, keep_payloads: bool = False) -> None:
         self.records: dict[str, RecordView] = {}
         self.episodes: dict[str, EpisodeView] = {}
+        self.keep_payloads = keep_payloads
+
+    def _kept(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if not self.keep_payloads:
+            return None
+        return {key: value for key, value in payload.items() if key in BOUND_FIELDS}
 
     def _supersede(self, subject_id: str, payload: dict[str, Any]) -> None:
         for record_id in _ids(payload.get("superseded_ids")):
@@ -170,9 +194,9 @@ class ChainReplay:
                     _interned(subject_id),
                     sequence,
                     event_type,
-                    {key: value for key, value in payload.items() if key in BOUND_FIELDS},
                     _interned(str(payload.get("status", ""))),
                     _interned(str(payload.get("trust_tier", ""))),
+                    payload=self._kept(payload),
                 )
             self._supersede(subject_id, payload)
         elif event_type == "memory.record_promoted":
@@ -182,7 +206,7 @@ class ChainReplay:
         elif event_type == "memory.record_corrected":
             self._supersede(subject_id, payload)
         elif event_type == "memory.consolidated":
-            for group in [*payload.get("duplicates", []), *payload.get("fact_keys", [])]:
+            for group in [*_listed(payload, "duplicates"), *_listed(payload, "fact_keys")]:
                 if isinstance(group, dict):
                     self._supersede(subject_id, group)
         elif event_type in PURGE_EVENTS:
@@ -202,12 +226,7 @@ class ChainReplay:
             ingested = payload.get("episode_id")
             if isinstance(ingested, str) and ingested not in self.episodes:
                 self.episodes[ingested] = EpisodeView(
-                    _interned(subject_id),
-                    sequence,
-                    {
-                        "digests": payload.get("digests"),
-                        "message_sha256": payload.get("message_sha256"),
-                    },
+                    _interned(subject_id), sequence, payload=self._kept(payload)
                 )
 
 
@@ -267,7 +286,7 @@ def _purged_row_reasons(row: RecordRow, view: RecordView) -> list[str]:
 
 
 def _bound_field_reasons(row: RecordRow, view: RecordView) -> list[str]:
-    payload, rid, event = view.payload, row.record_id, view.event_type
+    payload, rid, event = view.payload or {}, row.record_id, view.event_type
     reasons = []
     bound = payload.get("content_sha256")
     if isinstance(bound, str) and _digest_of(payload, row.digest_salt, row.content) != bound:
@@ -317,7 +336,7 @@ def record_reasons(row: RecordRow, view: RecordView | None) -> list[str]:
         # Purged outside the engine (no purge event): only a leftover is worth naming.
         return [f"record {rid} is tombstoned but still holds content"] if row.content else []
     reasons = []
-    if "content_sha256" in view.payload:  # written once state was bound: judge transitions
+    if "content_sha256" in (view.payload or {}):  # written once state was bound: judge transitions
         if view.status and row.status != view.status:
             reasons.append(
                 f"record {rid} is {row.status}, but its chain's events leave it {view.status}"
@@ -350,8 +369,9 @@ def episode_reasons(
             if text or salt
             else []
         )
-    bound = view.payload.get("message_sha256")
-    if isinstance(bound, str) and _digest_of(view.payload, salt, text) != bound:
+    payload = view.payload or {}
+    bound = payload.get("message_sha256")
+    if isinstance(bound, str) and _digest_of(payload, salt, text) != bound:
         return [
             f"episode {episode_id} text does not match the message_sha256 its "
             f"{INGEST_EVENT} event binds"

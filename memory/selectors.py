@@ -939,7 +939,7 @@ def _state(row: binding.RecordRow, view: binding.RecordView | None, reasons: lis
         return "purged_with_content" if reasons else "purged"
     if reasons:
         return "mismatch"
-    return "ok" if "content_sha256" in view.payload else "unbound"
+    return "ok" if "content_sha256" in (view.payload or {}) else "unbound"
 
 
 def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str, str]]:
@@ -980,7 +980,7 @@ def _episode_event(record: Record, before: int) -> tuple[int, str, str, None, st
 
 
 def _replayed(events: list[tuple[Any, ...]]) -> binding.ChainReplay:
-    replay = binding.ChainReplay()
+    replay = binding.ChainReplay(keep_payloads=True)
     for event in events:
         replay.feed(*event[:5])
     return replay
@@ -1046,6 +1046,16 @@ def _replay(scope: str | None) -> binding.ChainReplay:
     return replay
 
 
+def _fill_payloads(views: list[binding.RecordView] | list[binding.EpisodeView]) -> None:
+    """Read the bound fields of these views' creation (or ingest) events, by sequence."""
+    wanted = {view.sequence: view for view in views if view.payload is None}
+    if not wanted:
+        return
+    rows = AuditEvent.objects.filter(sequence__in=list(wanted)).values_list("sequence", "payload")
+    for sequence, payload in rows:
+        wanted[sequence].payload = binding.bound_fields(payload)
+
+
 def _purge_markers(record_ids: list[str]) -> set[tuple[str, int]]:
     if not record_ids:
         return set()
@@ -1075,6 +1085,8 @@ def _record_failures(
             if (view := replay.records.get(row[1])) is not None and view.purged_by is not None
         ]
         markers = _purge_markers(purged)
+        views = [view for row in rows if (view := replay.records.get(row[1])) is not None]
+        _fill_payloads(views)
         for values in rows:
             view = replay.records.get(values[1])
             marker = None
@@ -1083,6 +1095,8 @@ def _record_failures(
             row = _record_row(values[1:], marker)
             for reason in binding.record_reasons(row, view):
                 yield row.scope, view.sequence if view else None, reason
+            if view is not None:
+                view.payload = None  # judged: memory stays one small view per record
         if len(rows) < CONTENT_CHUNK:
             return
         last = rows[-1][0]
@@ -1101,12 +1115,15 @@ def _episode_failures(
                 :CONTENT_CHUNK
             ]
         )
+        _fill_payloads([view for row in rows if (view := replay.episodes.get(row[1])) is not None])
         for _, episode_id, scope_name, text, purged_at, salt in rows:
             view = replay.episodes.get(episode_id)
             for reason in binding.episode_reasons(
                 episode_id, scope_name, text, purged_at is not None, salt, view
             ):
                 yield scope_name, view.sequence if view else None, reason
+            if view is not None:
+                view.payload = None
         if len(rows) < CONTENT_CHUNK:
             return
         last = rows[-1][0]

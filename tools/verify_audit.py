@@ -441,6 +441,7 @@ _BOUND_FIELDS = frozenset(
         "digests",
         "content_sha256",
         "metadata_sha256",
+        "message_sha256",
         "fact_key_sha256",
         "fact_key",
         "source_type",
@@ -455,18 +456,20 @@ class _RecordView:
     subject_id: str
     sequence: int
     event_type: str
-    payload: dict[str, Any]
     status: str
     trust_tier: str
     purged_by: tuple[str, int] | None = None
+    # The creation event's bound fields, read back by sequence just before judging:
+    # the replay keeps one small view per record, never its payload.
+    payload: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
 class _EpisodeView:
     subject_id: str
     sequence: int
-    payload: dict[str, Any]
     purged_by: tuple[str, int] | None = None
+    payload: dict[str, Any] | None = None
 
 
 def _interned(value: Any) -> Any:
@@ -516,7 +519,6 @@ def _replay(
                     _interned(subject_id),
                     sequence,
                     event_type,
-                    {key: value for key, value in payload.items() if key in _BOUND_FIELDS},
                     _interned(str(payload.get("status", ""))),
                     _interned(str(payload.get("trust_tier", ""))),
                 )
@@ -544,14 +546,7 @@ def _replay(
         elif event_type == INGEST_EVENT:
             ingested = payload.get("episode_id")
             if isinstance(ingested, str) and ingested not in episodes:
-                episodes[ingested] = _EpisodeView(
-                    _interned(subject_id),
-                    sequence,
-                    {
-                        "digests": payload.get("digests"),
-                        "message_sha256": payload.get("message_sha256"),
-                    },
-                )
+                episodes[ingested] = _EpisodeView(_interned(subject_id), sequence)
     return records, episodes
 
 
@@ -605,7 +600,7 @@ def _purged_record_reasons(
 
 
 def _bound_field_reasons(row: dict[str, Any], view: _RecordView) -> list[str]:
-    payload, rid, event = view.payload, row["record_id"], view.event_type
+    payload, rid, event = view.payload or {}, row["record_id"], view.event_type
     salt = row["digest_salt"]
     reasons = []
     bound = payload.get("content_sha256")
@@ -651,7 +646,7 @@ def _record_reason_list(
     if status == "tombstoned":
         return [f"record {rid} is tombstoned but still holds content"] if row["content"] else []
     reasons = []
-    if "content_sha256" in view.payload:
+    if "content_sha256" in (view.payload or {}):
         if view.status and status != view.status:
             reasons.append(
                 f"record {rid} is {status}, but its chain's events leave it {view.status}"
@@ -681,8 +676,9 @@ def _episode_reason_list(row: dict[str, Any], view: _EpisodeView | None) -> list
             if text or salt
             else []
         )
-    bound = view.payload.get("message_sha256")
-    if isinstance(bound, str) and _bound_digest(view.payload, salt, text) != bound:
+    payload = view.payload or {}
+    bound = payload.get("message_sha256")
+    if isinstance(bound, str) and _bound_digest(payload, salt, text) != bound:
         return [
             f"episode {episode_id} text does not match the message_sha256 its "
             f"{INGEST_EVENT} event binds"
@@ -710,6 +706,20 @@ _RECORD_COLUMNS = (
     "digest_salt",
 )
 _EPISODE_COLUMNS = ("episode_id", "scope", "text", "purged_at", "digest_salt")
+
+
+def _fill_payloads(conn: sqlite3.Connection, views: Sequence[Any]) -> None:
+    """Set each view's bound payload fields from its event, read by sequence."""
+    wanted = {view.sequence: view for view in views if view.payload is None}
+    sequences = list(wanted)
+    for start in range(0, len(sequences), 500):
+        part = sequences[start : start + 500]
+        for sequence, text in conn.execute(
+            f"SELECT sequence, payload FROM audit_log WHERE sequence IN ({', '.join('?' * len(part))})",
+            part,
+        ):
+            fields = _object(text)
+            wanted[sequence].payload = {k: v for k, v in fields.items() if k in _BOUND_FIELDS}
 
 
 def _markers(conn: sqlite3.Connection, record_ids: list[str]) -> set[tuple[str, int]] | None:
@@ -768,10 +778,25 @@ def content_failures(
                 chunk = []
         yield from _judge_records(conn, chunk, records)
         if _has_table(conn, "memory_episode"):
+            batch: list[dict[str, Any]] = []
             for row in _keyset(conn, "memory_episode", _EPISODE_COLUMNS, subject):
-                view = episodes.get(row["episode_id"])
-                for reason in _episode_reason_list(row, view):
-                    yield row["scope"], view.sequence if view else None, reason
+                batch.append(row)
+                if len(batch) == _CHUNK:
+                    yield from _judge_episodes(conn, batch, episodes)
+                    batch = []
+            yield from _judge_episodes(conn, batch, episodes)
+
+
+def _judge_episodes(
+    conn: sqlite3.Connection, rows: list[dict[str, Any]], episodes: dict[str, _EpisodeView]
+) -> Iterable[tuple[str, int | None, str]]:
+    _fill_payloads(conn, [v for row in rows if (v := episodes.get(row["episode_id"]))])
+    for row in rows:
+        view = episodes.get(row["episode_id"])
+        for reason in _episode_reason_list(row, view):
+            yield row["scope"], view.sequence if view else None, reason
+        if view is not None:
+            view.payload = None
 
 
 def _judge_records(
@@ -783,6 +808,7 @@ def _judge_records(
         if (view := records.get(row["record_id"])) is not None and view.purged_by
     ]
     markers = _markers(conn, purged) if purged else set()
+    _fill_payloads(conn, [v for row in rows if (v := records.get(row["record_id"]))])
     for row in rows:
         view = records.get(row["record_id"])
         marker = None
@@ -790,6 +816,8 @@ def _judge_records(
             marker = (row["record_id"], view.purged_by[1]) in markers
         for reason in _record_reason_list(row, view, marker):
             yield row["scope"], view.sequence if view else None, reason
+        if view is not None:
+            view.payload = None
 
 
 def _add_content_failures(
