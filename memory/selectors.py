@@ -879,22 +879,6 @@ class ContentBinding:
         return self.state in ("mismatch", "missing", "purged_with_content", "revived")
 
 
-def content_failure(record_id: str, state: str, event_type: str | None) -> str | None:
-    """The verifier's words for a broken content binding (shared with tools/verify_audit.py)."""
-    if state == "mismatch":
-        return (
-            f"record {record_id} content does not match the content_sha256 its "
-            f"{event_type} event binds"
-        )
-    if state == "missing":
-        return (
-            f"record {record_id} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"
-        )
-    if state == "purged_with_content":
-        return f"record {record_id} is tombstoned but still holds content"
-    return None
-
-
 def _decoded(metadata: Any) -> dict[str, Any]:
     if isinstance(metadata, str):  # SQLite hands JSON columns back as text
         try:
