@@ -340,8 +340,9 @@ def reviewer_client(client, busy_memory):
         ("memory:scope", [SCOPE], "", 9),
         ("memory:scope", [SCOPE], "?status=active&q=value", 9),
         # the chain check replays the scope's state events and reads its records
-        # and episodes in chunks (issue 29 item 7): a constant, not per record
-        ("memory:chain", [SCOPE], "", 9),
+        # and episodes in chunks, each with its creation or ingest payloads
+        # (issue 29 item 7): a constant per chunk of 5,000, not per record
+        ("memory:chain", [SCOPE], "", 11),
         ("memory:review", [], "", 6),
         ("memory:forget", [SCOPE], "", 5),
         ("memory:receipt_verify", [], "", 5),
