@@ -109,6 +109,11 @@ BOUND_FIELDS = frozenset(
         "source_type",
         "episode_id",
         "kind",
+        "confidence",
+        # the creation event's own session_id and turn_id columns (not payload
+        # fields: they are added when the payload is read back)
+        "@session_id",
+        "@turn_id",
     }
 )
 
@@ -135,9 +140,15 @@ class EpisodeView:
     payload: dict[str, Any] | None = None  # the ingest event's bound fields
 
 
-def bound_fields(payload_text: Any) -> dict[str, Any]:
-    """The fields of a creation or ingest payload that a judgement reads."""
-    return {key: value for key, value in _payload(payload_text).items() if key in BOUND_FIELDS}
+def bound_fields(payload_text: Any, session_id: Any = None, turn_id: Any = None) -> dict[str, Any]:
+    """The fields of a creation or ingest event that a judgement reads.
+
+    The event's ``session_id`` and ``turn_id`` columns (hashed into its
+    ``event_hash``) bind the record's own, as ``@session_id`` / ``@turn_id``.
+    """
+    fields = {key: value for key, value in _payload(payload_text).items() if key in BOUND_FIELDS}
+    fields["@session_id"], fields["@turn_id"] = session_id or "", turn_id or ""
+    return fields
 
 
 def _payload(text: Any) -> dict[str, Any]:
@@ -248,6 +259,9 @@ class RecordRow:
     episode_id: str | None
     kind: str
     digest_salt: str
+    session_id: str = ""
+    turn_id: str = ""
+    confidence: float | None = None
     has_purge_marker: bool | None = None  # None: markers not at hand
 
 
@@ -315,9 +329,14 @@ def _bound_field_reasons(row: RecordRow, view: RecordView) -> list[str]:
         ("source_type", row.source_type),
         ("episode_id", row.episode_id),
         ("kind", row.kind),
+        ("@session_id", row.session_id),
+        ("@turn_id", row.turn_id),
     ):
         if column in payload and payload[column] != value and (payload[column] or value):
-            reasons.append(f"record {rid} {column} differs from the one its {event} event names")
+            name = column.lstrip("@")
+            reasons.append(f"record {rid} {name} differs from the one its {event} event names")
+    if "confidence" in payload and payload["confidence"] != row.confidence:
+        reasons.append(f"record {rid} confidence differs from the one its {event} event names")
     return reasons
 
 

@@ -890,12 +890,15 @@ def _decoded(metadata: Any) -> dict[str, Any]:
 
 _RECORD_COLUMNS = (
     "record_id, scope, status, trust_tier, fact_key, content, metadata, source_type, "
-    "episode_id, kind, digest_salt"
+    "episode_id, kind, digest_salt, session_id, turn_id, confidence"
 )
 
 
 def _record_row(values: tuple[Any, ...], marker: bool | None) -> binding.RecordRow:
-    record_id, scope, status, tier, key, content, metadata, source, episode, kind, salt = values
+    record_id, scope, status, tier, key, content, metadata, source, episode, kind, salt = values[
+        :11
+    ]
+    session, turn, confidence = values[11:]
     return binding.RecordRow(
         record_id,
         scope,
@@ -908,6 +911,9 @@ def _record_row(values: tuple[Any, ...], marker: bool | None) -> binding.RecordR
         episode,
         kind,
         salt,
+        session,
+        turn,
+        confidence,
         marker,
     )
 
@@ -926,7 +932,7 @@ def _state(row: binding.RecordRow, view: binding.RecordView | None, reasons: lis
     return "ok" if "content_sha256" in (view.payload or {}) else "unbound"
 
 
-def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str, str]]:
+def _record_events(record: Record) -> list[tuple[Any, ...]]:
     """The events of the record's chain that decide what it should be, in order.
 
     Its own events (record_id column) and those that list it (supersessions,
@@ -942,7 +948,16 @@ def _record_events(record: Record) -> list[tuple[int, str, str, str | None, str,
     return list(
         named.filter(event_type__in=binding.STATE_EVENTS)
         .order_by("sequence")
-        .values_list("sequence", "subject_id", "event_type", "record_id", "payload", "event_id")
+        .values_list(
+            "sequence",
+            "subject_id",
+            "event_type",
+            "record_id",
+            "payload",
+            "event_id",
+            "session_id",
+            "turn_id",
+        )
     )
 
 
@@ -982,9 +997,12 @@ def content_binding(record: Record) -> ContentBinding:
     if view is not None and episode is not None:
         ingest = _episode_event(record, view.sequence)
         if ingest is not None:  # replayed in order, so a purge after it is seen
-            events = sorted([*events, (*ingest, "")])
+            events = sorted([*events, (*ingest, "", None, None)])
     replay = _replayed(events)
     view = replay.records.get(record.record_id)
+    creation = next((e for e in events if view and e[0] == view.sequence), None)
+    if view is not None and creation is not None:
+        view.payload = binding.bound_fields(creation[4], creation[6], creation[7])
     marker = RecordAuditLink.objects.filter(
         record_id=record.record_id, event_type__in=binding.PURGE_EVENTS
     ).values_list("event_sequence", flat=True)
@@ -1005,7 +1023,6 @@ def content_binding(record: Record) -> ContentBinding:
             replay.episodes.get(episode.episode_id),
         )
     state = _state(row, view, reasons)
-    creation = next((e for e in events if view and e[0] == view.sequence), None)
     return ContentBinding(
         state,
         creation[5] if creation else None,
@@ -1035,9 +1052,11 @@ def _fill_payloads(views: list[binding.RecordView] | list[binding.EpisodeView]) 
     wanted = {view.sequence: view for view in views if view.payload is None}
     if not wanted:
         return
-    rows = AuditEvent.objects.filter(sequence__in=list(wanted)).values_list("sequence", "payload")
-    for sequence, payload in rows:
-        wanted[sequence].payload = binding.bound_fields(payload)
+    rows = AuditEvent.objects.filter(sequence__in=list(wanted)).values_list(
+        "sequence", "payload", "session_id", "turn_id"
+    )
+    for sequence, payload, session_id, turn_id in rows:
+        wanted[sequence].payload = binding.bound_fields(payload, session_id, turn_id)
 
 
 def _purge_markers(record_ids: list[str]) -> set[tuple[str, int]]:

@@ -447,6 +447,10 @@ _BOUND_FIELDS = frozenset(
         "source_type",
         "episode_id",
         "kind",
+        "confidence",
+        # the creation event's own session_id and turn_id columns, added when read back
+        "@session_id",
+        "@turn_id",
     }
 )
 
@@ -626,10 +630,13 @@ def _bound_field_reasons(row: dict[str, Any], view: _RecordView) -> list[str]:
             )
     elif isinstance(payload.get("fact_key"), str) and payload["fact_key"] != row["fact_key"]:
         reasons.append(f"record {rid} fact_key differs from the one its {event} event names")
-    for column in ("source_type", "episode_id", "kind"):
-        value = row[column]
+    for column in ("source_type", "episode_id", "kind", "@session_id", "@turn_id"):
+        value = row[column.lstrip("@")]
         if column in payload and payload[column] != value and (payload[column] or value):
-            reasons.append(f"record {rid} {column} differs from the one its {event} event names")
+            name = column.lstrip("@")
+            reasons.append(f"record {rid} {name} differs from the one its {event} event names")
+    if "confidence" in payload and payload["confidence"] != row["confidence"]:
+        reasons.append(f"record {rid} confidence differs from the one its {event} event names")
     return reasons
 
 
@@ -704,6 +711,9 @@ _RECORD_COLUMNS = (
     "episode_id",
     "kind",
     "digest_salt",
+    "session_id",
+    "turn_id",
+    "confidence",
 )
 _EPISODE_COLUMNS = ("episode_id", "scope", "text", "purged_at", "digest_salt")
 
@@ -714,12 +724,14 @@ def _fill_payloads(conn: sqlite3.Connection, views: Sequence[Any]) -> None:
     sequences = list(wanted)
     for start in range(0, len(sequences), 500):
         part = sequences[start : start + 500]
-        for sequence, text in conn.execute(
-            f"SELECT sequence, payload FROM audit_log WHERE sequence IN ({', '.join('?' * len(part))})",
+        for sequence, text, session_id, turn_id in conn.execute(
+            "SELECT sequence, payload, session_id, turn_id FROM audit_log "
+            f"WHERE sequence IN ({', '.join('?' * len(part))})",
             part,
         ):
-            fields = _object(text)
-            wanted[sequence].payload = {k: v for k, v in fields.items() if k in _BOUND_FIELDS}
+            fields = {k: v for k, v in _object(text).items() if k in _BOUND_FIELDS}
+            fields["@session_id"], fields["@turn_id"] = session_id or "", turn_id or ""
+            wanted[sequence].payload = fields
 
 
 def _markers(conn: sqlite3.Connection, record_ids: list[str]) -> set[tuple[str, int]] | None:

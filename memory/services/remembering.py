@@ -203,6 +203,8 @@ def _create(
             "status": status,
             "superseded_ids": superseded_ids,
             "rule": candidate.rule,
+            # As stored (capped for third-party content): the record page shows it.
+            "confidence": record.confidence,
             **write.extra_payload,
             # Bind the exact content, fact key and metadata stored, so an edit
             # behind the engine's back shows in verification (memory.binding),

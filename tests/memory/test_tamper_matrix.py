@@ -144,6 +144,21 @@ EDITS = {
         _set("kind", "secret"),
         "kind differs from the one its memory.record_created event names",
     ),
+    "confidence": Edit(
+        _quarantined,  # a capped 0.3 raised to look trustworthy
+        _set("confidence", 0.99),
+        "confidence differs from the one its memory.record_quarantined event names",
+    ),
+    "session_id": Edit(
+        lambda: remember("My editor is helix.", session_id="s-1", turn_id="t-1"),
+        _set("session_id", "s-2"),
+        "session_id differs from the one its memory.record_created event names",
+    ),
+    "turn_id": Edit(
+        lambda: remember("My editor is helix.", session_id="s-1", turn_id="t-1"),
+        _set("turn_id", "t-9"),
+        "turn_id differs from the one its memory.record_created event names",
+    ),
     "digest_salt": Edit(
         lambda: remember("My editor is helix."),
         _set("digest_salt", "0" * 32),
