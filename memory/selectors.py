@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
@@ -219,7 +219,21 @@ def list_records(
         # table on SQLite); the table name is the ORM's own alias.
         condition, params = record_metadata.sql_condition(Record._meta.db_table, wanted)
         queryset = queryset.extra(where=[condition], params=params)  # noqa: S610  (placeholders only)
-    return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
+    # A record its chain purged is listed as purged whatever its row says: the
+    # purge marker (written with the forget event, checked by the verifiers)
+    # is looked up per listed row inside the same query.
+    queryset = queryset.annotate(
+        chain_purged=Exists(
+            RecordAuditLink.objects.filter(
+                record_id=OuterRef("record_id"), event_type__in=binding.PURGE_EVENTS
+            )
+        )
+    )
+    page = _page(queryset, _cursor(after), _limit(limit), newest_first=True)
+    for record in page.items:
+        if record.chain_purged:
+            _as_purged(record)
+    return page
 
 
 def review_queue(
@@ -416,7 +430,8 @@ def _as_purged(record: Record) -> None:
     record.status = Status.TOMBSTONED
     record.content = record.fact_key = ""
     record.metadata = {}
-    if record.episode is not None:
+    # Only an episode already loaded with the record (no query per listed row).
+    if Record.episode.is_cached(record) and record.episode is not None:
         record.episode.text = ""
 
 

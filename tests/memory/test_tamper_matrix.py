@@ -262,6 +262,10 @@ def test_a_revived_record_never_recalls_nor_renders_as_live(client):
     detail = selectors.record_detail(SYSTEM, record.record_id)
     assert (detail.record.status, detail.record.content) == ("tombstoned", "")
     assert detail.binding.state == "revived"
+    # And the scope's record list (page, API, MCP) lists it as purged, without its content
+    listed = {r.record_id: r for r in selectors.list_records(SYSTEM, scope=SCOPE).items}
+    assert (listed[record.record_id].status, listed[record.record_id].content) == ("tombstoned", "")
+    assert "4821" not in client.get(reverse("memory:scope", args=[SCOPE])).content.decode()
 
 
 @pytest.mark.django_db
