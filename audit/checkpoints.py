@@ -27,7 +27,7 @@ from aetnaweb.scopes import ScopeError
 from audit import merkle, notes, tree
 from audit.canonical import CanonicalJSONError, digest, loads_strict
 from audit.chain import utc_now_iso
-from audit.models import AuditSubject
+from audit.models import AuditSubject, Checkpoint
 
 CHECKPOINT_FORMAT = "aetnamem-checkpoint-v1"
 CONSISTENCY_BUNDLE_FORMAT = "aetnaweb-consistency-bundle-v1"
@@ -463,3 +463,29 @@ def prove_consistency(old: LogHead, new: LogHead) -> ConsistencyVerdict:
     except merkle.ProofError as exc:
         failures.append(f"FORK: the newer checkpoint does not extend the older ({exc})")
     return ConsistencyVerdict(old.size, new.size, proof, signatures, failures)
+
+
+def stored_document_failures(checkpoint: Checkpoint) -> list[str]:
+    """Why a stored checkpoint no longer is the document that was issued (empty: it is).
+
+    The checkpoints page judges consistency from the row's columns (tree size,
+    root); those and the document must still agree, and the document must
+    still hash to the ``checkpoint_sha256`` it was issued with, or an edit in
+    the database would be shown as "consistent" (issue 29 item 7).
+    """
+    try:
+        document = parse_checkpoint_line(checkpoint.document, line_number=1)
+    except CheckpointError as exc:
+        return [f"the stored document is no longer a checkpoint ({exc})"]
+    failures = []
+    if checkpoint_digest(document) != document["checkpoint_sha256"]:
+        failures.append("the stored document does not hash to its checkpoint_sha256")
+    if document["checkpoint_sha256"] != checkpoint.checkpoint_sha256:
+        failures.append("the stored document's checkpoint_sha256 is not the one it was issued with")
+    log = document.get("log")
+    head = (log["tree_size"], log["root_hash"], "note" in log) if log else (None, "", False)
+    if head != (checkpoint.tree_size, checkpoint.root_hash, checkpoint.note_signed):
+        failures.append("the stored document's log head differs from the checkpoint's columns")
+    if len(document["subjects"]) != checkpoint.subject_count:
+        failures.append("the stored document pins a different number of chains")
+    return failures

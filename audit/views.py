@@ -41,7 +41,12 @@ from aetnaweb.scopes import Scope, ScopeError
 from audit import merkle, selectors, tree
 from audit.canonical import canonical_json
 from audit.chain import row_event_hash
-from audit.checkpoints import CheckpointError, read_checkpoint_lines, verify_checkpoints
+from audit.checkpoints import (
+    CheckpointError,
+    read_checkpoint_lines,
+    stored_document_failures,
+    verify_checkpoints,
+)
 from audit.exports import ExportError, start_export
 from audit.forms import (
     EventFilterForm,
@@ -456,7 +461,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def _visible_checkpoints(principal: Principal, *, before: int | None) -> KeyPage[Checkpoint]:
     """Newest first, only those the principal may see, examining a bounded number of rows."""
-    queryset = Checkpoint.objects.defer("document").order_by("-id")
+    # The document is read too: the page checks it still is what was issued.
+    queryset = Checkpoint.objects.order_by("-id")
     if before is not None:
         queryset = queryset.filter(id__lt=before)
     shown: list[Checkpoint] = []
@@ -493,11 +499,23 @@ def _with_consistency(checkpoints: Sequence[Checkpoint]) -> list[dict[str, Any]]
     except tree.TreeError as exc:
         proofs = dict.fromkeys(pairs.values(), str(exc))
     older_of = {cp.pk: older for cp, older in pairwise(heads)}
+    altered = {cp.pk: stored_document_failures(cp) for cp in checkpoints}
     rows = []
     for cp in checkpoints:
         older = older_of.get(cp.pk)
-        row: dict[str, Any] = {"checkpoint": cp, "extends": None, "why": "", "older": older}
-        if older is not None and cp.pk not in pairs:
+        row: dict[str, Any] = {
+            "checkpoint": cp,
+            "extends": None,
+            "why": "",
+            "older": older,
+            "altered": altered[cp.pk],
+        }
+        if older is not None and altered.get(older.pk) and not altered[cp.pk]:
+            row["altered"] = ["the older checkpoint's stored document was edited"]
+        if row["altered"]:
+            # An edited stored document proves nothing either way: never "consistent".
+            row["extends"], row["why"] = False, "; ".join(row["altered"])
+        elif older is not None and cp.pk not in pairs:
             row["extends"] = older.tree_size == 0  # a shrunken log cannot extend the older one
             row["why"] = "" if row["extends"] else "the log is smaller than an older checkpoint"
         elif cp.pk in pairs:

@@ -54,6 +54,10 @@ class Episode(ScopedRow):
     turn_id = models.CharField(max_length=200, blank=True, default="")
     source_type = models.CharField(max_length=20, choices=SourceType.choices)
     text = models.TextField(blank=True, default="")
+    # Keys the salted message_sha256 its episode.ingested event commits
+    # (memory/binding.py); cleared with the text, so the digest can no longer
+    # be tested against guesses. Empty for episodes stored before salting.
+    digest_salt = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_at = models.DateTimeField()
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -104,6 +108,10 @@ class Record(ScopedRow):
     # Caller-supplied flat key/values (memory/metadata.py); emptied on forget.
     # Indexed by migration 0009: GIN on PostgreSQL, a side table on SQLite.
     metadata = models.JSONField(default=dict, blank=True)
+    # Keys the salted content, metadata and fact key digests the creation
+    # event commits (memory/binding.py); purged with the content. Empty for
+    # records stored before salting (their chain digests are plain SHA-256).
+    digest_salt = models.CharField(max_length=64, blank=True, default="", db_default="")
     supersedes = models.ForeignKey(
         "self",
         to_field="record_id",

@@ -17,20 +17,20 @@ every record and episode read below.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
 from aetnaweb.scopes import WILDCARD, Scope
 from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
+from memory import binding
 from memory import metadata as record_metadata
 from memory.errors import QueryError, RecordNotFound
 from memory.limits import MAX_PAGE
@@ -227,7 +227,21 @@ def list_records(
         # table on SQLite); the table name is the ORM's own alias.
         condition, params = record_metadata.sql_condition(Record._meta.db_table, wanted)
         queryset = queryset.extra(where=[condition], params=params)  # noqa: S610  (placeholders only)
-    return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
+    # A record its chain purged is listed as purged whatever its row says: the
+    # purge marker (written with the forget event, checked by the verifiers)
+    # is looked up per listed row inside the same query.
+    queryset = queryset.annotate(
+        chain_purged=Exists(
+            RecordAuditLink.objects.filter(
+                record_id=OuterRef("record_id"), event_type__in=binding.PURGE_EVENTS
+            )
+        )
+    )
+    page = _page(queryset, _cursor(after), _limit(limit), newest_first=True)
+    for record in page.items:
+        if record.chain_purged:
+            _as_purged(record)
+    return page
 
 
 def review_queue(
@@ -371,6 +385,8 @@ class RecordDetail:
     episode: Episode | None
     audit_events: list[AuditEvent]
     recalls: list[RetrievalHit]  # newest first, with .retrieval_event loaded
+    # Whether the record agrees with its scope's chain (the page's banner).
+    binding: ContentBinding
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -420,6 +436,9 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         record = _visible_record(principal, record_id)
     except access.AccessDenied:
         record = _recalled_ancestor_record(principal, record_id)
+    binding = content_binding(record)
+    if binding.chain_purged:
+        _as_purged(record)
     sequences = list(
         RecordAuditLink.objects.filter(record_id=record.record_id)
         .order_by("event_sequence")
@@ -448,7 +467,22 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         episode=record.episode if access.may_act(principal, access.READ, record.scope) else None,
         audit_events=events,
         recalls=hits,
+        binding=binding,
     )
+
+
+def _as_purged(record: Record) -> None:
+    """Show a record its chain purged as purged, whatever its row was set back to.
+
+    Only this in-memory copy changes (a read never writes); the binding's
+    reasons say what the row holds, and the verifiers name it.
+    """
+    record.status = Status.TOMBSTONED
+    record.content = record.fact_key = ""
+    record.metadata = {}
+    # Only an episode already loaded with the record (no query per listed row).
+    if Record.episode.is_cached(record) and record.episode is not None:
+        record.episode.text = ""
 
 
 def get_episode(principal: Principal, episode_id: str) -> Episode:
@@ -882,109 +916,297 @@ def receipt_purge_failures(
     return failures
 
 
-# A record's content is bound by the event that created it: its payload's
-# content_sha256 is the SHA-256 of the exact content stored (audit-log-v1
-# allows the field; the chain protects it). Records written before the binding
+# A record is bound by the event that created it (content_sha256,
+# metadata_sha256, fact_key_sha256: salted since issue 29, plain SHA-256
+# before) and its status and trust tier follow from its scope's later events
+# (promotions, supersessions, purges). memory.binding replays those events and
+# judges each stored row against them; records written before the binding
 # existed have no content_sha256 and are reported as unbound, not as broken.
-CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
+CREATION_EVENTS = binding.CREATION_EVENTS
 CONTENT_CHUNK = 5000
 
 
 @dataclass(frozen=True)
 class ContentBinding:
-    """Whether a record still holds what its creation event bound."""
+    """Whether a record (and its source episode) still hold what the chain bound."""
 
-    state: str  # ok | unbound | mismatch | missing | purged | purged_with_content
+    # ok | unbound | mismatch | missing | purged | purged_with_content | revived
+    state: str
     event_id: str | None = None
     event_type: str | None = None
     sequence: int | None = None
+    reasons: tuple[str, ...] = ()
+    # The chain purged this record: whatever the row says, it is not live.
+    chain_purged: bool = False
 
     @property
     def broken(self) -> bool:
-        return self.state in ("mismatch", "missing", "purged_with_content")
+        return self.state in ("mismatch", "missing", "purged_with_content", "revived")
 
 
-def _judge_content(status: str, content: str, payload_text: str | None) -> str:
-    if status == Status.TOMBSTONED:
-        return "purged_with_content" if content else "purged"
-    if payload_text is None:
-        return "missing"
-    try:
-        bound = json.loads(payload_text).get("content_sha256")
-    except (ValueError, AttributeError):
-        bound = None
-    if not isinstance(bound, str):
-        return "unbound"
-    try:
-        actual = hashlib.sha256(content.encode("utf-8")).hexdigest()
-    except UnicodeEncodeError:  # a lone surrogate cannot have been what was bound
-        return "mismatch"
-    return "ok" if actual == bound else "mismatch"
+def _decoded(metadata: Any) -> dict[str, Any]:
+    if isinstance(metadata, str):  # SQLite hands JSON columns back as text
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            return {"": metadata}  # unreadable: never equal to what was bound
+    return metadata if isinstance(metadata, dict) else {}
 
 
-def content_failure(record_id: str, state: str, event_type: str | None) -> str | None:
-    """The verifier's words for a broken binding (shared with tools/verify_audit.py)."""
-    if state == "mismatch":
-        return (
-            f"record {record_id} content does not match the content_sha256 its "
-            f"{event_type} event binds"
-        )
-    if state == "missing":
-        return (
-            f"record {record_id} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"
-        )
-    if state == "purged_with_content":
-        return f"record {record_id} is tombstoned but still holds content"
-    return None
-
-
-def content_binding(record: Record) -> ContentBinding:
-    """The binding of one record (its creation event found through the record index)."""
-    event = (
-        AuditEvent.objects.filter(
-            record_id=record.record_id, subject_id=record.scope, event_type__in=CREATION_EVENTS
-        )
-        .order_by("sequence")
-        .values_list("event_id", "event_type", "sequence", "payload")
-        .first()
-    )
-    if event is None:
-        return ContentBinding(_judge_content(record.status, record.content, None))
-    event_id, event_type, sequence, payload = event
-    return ContentBinding(
-        _judge_content(record.status, record.content, payload), event_id, event_type, sequence
-    )
-
-
-_CONTENT_SQL = (
-    "SELECT r.id, r.record_id, r.scope, r.status, r.content, a.sequence, a.event_type, a.payload"  # noqa: S608  (model metadata only)
-    f" FROM {Record._meta.db_table} r LEFT JOIN audit_log a ON a.sequence = ("
-    # the first creation event only: one row per record, whatever was appended later
-    "SELECT MIN(c.sequence) FROM audit_log c WHERE c.record_id = r.record_id"
-    " AND c.subject_id = r.scope AND c.event_type IN (%s, %s))"
-    " WHERE r.id > %s {where} ORDER BY r.id LIMIT %s"
+_RECORD_COLUMNS = (
+    "record_id, scope, status, trust_tier, fact_key, content, metadata, source_type, "
+    "episode_id, kind, digest_salt, session_id, turn_id, confidence"
 )
 
 
-def content_failures(subjects: list[str] | None) -> Iterator[tuple[str, int | None, str]]:
-    """Every broken content binding at ``subjects`` (``None``: every scope), for the verifier.
+def _record_row(values: tuple[Any, ...], marker: bool | None) -> binding.RecordRow:
+    record_id, scope, status, tier, key, content, metadata, source, episode, kind, salt = values[
+        :11
+    ]
+    session, turn, confidence = values[11:]
+    return binding.RecordRow(
+        record_id,
+        scope,
+        status,
+        tier,
+        key,
+        content,
+        _decoded(metadata),
+        source,
+        episode,
+        kind,
+        salt,
+        session,
+        turn,
+        confidence,
+        marker,
+    )
 
-    Read in keyset chunks of records, so memory stays flat however many there are.
+
+def _state(row: binding.RecordRow, view: binding.RecordView | None, reasons: list[str]) -> str:
+    if view is None or view.subject_id != row.scope:
+        if row.status == Status.TOMBSTONED:
+            return "purged_with_content" if reasons else "purged"
+        return "missing"
+    if view.purged_by is not None and row.status != Status.TOMBSTONED:
+        return "revived"
+    if row.status == Status.TOMBSTONED:
+        return "purged_with_content" if reasons else "purged"
+    if reasons:
+        return "mismatch"
+    return "ok" if "content_sha256" in (view.payload or {}) else "unbound"
+
+
+def _record_events(record: Record) -> list[tuple[Any, ...]]:
+    """The events of the record's chain that decide what it should be, in order.
+
+    Its own events (record_id column) and those that list it (supersessions,
+    consolidations, purges, indexed by RecordAuditLink); and, so that a deleted
+    index row cannot hide a purge, every purge event of its scope that names it.
+    """
+    linked = RecordAuditLink.objects.filter(record_id=record.record_id).values("event_sequence")
+    named = AuditEvent.objects.filter(subject_id=record.scope).filter(
+        Q(record_id=record.record_id)
+        | Q(sequence__in=linked)
+        | Q(event_type__in=binding.PURGE_EVENTS, payload__contains=f'"{record.record_id}"')
+    )
+    return list(
+        named.filter(event_type__in=binding.STATE_EVENTS)
+        .order_by("sequence")
+        .values_list(
+            "sequence",
+            "subject_id",
+            "event_type",
+            "record_id",
+            "payload",
+            "event_id",
+            "session_id",
+            "turn_id",
+        )
+    )
+
+
+def _episode_event(record: Record, before: int) -> tuple[int, str, str, None, str] | None:
+    """The ``episode.ingested`` event of the record's source episode.
+
+    remember appends it, then the record's creation event, under the scope's
+    lock: it is the scope's last ingest event before the creation event.
+    """
+    row = (
+        AuditEvent.objects.filter(
+            subject_id=record.scope, event_type=binding.INGEST_EVENT, sequence__lt=before
+        )
+        .order_by("-sequence")
+        .values_list("sequence", "subject_id", "event_type", "payload")
+        .first()
+    )
+    return None if row is None else (row[0], row[1], row[2], None, row[3])
+
+
+def _replayed(events: list[tuple[Any, ...]]) -> binding.ChainReplay:
+    replay = binding.ChainReplay(keep_payloads=True)
+    for event in events:
+        replay.feed(*event[:5])
+    return replay
+
+
+def content_binding(record: Record) -> ContentBinding:
+    """Whether one record (and its source episode) agree with its scope's chain.
+
+    For the record page and ``memory inspect``: the same rules as the
+    verifier (:func:`content_failures`), read through the record's indexes.
+    """
+    events = _record_events(record)
+    view = _replayed(events).records.get(record.record_id)
+    episode = record.episode if record.episode_id else None
+    if view is not None and episode is not None:
+        ingest = _episode_event(record, view.sequence)
+        if ingest is not None:  # replayed in order, so a purge after it is seen
+            events = sorted([*events, (*ingest, "", None, None)])
+    replay = _replayed(events)
+    view = replay.records.get(record.record_id)
+    creation = next((e for e in events if view and e[0] == view.sequence), None)
+    if view is not None and creation is not None:
+        view.payload = binding.bound_fields(creation[4], creation[6], creation[7])
+    marker = RecordAuditLink.objects.filter(
+        record_id=record.record_id, event_type__in=binding.PURGE_EVENTS
+    ).values_list("event_sequence", flat=True)
+    has_marker = None
+    if view is not None and view.purged_by is not None:
+        has_marker = view.purged_by[1] in set(marker)
+    row = _record_row(
+        tuple(getattr(record, name.strip()) for name in _RECORD_COLUMNS.split(",")), has_marker
+    )
+    reasons = binding.record_reasons(row, view)
+    if episode is not None:
+        reasons += binding.episode_reasons(
+            episode.episode_id,
+            episode.scope,
+            episode.text,
+            episode.purged_at is not None,
+            episode.digest_salt,
+            replay.episodes.get(episode.episode_id),
+        )
+    state = _state(row, view, reasons)
+    return ContentBinding(
+        state,
+        creation[5] if creation else None,
+        view.event_type if view else None,
+        view.sequence if view else None,
+        tuple(reasons),
+        chain_purged=view is not None and view.purged_by is not None,
+    )
+
+
+def _replay(scope: str | None) -> binding.ChainReplay:
+    """Every state event of ``scope``'s chain (``None``: of every chain), in order."""
+    replay = binding.ChainReplay()
+    events = AuditEvent.objects.filter(event_type__in=binding.STATE_EVENTS)
+    if scope is not None:
+        events = events.filter(subject_id=scope)
+    rows = events.order_by("sequence").values_list(
+        "sequence", "subject_id", "event_type", "record_id", "payload"
+    )
+    for row in rows.iterator(chunk_size=CONTENT_CHUNK):
+        replay.feed(*row)
+    return replay
+
+
+def _fill_payloads(views: list[binding.RecordView] | list[binding.EpisodeView]) -> None:
+    """Read the bound fields of these views' creation (or ingest) events, by sequence."""
+    wanted = {view.sequence: view for view in views if view.payload is None}
+    if not wanted:
+        return
+    rows = AuditEvent.objects.filter(sequence__in=list(wanted)).values_list(
+        "sequence", "payload", "session_id", "turn_id"
+    )
+    for sequence, payload, session_id, turn_id in rows:
+        wanted[sequence].payload = binding.bound_fields(payload, session_id, turn_id)
+
+
+def _purge_markers(record_ids: list[str]) -> set[tuple[str, int]]:
+    if not record_ids:
+        return set()
+    return set(
+        RecordAuditLink.objects.filter(
+            record_id__in=record_ids, event_type__in=binding.PURGE_EVENTS
+        ).values_list("record_id", "event_sequence")
+    )
+
+
+def _record_failures(
+    replay: binding.ChainReplay, scope: str | None
+) -> Iterator[tuple[str, int | None, str]]:
+    where, params = ("", []) if scope is None else ("AND scope = %s", [scope])
+    sql = (
+        f"SELECT id, {_RECORD_COLUMNS} FROM {Record._meta.db_table} "  # noqa: S608  (constants)
+        f"WHERE id > %s {where} ORDER BY id LIMIT %s"
+    )
+    last = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [last, *params, CONTENT_CHUNK])
+            rows = cursor.fetchall()
+        purged = [
+            row[1]
+            for row in rows
+            if (view := replay.records.get(row[1])) is not None and view.purged_by is not None
+        ]
+        markers = _purge_markers(purged)
+        views = [view for row in rows if (view := replay.records.get(row[1])) is not None]
+        _fill_payloads(views)
+        for values in rows:
+            view = replay.records.get(values[1])
+            marker = None
+            if view is not None and view.purged_by is not None:
+                marker = (values[1], view.purged_by[1]) in markers
+            row = _record_row(values[1:], marker)
+            for reason in binding.record_reasons(row, view):
+                yield row.scope, view.sequence if view else None, reason
+            if view is not None:
+                view.payload = None  # judged: memory stays one small view per record
+        if len(rows) < CONTENT_CHUNK:
+            return
+        last = rows[-1][0]
+
+
+def _episode_failures(
+    replay: binding.ChainReplay, scope: str | None
+) -> Iterator[tuple[str, int | None, str]]:
+    episodes = Episode.objects.all() if scope is None else Episode.objects.filter(scope=scope)
+    last = 0
+    while True:
+        rows = list(
+            episodes.filter(pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", "episode_id", "scope", "text", "purged_at", "digest_salt")[
+                :CONTENT_CHUNK
+            ]
+        )
+        _fill_payloads([view for row in rows if (view := replay.episodes.get(row[1])) is not None])
+        for _, episode_id, scope_name, text, purged_at, salt in rows:
+            view = replay.episodes.get(episode_id)
+            for reason in binding.episode_reasons(
+                episode_id, scope_name, text, purged_at is not None, salt, view
+            ):
+                yield scope_name, view.sequence if view else None, reason
+            if view is not None:
+                view.payload = None
+        if len(rows) < CONTENT_CHUNK:
+            return
+        last = rows[-1][0]
+
+
+def content_failures(subjects: list[str] | None) -> Iterator[tuple[str, int | None, str]]:
+    """Every record or episode at ``subjects`` (``None``: every scope) that disagrees with
+    its chain, for the verifier: bound content, metadata, fact key and message text;
+    status and trust tier as the chain's events leave them; purged rows kept purged.
+
+    The chain's state events are replayed once per scope (or once for all);
+    rows are read in keyset chunks.
     """
     scopes: list[str | None] = [None] if subjects is None else list(subjects)
     for scope in scopes:
-        where, params = ("", []) if scope is None else ("AND r.scope = %s", [scope])
-        sql = _CONTENT_SQL.format(where=where)
-        last = 0
-        while True:
-            with connection.cursor() as cursor:
-                cursor.execute(sql, [*CREATION_EVENTS, last, *params, CONTENT_CHUNK])
-                rows = cursor.fetchall()
-            for _, record_id, scope_name, status, content, sequence, event_type, payload in rows:
-                state = _judge_content(status, content, payload)
-                reason = content_failure(record_id, state, event_type)
-                if reason:
-                    yield scope_name, sequence, reason
-            if len(rows) < CONTENT_CHUNK:
-                break
-            last = rows[-1][0]
+        replay = _replay(scope)
+        yield from _record_failures(replay, scope)
+        yield from _episode_failures(replay, scope)

@@ -399,7 +399,7 @@ def record_detail(request: HttpRequest, record_id: str) -> HttpResponse:
         None,
     )
     may_review = access.may(principal, access.REVIEW, record.scope)
-    binding = selectors.content_binding(record)
+    binding = detail.binding
     return render_page(
         request,
         "memory/record_detail.html",

@@ -45,9 +45,11 @@ trust none of the application. Sibling tools may import it
     An in-memory ``audit_log`` filled from an export file; raises ``UsageError``.
 ``verify_chain(conn, subject) -> list[str]``
     Failure strings for one subject's chain (empty: the chain holds).
-    Where the database holds ``memory_record``, each record of the subject
-    must also still hold the content its creation event's ``content_sha256``
-    binds (``content_failures``).
+    Where the database holds ``memory_record``, each record and episode of
+    the subject must also agree with what its chain bound and its chain's
+    events leave it (``content_failures``): content, metadata, fact key and
+    message digests (salted with the row's ``digest_salt`` since
+    ``salted-v1``), status and trust tier, and a purge kept purged.
 ``verify_all_chains(conn) -> list[ChainResult]``
     Every chain in one pass over ``audit_log``, subjects in first-seen order.
 ``verify_checkpoint(conn, document) -> list[str]``
@@ -80,6 +82,7 @@ import argparse
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import json.encoder
 import os
@@ -418,50 +421,371 @@ def _rows(cursor: sqlite3.Cursor, batch: int = 10_000) -> Iterable[Sequence[Any]
         yield from chunk
 
 
-# -- record content -------------------------------------------------------------------
+# -- record content ---------------------------------------------------------------------
 
-# A record's creation event binds the SHA-256 of its exact content
-# (``content_sha256``); records written before that binding are not judged.
+# What the chain binds about each record and episode (docs/auditors.md,
+# "Salted digests"), checked independently of the application's own copy
+# (memory/binding.py) and worded the same. A creation event commits the
+# record's content, fact key and metadata digests; payloads marked
+# ``"digests": "salted-v1"`` hold HMAC-SHA256 digests keyed by the row's
+# ``digest_salt`` (cleared by the purge, after which nothing can reproduce
+# them), older ones plain SHA-256 and a plain ``fact_key``. Status and trust
+# tier follow from the scope's later events (promotions, supersessions,
+# consolidations, purges); a record the chain purged must stay purged.
+SALTED = "salted-v1"
 CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
-_CONTENT_SQL = (
-    "SELECT r.id, r.record_id, r.scope, r.status, r.content, a.sequence, a.event_type, a.payload"
-    " FROM memory_record r LEFT JOIN audit_log a ON a.sequence = ("
-    "SELECT MIN(c.sequence) FROM audit_log c WHERE c.record_id = r.record_id"
-    " AND c.subject_id = r.scope AND c.event_type IN (?, ?))"
-    " WHERE r.id > ? {where} ORDER BY r.id LIMIT ?"
+PURGE_EVENTS = ("memory.forget", "memory.record_rejected")
+INGEST_EVENT = "episode.ingested"
+STATE_EVENTS = (
+    *CREATION_EVENTS,
+    "memory.record_promoted",
+    "memory.record_corrected",
+    "memory.consolidated",
+    *PURGE_EVENTS,
+    INGEST_EVENT,
+)
+_CHUNK = 5000
+
+
+# The payload fields a judgement reads; the rest is dropped while replaying.
+_BOUND_FIELDS = frozenset(
+    {
+        "digests",
+        "content_sha256",
+        "metadata_sha256",
+        "message_sha256",
+        "fact_key_sha256",
+        "fact_key",
+        "source_type",
+        "episode_id",
+        "kind",
+        "confidence",
+        # the creation event's own session_id and turn_id columns, added when read back
+        "@session_id",
+        "@turn_id",
+    }
 )
 
 
-def _content_reason(
-    record_id: str, status: Any, content: Any, event_type: Any, payload: Any
-) -> str | None:
-    if status == "tombstoned":
-        return f"record {record_id} is tombstoned but still holds content" if content else None
-    if payload is None:
-        return (
-            f"record {record_id} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"
-        )
+@dataclass(slots=True)
+class _RecordView:
+    subject_id: str
+    sequence: int
+    event_type: str
+    status: str
+    trust_tier: str
+    purged_by: tuple[str, int] | None = None
+    # The creation event's bound fields, read back by sequence just before judging:
+    # the replay keeps one small view per record, never its payload.
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _EpisodeView:
+    subject_id: str
+    sequence: int
+    purged_by: tuple[str, int] | None = None
+    payload: dict[str, Any] | None = None
+
+
+def _interned(value: Any) -> Any:
+    """One shared copy of a string repeated across views (scopes, statuses); else as is."""
+    return sys.intern(value) if type(value) is str else value
+
+
+def _object(text: Any) -> dict[str, Any]:
     try:
-        bound = json.loads(payload).get("content_sha256")
-    except (TypeError, ValueError, AttributeError):
-        bound = None
-    if not isinstance(bound, str):
-        return None  # written before content binding: nothing to compare
-    try:
-        actual = hashlib.sha256(str(content).encode("utf-8")).hexdigest()
-    except UnicodeEncodeError:
-        actual = None
-    if actual == bound:
-        return None
-    return (
-        f"record {record_id} content does not match the content_sha256 its {event_type} event binds"
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _strings(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _replay(
+    conn: sqlite3.Connection, subject: str | None
+) -> tuple[dict[str, _RecordView], dict[str, _EpisodeView]]:
+    """Each record's and episode's state as the chain's events leave it."""
+    records: dict[str, _RecordView] = {}
+    episodes: dict[str, _EpisodeView] = {}
+    marks = ", ".join("?" * len(STATE_EVENTS))
+    sql = (
+        "SELECT sequence, subject_id, event_type, record_id, payload FROM audit_log "
+        f"WHERE event_type IN ({marks})"
+        + ("" if subject is None else " AND subject_id = ?")
+        + " ORDER BY sequence"
     )
+    params = (*STATE_EVENTS, *(() if subject is None else (subject,)))
+
+    def supersede(subject_id: str, payload: dict[str, Any]) -> None:
+        for record_id in _strings(payload.get("superseded_ids")):
+            view = records.get(record_id)
+            if view is not None and view.subject_id == subject_id and view.purged_by is None:
+                view.status = "superseded"
+
+    for sequence, subject_id, event_type, record_id, text in _rows(conn.execute(sql, params)):
+        payload = _object(text)
+        view = records.get(record_id) if isinstance(record_id, str) else None
+        if event_type in CREATION_EVENTS and isinstance(record_id, str):
+            if view is None:
+                records[record_id] = _RecordView(
+                    _interned(subject_id),
+                    sequence,
+                    event_type,
+                    _interned(str(payload.get("status", ""))),
+                    _interned(str(payload.get("trust_tier", ""))),
+                )
+            supersede(subject_id, payload)
+        elif event_type == "memory.record_promoted":
+            if view is not None and view.subject_id == subject_id and view.purged_by is None:
+                view.status, view.trust_tier = "active", "user_confirmed"
+            supersede(subject_id, payload)
+        elif event_type == "memory.record_corrected":
+            supersede(subject_id, payload)
+        elif event_type == "memory.consolidated":
+            groups = payload.get("duplicates", []), payload.get("fact_keys", [])
+            for group in [g for listed in groups if isinstance(listed, list) for g in listed]:
+                if isinstance(group, dict):
+                    supersede(subject_id, group)
+        elif event_type in PURGE_EVENTS:
+            for purged in _strings(payload.get("purged_record_ids")):
+                target = records.get(purged)
+                if target is not None and target.subject_id == subject_id and not target.purged_by:
+                    target.status, target.purged_by = "tombstoned", (event_type, sequence)
+            for purged in _strings(payload.get("purged_episode_ids")):
+                episode = episodes.get(purged)
+                if episode is not None and episode.subject_id == subject_id:
+                    episode.purged_by = episode.purged_by or (event_type, sequence)
+        elif event_type == INGEST_EVENT:
+            ingested = payload.get("episode_id")
+            if isinstance(ingested, str) and ingested not in episodes:
+                episodes[ingested] = _EpisodeView(_interned(subject_id), sequence)
+    return records, episodes
+
+
+def _bound_digest(payload: dict[str, Any], salt: Any, text: Any) -> str | None:
+    """The digest of ``text`` as this payload committed it; None when it cannot be made."""
+    try:
+        data = str(text).encode("utf-8")
+        if payload.get("digests") == SALTED:
+            if not salt:
+                return None
+            return hmac.new(bytes.fromhex(str(salt)), data, hashlib.sha256).hexdigest()
+        return hashlib.sha256(data).hexdigest()
+    except (UnicodeEncodeError, ValueError):
+        return None
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return {"": value}
+    return parsed if isinstance(parsed, dict) else {"": parsed}
+
+
+def _purged_record_reasons(
+    row: dict[str, Any], view: _RecordView, marker: bool | None
+) -> list[str]:
+    assert view.purged_by is not None
+    event_type, sequence = view.purged_by
+    rid = row["record_id"]
+    if row["status"] != "tombstoned":
+        return [
+            f"record {rid} is {row['status']}, but its chain purged it ({event_type} at "
+            f"sequence {sequence}): it was revived outside aetnaweb"
+        ]
+    reasons = []
+    if row["content"]:
+        reasons.append(f"record {rid} is tombstoned but still holds content")
+    if row["fact_key"] or _metadata(row["metadata"]) or row["digest_salt"]:
+        reasons.append(
+            f"record {rid} is tombstoned but still holds its fact key, metadata or digest salt"
+        )
+    if marker is False:
+        reasons.append(
+            f"record {rid} has lost the purge marker of its {event_type} event "
+            f"(sequence {sequence})"
+        )
+    return reasons
+
+
+def _bound_field_reasons(row: dict[str, Any], view: _RecordView) -> list[str]:
+    payload, rid, event = view.payload or {}, row["record_id"], view.event_type
+    salt = row["digest_salt"]
+    reasons = []
+    bound = payload.get("content_sha256")
+    if isinstance(bound, str) and _bound_digest(payload, salt, row["content"]) != bound:
+        reasons.append(
+            f"record {rid} content does not match the content_sha256 its {event} event binds"
+        )
+    if "content_sha256" in payload:
+        metadata = _metadata(row["metadata"])
+        bound_meta = payload.get("metadata_sha256")
+        if isinstance(bound_meta, str):
+            if _bound_digest(payload, salt, canonical_json(metadata)) != bound_meta:
+                reasons.append(
+                    f"record {rid} metadata does not match the metadata_sha256 its {event} "
+                    "event binds"
+                )
+        elif metadata:
+            reasons.append(f"record {rid} holds metadata its {event} event never bound")
+    if payload.get("digests") == SALTED:
+        if _bound_digest(payload, salt, row["fact_key"]) != payload.get("fact_key_sha256"):
+            reasons.append(
+                f"record {rid} fact_key does not match the fact_key_sha256 its {event} event binds"
+            )
+    elif isinstance(payload.get("fact_key"), str) and payload["fact_key"] != row["fact_key"]:
+        reasons.append(f"record {rid} fact_key differs from the one its {event} event names")
+    for column in ("source_type", "episode_id", "kind", "@session_id", "@turn_id"):
+        value = row[column.lstrip("@")]
+        if column in payload and payload[column] != value and (payload[column] or value):
+            name = column.lstrip("@")
+            reasons.append(f"record {rid} {name} differs from the one its {event} event names")
+    if "confidence" in payload and payload["confidence"] != row["confidence"]:
+        reasons.append(f"record {rid} confidence differs from the one its {event} event names")
+    return reasons
+
+
+def _record_reason_list(
+    row: dict[str, Any], view: _RecordView | None, marker: bool | None
+) -> list[str]:
+    rid, status = row["record_id"], row["status"]
+    if view is None or view.subject_id != row["scope"]:
+        if status == "tombstoned":
+            return [f"record {rid} is tombstoned but still holds content"] if row["content"] else []
+        return [f"record {rid} has no {' or '.join(CREATION_EVENTS)} event in its scope's chain"]
+    if view.purged_by is not None:
+        return _purged_record_reasons(row, view, marker)
+    if status == "tombstoned":
+        return [f"record {rid} is tombstoned but still holds content"] if row["content"] else []
+    reasons = []
+    if "content_sha256" in (view.payload or {}):
+        if view.status and status != view.status:
+            reasons.append(
+                f"record {rid} is {status}, but its chain's events leave it {view.status}"
+            )
+        if view.trust_tier and row["trust_tier"] != view.trust_tier:
+            reasons.append(
+                f"record {rid} has trust tier {row['trust_tier']}, but its chain's events give it "
+                f"{view.trust_tier}"
+            )
+    return reasons + _bound_field_reasons(row, view)
+
+
+def _episode_reason_list(row: dict[str, Any], view: _EpisodeView | None) -> list[str]:
+    episode_id, text, salt = row["episode_id"], row["text"], row["digest_salt"]
+    purged = row["purged_at"] is not None
+    if view is None or view.subject_id != row["scope"]:
+        return []
+    if view.purged_by is not None and (text or not purged or salt):
+        event_type, sequence = view.purged_by
+        return [
+            f"episode {episode_id} still holds its text or digest salt, but its chain purged it "
+            f"({event_type} at sequence {sequence})"
+        ]
+    if purged:
+        return (
+            [f"episode {episode_id} is purged but still holds its text or digest salt"]
+            if text or salt
+            else []
+        )
+    payload = view.payload or {}
+    bound = payload.get("message_sha256")
+    if isinstance(bound, str) and _bound_digest(payload, salt, text) != bound:
+        return [
+            f"episode {episode_id} text does not match the message_sha256 its "
+            f"{INGEST_EVENT} event binds"
+        ]
+    return []
+
+
+def _columns(conn: sqlite3.Connection, table: str, wanted: Sequence[str]) -> str:
+    """``wanted`` as a select list; a column this database predates reads as ''."""
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    return ", ".join(name if name in present else f"'' AS {name}" for name in wanted)
+
+
+_RECORD_COLUMNS = (
+    "record_id",
+    "scope",
+    "status",
+    "trust_tier",
+    "fact_key",
+    "content",
+    "metadata",
+    "source_type",
+    "episode_id",
+    "kind",
+    "digest_salt",
+    "session_id",
+    "turn_id",
+    "confidence",
+)
+_EPISODE_COLUMNS = ("episode_id", "scope", "text", "purged_at", "digest_salt")
+
+
+def _fill_payloads(conn: sqlite3.Connection, views: Sequence[Any]) -> None:
+    """Set each view's bound payload fields from its event, read by sequence."""
+    wanted = {view.sequence: view for view in views if view.payload is None}
+    sequences = list(wanted)
+    for start in range(0, len(sequences), 500):
+        part = sequences[start : start + 500]
+        for sequence, text, session_id, turn_id in conn.execute(
+            "SELECT sequence, payload, session_id, turn_id FROM audit_log "
+            f"WHERE sequence IN ({', '.join('?' * len(part))})",
+            part,
+        ):
+            fields = {k: v for k, v in _object(text).items() if k in _BOUND_FIELDS}
+            fields["@session_id"], fields["@turn_id"] = session_id or "", turn_id or ""
+            wanted[sequence].payload = fields
+
+
+def _markers(conn: sqlite3.Connection, record_ids: list[str]) -> set[tuple[str, int]] | None:
+    if not _has_table(conn, "memory_recordauditlink"):
+        return None
+    found: set[tuple[str, int]] = set()
+    for start in range(0, len(record_ids), 500):
+        part = record_ids[start : start + 500]
+        found.update(
+            conn.execute(
+                "SELECT record_id, event_sequence FROM memory_recordauditlink "
+                f"WHERE record_id IN ({', '.join('?' * len(part))}) AND event_type IN (?, ?)",
+                (*part, *PURGE_EVENTS),
+            ).fetchall()
+        )
+    return found
+
+
+def _keyset(
+    conn: sqlite3.Connection, table: str, columns: Sequence[str], subject: str | None
+) -> Iterable[dict[str, Any]]:
+    """The table's rows (of ``subject`` only, if given) in key order, a chunk at a time."""
+    sql = (
+        f"SELECT id, {_columns(conn, table, columns)} FROM {table} WHERE id > ?"
+        + ("" if subject is None else " AND scope = ?")
+        + " ORDER BY id LIMIT ?"
+    )
+    last = 0
+    while True:
+        rows = conn.execute(
+            sql, (last, *(() if subject is None else (subject,)), _CHUNK)
+        ).fetchall()
+        yield from (dict(zip(columns, row[1:], strict=True)) for row in rows)
+        if len(rows) < _CHUNK:
+            return
+        last = rows[-1][0]
 
 
 def content_failures(
     conn: sqlite3.Connection, subjects: list[str] | None
 ) -> Iterable[tuple[str, int | None, str]]:
-    """(subject, sequence or None, reason) for each record not holding its bound content.
+    """(subject, sequence or None, reason) for each record or episode that disagrees with its chain.
 
     Nothing when the database has no ``memory_record`` table (an export, a copy of
     ``audit_log`` alone): the records are not at hand.
@@ -469,18 +793,55 @@ def content_failures(
     if not _has_table(conn, "memory_record"):
         return
     for subject in [None] if subjects is None else subjects:
-        where, params = ("", ()) if subject is None else ("AND r.scope = ?", (subject,))
-        sql = _CONTENT_SQL.format(where=where)
-        last = 0
-        while True:
-            rows = conn.execute(sql, (*CREATION_EVENTS, last, *params, 5000)).fetchall()
-            for _, record_id, scope, status, content, sequence, event_type, payload in rows:
-                reason = _content_reason(record_id, status, content, event_type, payload)
-                if reason:
-                    yield scope, sequence, reason
-            if len(rows) < 5000:
-                break
-            last = rows[-1][0]
+        records, episodes = _replay(conn, subject)
+        chunk: list[dict[str, Any]] = []
+        for row in _keyset(conn, "memory_record", _RECORD_COLUMNS, subject):
+            chunk.append(row)
+            if len(chunk) == _CHUNK:
+                yield from _judge_records(conn, chunk, records)
+                chunk = []
+        yield from _judge_records(conn, chunk, records)
+        if _has_table(conn, "memory_episode"):
+            batch: list[dict[str, Any]] = []
+            for row in _keyset(conn, "memory_episode", _EPISODE_COLUMNS, subject):
+                batch.append(row)
+                if len(batch) == _CHUNK:
+                    yield from _judge_episodes(conn, batch, episodes)
+                    batch = []
+            yield from _judge_episodes(conn, batch, episodes)
+
+
+def _judge_episodes(
+    conn: sqlite3.Connection, rows: list[dict[str, Any]], episodes: dict[str, _EpisodeView]
+) -> Iterable[tuple[str, int | None, str]]:
+    _fill_payloads(conn, [v for row in rows if (v := episodes.get(row["episode_id"]))])
+    for row in rows:
+        view = episodes.get(row["episode_id"])
+        for reason in _episode_reason_list(row, view):
+            yield row["scope"], view.sequence if view else None, reason
+        if view is not None:
+            view.payload = None
+
+
+def _judge_records(
+    conn: sqlite3.Connection, rows: list[dict[str, Any]], records: dict[str, _RecordView]
+) -> Iterable[tuple[str, int | None, str]]:
+    purged = [
+        row["record_id"]
+        for row in rows
+        if (view := records.get(row["record_id"])) is not None and view.purged_by
+    ]
+    markers = _markers(conn, purged) if purged else set()
+    _fill_payloads(conn, [v for row in rows if (v := records.get(row["record_id"]))])
+    for row in rows:
+        view = records.get(row["record_id"])
+        marker = None
+        if view is not None and view.purged_by is not None and markers is not None:
+            marker = (row["record_id"], view.purged_by[1]) in markers
+        for reason in _record_reason_list(row, view, marker):
+            yield row["scope"], view.sequence if view else None, reason
+        if view is not None:
+            view.payload = None
 
 
 def _add_content_failures(

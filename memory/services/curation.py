@@ -72,7 +72,13 @@ def consolidate(
         scope=parsed,
         event_type="memory.consolidated",
         actor=access.audit_actor(principal, actor, default="system"),
-        payload={"duplicates": collapsed, "fact_keys": keys, "superseded_count": len(retired)},
+        payload={
+            "duplicates": collapsed,
+            # The slot names stay out of the chain (a forget could not take them
+            # back); the records' creation events commit their salted digests.
+            "fact_keys": [{k: v for k, v in group.items() if k != "fact_key"} for group in keys],
+            "superseded_count": len(retired),
+        },
         mentions=retired_ids,
     )
     return ConsolidateResult(str(parsed), True, tuple(collapsed), tuple(keys), event.event_id)

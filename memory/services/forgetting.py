@@ -504,7 +504,9 @@ def _purge(
         # A message's text is cleared even when another fact drawn from it stays
         # active: the text holds the forgotten words too. That fact keeps its own content.
         # One emptied before keeps the time it was emptied.
-        Episode.objects.filter(episode_id__in=emptied).update(text="", purged_at=now)
+        Episode.objects.filter(episode_id__in=emptied).update(
+            text="", digest_salt="", purged_at=now
+        )
     record_ids = [r.record_id for r in records]
     purges.announce(purges.PurgedContent(str(scope), tuple(record_ids), tuple(sorted(emptied))))
     transaction.on_commit(_drop_freed_bytes)
@@ -520,6 +522,9 @@ def _purge_records(scope: Scope, records: list[Record], now: datetime) -> None:
         content="",
         fact_key="",
         content_digest="",
+        # Without its salt no digest the chain keeps of this record can be
+        # recomputed or tested against guesses (memory/binding.py).
+        digest_salt="",
         # Metadata may hold personal data (a customer ID, an address): it is
         # purged with the content, index rows included.
         metadata={},

@@ -157,7 +157,8 @@ def propose_facts(
             now=now,
             tally=tally,
             evidence=evidence,
-            extra_payload={"content_sha256": content_sha256, "evidence": evidence},
+            # The creation event commits the content's salted digest itself.
+            extra_payload={"evidence": evidence},
         )
         if stored:
             accepted.append(stored)

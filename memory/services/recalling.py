@@ -34,9 +34,10 @@ from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from memory import metadata as record_metadata
 from memory import ranking, search, vectors
+from memory.binding import PURGE_EVENTS
 from memory.errors import InvalidInput
 from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from memory.models import Record, RetrievalEvent, RetrievalHit, Status
+from memory.models import Record, RecordAuditLink, RetrievalEvent, RetrievalHit, Status
 from memory.services import scoring
 from memory.services._common import _audit, _check_limit, _context, _new_id
 from memory.services.results import RecallBlock, RecallCandidate, RecallResult
@@ -73,15 +74,23 @@ class _CandidateRow(NamedTuple):
     metadata: dict[str, Any]
 
 
-# The candidates' columns, in _CandidateRow's order ("id" is the pk).
+# The candidates' columns, in _CandidateRow's order ("id" is the pk), and
+# whether the record carries a purge marker: the RecordAuditLink row a forget
+# or reject writes in the same transaction as its event. A record the chain
+# purged is never recalled, even if someone set its row back to active with
+# its content (issue 29 item 7); the verifiers check every marker against the
+# chain. One index probe per candidate (mem_link_record), no extra statement.
 _CANDIDATE_SQL = (
-    f"SELECT id, {', '.join(_CandidateRow._fields[1:])} FROM {Record._meta.db_table} "  # noqa: S608  (constants)
-    "WHERE id IN ({marks})"
+    f"SELECT r.id, {', '.join('r.' + name for name in _CandidateRow._fields[1:])}, "  # noqa: S608  (constants)
+    f"EXISTS (SELECT 1 FROM {RecordAuditLink._meta.db_table} l WHERE l.record_id = r.record_id "
+    f"AND l.event_type IN ({', '.join(repr(t) for t in PURGE_EVENTS)})) "
+    f"FROM {Record._meta.db_table} r WHERE r.id IN ({{marks}})"
 )
 
 
 def _candidate_rows(pks: list[int]) -> dict[int, _CandidateRow]:
-    """The candidates' rows by pk: plain tuples from a raw query (recall is the hot path).
+    """The candidates' rows by pk, less any a purge marker names: plain tuples from a raw
+    query (recall is the hot path).
 
     The metadata column is decoded by its own field, as the ORM would.
     """
@@ -89,8 +98,9 @@ def _candidate_rows(pks: list[int]) -> dict[int, _CandidateRow]:
     with connection.cursor() as cursor:
         cursor.execute(_CANDIDATE_SQL.format(marks=", ".join(["%s"] * len(pks))), pks)
         return {
-            row[0]: _CandidateRow._make((*row[:-1], field.from_db_value(row[-1], None, connection)))
+            row[0]: _CandidateRow._make((*row[:-2], field.from_db_value(row[-2], None, connection)))
             for row in cursor.fetchall()
+            if not row[-1]
         }
 
 

@@ -20,10 +20,9 @@ from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.sql import create_row, pipelined
 from aetnaweb.text import storable_text_arguments
-from audit.canonical import sha256_text
 from audit.services import lock_subject
+from memory import binding, search, vectors
 from memory import metadata as record_metadata
-from memory import search, vectors
 from memory.errors import ExtractionError, InvalidInput
 from memory.extraction import (
     UNTRUSTED_CONFIDENCE_CAP,
@@ -165,7 +164,6 @@ def _note_duplicate(write: _Write, candidate: Candidate, duplicates: list[str]) 
         payload={
             "episode_id": write.episode_id,
             "duplicate_of": duplicates,
-            "fact_key": candidate.fact_key,
             "source_type": write.source_type,
             "trust_tier": write.trust_tier,
             **write.extra_payload,
@@ -203,20 +201,22 @@ def _create(
             "source_type": write.source_type,
             "trust_tier": write.trust_tier,
             "status": status,
-            "fact_key": candidate.fact_key,
             "superseded_ids": superseded_ids,
             "rule": candidate.rule,
-            # Binds the exact content stored, so an edit behind the engine's back
-            # shows in verification (memory.selectors.content_binding).
-            "content_sha256": sha256_text(candidate.content),
-            # The audit spec keeps digests, never values: metadata may hold
-            # personal data, so only its canonical digest is chained.
-            **(
-                {"metadata_sha256": record_metadata.metadata_digest(write.metadata)}
-                if write.metadata
-                else {}
-            ),
+            # As stored (capped for third-party content): the record page shows it.
+            "confidence": record.confidence,
             **write.extra_payload,
+            # Bind the exact content, fact key and metadata stored, so an edit
+            # behind the engine's back shows in verification (memory.binding),
+            # salted with the record's own salt so that once a forget destroys
+            # it no guess can be tested against these digests. The fact key is
+            # a digest too: a slot name ("bank pin") says what was forgotten.
+            **binding.bound_digests(
+                record.digest_salt,
+                content=candidate.content,
+                fact_key=candidate.fact_key,
+                metadata=write.metadata,
+            ),
         },
         session_id=write.session_id,
         turn_id=write.turn_id,
@@ -260,6 +260,7 @@ def _new_record(
             kind=write.kind,
             content=candidate.content,
             content_digest=digest_value,
+            digest_salt=binding.new_salt(),
             evidence=list(write.evidence),
             metadata=write.metadata,
             created_at=write.now,
@@ -305,6 +306,7 @@ def _ingest(
     now: datetime,
 ) -> Episode:
     """Keep the message as an episode and chain its digest (``episode.ingested``)."""
+    salt = binding.new_salt()
     with connection.cursor() as cursor:  # every remember: no ORM query building
         episode = create_row(
             cursor,
@@ -316,6 +318,7 @@ def _ingest(
             turn_id=turn,
             source_type=reading.source_type,
             text=text,
+            digest_salt=salt,
             created_at=now,
         )
     _audit(
@@ -324,7 +327,8 @@ def _ingest(
         actor=actor,
         payload={
             "episode_id": episode.episode_id,
-            "message_sha256": sha256_text(text),
+            # Salted with the episode's own salt, cleared when its text is purged.
+            **binding.message_digests(salt, text),
             "source_type": reading.source_type,
             "trust_tier": trust_tier,
             "chars": len(text),

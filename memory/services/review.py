@@ -112,7 +112,6 @@ def _promote_in_transaction(
             "record_id": record.record_id,
             "status": Status.ACTIVE,
             "trust_tier": TrustTier.USER_CONFIRMED,
-            "fact_key": record.fact_key,
             "superseded_ids": superseded_ids,
             **reason_fields,
         },

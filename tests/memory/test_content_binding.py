@@ -23,6 +23,7 @@ from audit.models import AuditEvent
 from audit.services import append_event
 from audit.verification import verify_all, verify_subject
 from memory import selectors, services
+from memory.binding import salted_sha256
 from memory.models import Record
 from tests.factories import login_as, make_operator
 from tests.tools.test_verify_audit import database_file, parse_report, run_tool
@@ -79,7 +80,10 @@ def inspect_text() -> str:
 def test_every_new_record_binds_its_exact_content(make):
     record = make()
     payload = json.loads(creation_event(record).payload)
-    assert payload["content_sha256"] == sha256_text(record.content)
+    # salted with the record's own salt (issue 29 item 4), never the plain SHA-256
+    assert payload["digests"] == "salted-v1" and len(record.digest_salt) == 32
+    assert payload["content_sha256"] == salted_sha256(record.digest_salt, record.content)
+    assert payload["content_sha256"] != sha256_text(record.content)
     assert selectors.content_binding(record).state == "ok"
     assert verify_subject(SCOPE, principal=SYSTEM).ok
 

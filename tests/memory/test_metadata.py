@@ -17,6 +17,7 @@ from aetnaweb.text import UnstorableText
 from audit.models import AuditEvent
 from memory import corrections, metadata, search, selectors, services, vectors
 from memory.batch import BatchItem, BatchItemError, remember_batch
+from memory.binding import salted_sha256
 from memory.limits import (
     MAX_METADATA_BYTES,
     MAX_METADATA_FILTER_KEYS,
@@ -110,7 +111,10 @@ def test_the_audit_event_holds_a_digest_of_the_metadata_never_its_values():
     # Then its created event names a digest of the canonical metadata
     event = AuditEvent.objects.get(record_id=record_id, event_type="memory.record_created")
     payload = json.loads(event.payload)
-    assert payload["metadata_sha256"] == metadata.metadata_digest({"email": "alice@example.org"})
+    # salted with the record's own salt, so a forgotten value cannot be guessed back
+    salt = Record.objects.get(record_id=record_id).digest_salt
+    assert payload["metadata_sha256"] == salted_sha256(salt, '{"email":"alice@example.org"}')
+    assert payload["metadata_sha256"] != metadata.metadata_digest({"email": "alice@example.org"})
     # And no audit row holds the value or the key's value text
     assert not AuditEvent.objects.filter(payload__contains="alice@example.org").exists()
 

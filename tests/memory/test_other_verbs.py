@@ -11,6 +11,7 @@ from aetnaweb.access import SYSTEM, AccessDenied
 from audit.canonical import sha256_text
 from audit.models import AuditEvent
 from memory import search, services
+from memory.binding import salted_sha256
 from memory.errors import ActionLogError, CaptureError, ProposalError
 from memory.models import Episode, Record
 
@@ -54,7 +55,9 @@ def test_proposals_citing_evidence_land_quarantined_as_derived():
     # The active fact for the slot is untouched while the proposal waits
     assert Record.objects.get(record_id=record).status == "active"
     payload = json.loads(last("memory.record_quarantined").payload)
-    assert payload["content_sha256"] == sha256_text("User flies with Tap.")
+    stored = Record.objects.get(record_id=payload["record_id"])
+    assert payload["content_sha256"] == salted_sha256(stored.digest_salt, stored.content)
+    assert payload["content_sha256"] != sha256_text(stored.content)
     assert payload["evidence"] == [record] and payload["source_type"] == "derived"
 
 

@@ -12,6 +12,7 @@ from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.sql import pipelined
 from audit.models import AuditEvent
 from memory import search, services
+from memory.binding import salted_sha256
 from memory.errors import ExtractionError, InvalidInput
 from memory.models import Episode, Record, ScopeStats
 from memory.services import _common
@@ -62,7 +63,10 @@ def test_trusted_message_lands_active_with_provenance():
     ingested = events()[0][1]
     assert set(ingested) >= {"episode_id", "message_sha256", "source_type"}
     created = events()[1][1]
-    assert created["record_id"] == record.record_id and created["fact_key"] == "backup email"
+    # The slot name is committed as a salted digest, never as text (issue 29 item 4)
+    assert created["record_id"] == record.record_id and "fact_key" not in created
+    assert created["fact_key_sha256"] == salted_sha256(record.digest_salt, "backup email")
+    assert ingested["message_sha256"] == salted_sha256(episode.digest_salt, episode.text)
     assert created["trust_tier"] == "trusted_user" and created["superseded_ids"] == []
     assert search.indexed_pks([record.pk]) == {record.pk}
 
@@ -211,7 +215,6 @@ def test_a_duplicate_is_not_stored_twice():
         {
             "episode_id": again.episode_id,
             "duplicate_of": [first.record_ids[0]],
-            "fact_key": "backup email",
             "source_type": "user_message",
             "trust_tier": "trusted_user",
         },

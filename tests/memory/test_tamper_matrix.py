@@ -1,0 +1,294 @@
+"""Issue 29 item 7: every column a reader sees, edited behind the app's back, is noticed.
+
+Before: a forgotten record set back to ``status='active'`` with its content
+passed the chain check, ``memory inspect`` and the record page; edits to
+``metadata``, ``memory_episode.text``, ``trust_tier``, ``fact_key`` went
+unseen. Each edit below must now be named by the chain verifier, ``memory
+inspect``, the record page and (on SQLite, where it can read the records)
+``tools/verify_audit.py``, in the same words. Run on both databases.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import call_command
+from django.db import connection
+from django.urls import reverse
+from django.utils.html import escape
+
+from aetnaweb.access import SYSTEM
+from audit.verification import verify_all, verify_subject
+from memory import search, selectors, services
+from memory.corrections import correct_record
+from memory.models import Episode, Record
+from tests.factories import login_as, make_operator
+from tests.tools.test_verify_audit import database_file, parse_report, run_tool
+
+SCOPE = "acme:alice:proj"
+committed = pytest.mark.django_db(transaction=django_settings.DATABASE_VENDOR == "sqlite")
+
+
+def sql(statement: str, params: list[object]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+
+
+def json_value() -> str:
+    # PostgreSQL stores metadata as jsonb: a text parameter needs the cast
+    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+
+
+def remember(text: str, **extra: object) -> Record:
+    result = services.remember(principal=SYSTEM, scope=SCOPE, text=text, **extra)
+    return Record.objects.get(record_id=result.records[0].record_id)
+
+
+def forgotten() -> Record:
+    record = remember("My bank PIN is 4821.", metadata={"customer_id": 90417})
+    services.forget(principal=SYSTEM, scope=SCOPE, record_ids=[record.record_id])
+    return record
+
+
+def revive(record: Record) -> None:
+    """The attack: the row set back to active with its content, and put back in the index."""
+    sql(
+        "UPDATE memory_record SET status = 'active', content = %s, fact_key = 'bank pin', "
+        "deleted_at = NULL WHERE record_id = %s",
+        ["User's bank PIN is 4821.", record.record_id],
+    )
+    search.index_records([(record.pk, record.record_id, SCOPE, "User's bank PIN is 4821.")])
+
+
+@dataclass(frozen=True)
+class Edit:
+    make: Callable[[], Record]
+    edit: Callable[[Record], None]
+    says: str  # what the reason names
+
+
+def _set(column: str, value: object, placeholder: str = "%s") -> Callable[[Record], None]:
+    return lambda record: sql(
+        f"UPDATE memory_record SET {column} = {placeholder} WHERE record_id = %s",
+        [value, record.record_id],
+    )
+
+
+def _quarantined() -> Record:
+    return remember("<webpage>My backup email is eve@example.org.</webpage>")
+
+
+def _superseded() -> Record:
+    older = remember("My editor is vim.")
+    remember("My editor is helix.")
+    return older
+
+
+EDITS = {
+    "content": Edit(
+        lambda: remember("My deploy window is Fridays."),
+        _set("content", "Fridays are off."),
+        "content does not match the content_sha256",
+    ),
+    "metadata": Edit(
+        lambda: remember("My editor is helix.", metadata={"customer_id": 90417}),
+        lambda r: sql(
+            f"UPDATE memory_record SET metadata = {json_value()} WHERE record_id = %s",
+            ['{"customer_id": 1}', r.record_id],
+        ),
+        "metadata does not match the metadata_sha256",
+    ),
+    "metadata_added": Edit(
+        lambda: remember("My editor is helix."),
+        lambda r: sql(
+            f"UPDATE memory_record SET metadata = {json_value()} WHERE record_id = %s",
+            ['{"customer_id": 1}', r.record_id],
+        ),
+        "holds metadata its memory.record_created event never bound",
+    ),
+    "fact_key": Edit(
+        lambda: remember("My editor is helix."),
+        _set("fact_key", "shell"),
+        "fact_key does not match the fact_key_sha256",
+    ),
+    "trust_tier": Edit(
+        _quarantined,
+        _set("trust_tier", "trusted_user"),
+        "has trust tier trusted_user, but its chain's events give it untrusted_content",
+    ),
+    "status_quarantine_escape": Edit(
+        _quarantined,
+        _set("status", "active"),
+        "is active, but its chain's events leave it quarantined",
+    ),
+    "status_unsuperseded": Edit(
+        _superseded,
+        _set("status", "active"),
+        "is active, but its chain's events leave it superseded",
+    ),
+    "source_type": Edit(
+        lambda: remember("My editor is helix."),
+        _set("source_type", "derived"),
+        "source_type differs from the one its memory.record_created event names",
+    ),
+    "kind": Edit(
+        lambda: Record.objects.get(
+            record_id=services.remember_fact(
+                principal=SYSTEM, scope=SCOPE, key="timezone", value="UTC", kind="setting"
+            ).record_ids[0]
+        ),
+        _set("kind", "secret"),
+        "kind differs from the one its memory.record_created event names",
+    ),
+    "confidence": Edit(
+        _quarantined,  # a capped 0.3 raised to look trustworthy
+        _set("confidence", 0.99),
+        "confidence differs from the one its memory.record_quarantined event names",
+    ),
+    "session_id": Edit(
+        lambda: remember("My editor is helix.", session_id="s-1", turn_id="t-1"),
+        _set("session_id", "s-2"),
+        "session_id differs from the one its memory.record_created event names",
+    ),
+    "turn_id": Edit(
+        lambda: remember("My editor is helix.", session_id="s-1", turn_id="t-1"),
+        _set("turn_id", "t-9"),
+        "turn_id differs from the one its memory.record_created event names",
+    ),
+    "digest_salt": Edit(
+        lambda: remember("My editor is helix."),
+        _set("digest_salt", "0" * 32),
+        "content does not match the content_sha256",
+    ),
+    "episode_text": Edit(
+        lambda: remember("My editor is helix."),
+        lambda r: sql(
+            "UPDATE memory_episode SET text = %s WHERE episode_id = %s",
+            ["My editor is emacs.", r.episode_id],
+        ),
+        "text does not match the message_sha256 its episode.ingested event binds",
+    ),
+    "episode_purged_keeping_salt": Edit(
+        lambda: remember("My editor is helix."),
+        lambda r: sql(
+            # a purge that forgets the salt: the message digest stays testable
+            "UPDATE memory_episode SET text = '', purged_at = CURRENT_TIMESTAMP "
+            "WHERE episode_id = %s",
+            [r.episode_id],
+        ),
+        "is purged but still holds its text or digest salt",
+    ),
+    "revived": Edit(forgotten, revive, "is active, but its chain purged it (memory.forget"),
+    "purged_fact_key_restored": Edit(
+        forgotten, _set("fact_key", "bank pin"), "still holds its fact key, metadata or digest"
+    ),
+    "purged_episode_restored": Edit(
+        forgotten,
+        lambda r: sql(
+            "UPDATE memory_episode SET text = %s, purged_at = NULL WHERE episode_id = %s",
+            ["My bank PIN is 4821.", r.episode_id],
+        ),
+        "still holds its text or digest salt, but its chain purged it",
+    ),
+    "purge_marker_deleted": Edit(
+        forgotten,
+        lambda r: sql(
+            "DELETE FROM memory_recordauditlink WHERE record_id = %s AND event_type = %s",
+            [r.record_id, "memory.forget"],
+        ),
+        "has lost the purge marker of its memory.forget event",
+    ),
+}
+
+
+def inspect_text() -> str:
+    out = io.StringIO()
+    call_command("memory", "inspect", SCOPE, stdout=out)
+    return out.getvalue()
+
+
+@committed
+@pytest.mark.parametrize("name", list(EDITS))
+def test_an_edit_behind_the_app_is_named_by_every_verifier_and_the_record_page(
+    name, client, tmp_path
+):
+    # Given a record the engine wrote (and a chain that verifies)
+    case = EDITS[name]
+    record = case.make()
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
+    # When one column a reader sees is edited in the database
+    case.edit(record)
+    # Then the chain verifier names it (per scope and across all scopes)
+    report = verify_subject(SCOPE, principal=SYSTEM)
+    assert not report.ok
+    named = [line for line in report.failure_lines() if case.says in line]
+    assert named and (record.record_id in named[0] or str(record.episode_id) in named[0])
+    assert verify_all(principal=SYSTEM).by_subject()[SCOPE].reasons == report.reasons
+    # ... memory inspect says BROKEN with the reason
+    text = inspect_text()
+    assert "chain: BROKEN" in text and case.says in text
+    # ... the record page shows the red banner listing it
+    login_as(client, make_operator("vera", [(SCOPE, "viewer")]))
+    body = client.get(reverse("memory:record", args=[record.record_id])).content.decode()
+    assert 'id="content-mismatch"' in body and escape(case.says.split(" (")[0]) in body
+    # ... and the standalone tool, reading the same SQLite file, says the same lines
+    if connection.vendor == "sqlite":
+        result = run_tool(str(database_file(tmp_path)))
+        assert result.returncode == 1
+        assert parse_report(result.stdout)[SCOPE] == report.failure_lines()
+
+
+@pytest.mark.django_db
+def test_a_revived_record_never_recalls_nor_renders_as_live(client):
+    # Given a forgotten record whose row was set back to active, content and index included
+    record = forgotten()
+    revive(record)
+    assert Record.objects.get(pk=record.pk).status == "active"
+    # When it is recalled by its own words
+    result = services.recall(principal=SYSTEM, scope=SCOPE, query="bank PIN 4821")
+    # Then recall does not return it (its purge marker stands)
+    assert record.record_id not in [c.record_id for c in result.candidates]
+    block = services.recall_block(principal=SYSTEM, scope=SCOPE, query="bank PIN 4821")
+    assert "4821" not in block.text
+    # And the record page and the API show it as purged, content hidden
+    login_as(client, make_operator("vera", [(SCOPE, "viewer")]))
+    body = client.get(reverse("memory:record", args=[record.record_id])).content.decode()
+    assert "badge-tombstoned" in body and "badge-active" not in body
+    assert "4821" not in body.split('id="content-heading"')[1]
+    detail = selectors.record_detail(SYSTEM, record.record_id)
+    assert (detail.record.status, detail.record.content) == ("tombstoned", "")
+    assert detail.binding.state == "revived"
+    # And the scope's record list (page, API, MCP) lists it as purged, without its content
+    listed = {r.record_id: r for r in selectors.list_records(SYSTEM, scope=SCOPE).items}
+    assert (listed[record.record_id].status, listed[record.record_id].content) == ("tombstoned", "")
+    assert "4821" not in client.get(reverse("memory:scope", args=[SCOPE])).content.decode()
+
+
+@pytest.mark.django_db
+def test_an_untouched_history_passes_every_check():
+    # Given every transition the engine makes: create, quarantine, promote,
+    # supersede, consolidate, reject, forget (with episodes and metadata)
+    remember("My editor is vim.", metadata={"team": "core"})
+    remember("My editor is helix.")
+    held = _quarantined()
+    services.promote(principal=SYSTEM, scope=SCOPE, record_id=held.record_id, reason="ok")
+    other = remember("<webpage>My shell is fish.</webpage>")
+    services.reject(principal=SYSTEM, scope=SCOPE, record_id=other.record_id, reason="no")
+    services.remember_fact(principal=SYSTEM, scope=SCOPE, key="timezone", value="UTC")
+    note = remember("Remember that the standup moved to ten.")
+    correct_record(principal=SYSTEM, record_id=note.record_id, content="The standup is at nine.")
+    quarantined_note = remember("<webpage>My pager number is 5550100.</webpage>")
+    correct_record(
+        principal=SYSTEM, record_id=quarantined_note.record_id, content="User's email is a@b.org."
+    )
+    services.consolidate(principal=SYSTEM, scope=SCOPE)
+    forgotten()
+    # Then the chain check, inspect and each record's binding agree with the rows
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
+    assert "chain: verifies" in inspect_text()
+    assert all(not selectors.content_binding(r).broken for r in Record.objects.all())
+    assert Episode.objects.filter(purged_at__isnull=False).count() == 2
