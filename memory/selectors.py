@@ -21,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -230,18 +231,12 @@ def list_records(
     return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
 
 
-def review_queue(
+def _review_queryset(
     principal: Principal,
-    *,
-    scope: Scope | str | None = None,
-    after: Any = None,
-    limit: int = 50,
-) -> Page:
-    """Quarantined records across every scope the principal may review, oldest first.
-
-    Each item has its source episode loaded (``record.episode``; its text
-    unless purged). ``scope`` narrows to that subtree.
-    """
+    scope: Scope | str | None,
+    source_type: str | None,
+    waiting_since: datetime | None,
+) -> Any:
     queryset = Record.objects.filter(status=Status.QUARANTINED).filter(
         access.scope_q(principal, access.REVIEW)
     )
@@ -250,9 +245,111 @@ def review_queue(
         queryset = queryset.filter(**parsed.subtree_filter())
     elif not access.has_capability_anywhere(principal, access.REVIEW):
         raise access.AccessDenied(f"{principal.label} may not review anywhere")
+    source_type = _choice("source type", source_type, SourceType.values)
+    if source_type:
+        queryset = queryset.filter(source_type=source_type)
+    if waiting_since is not None:
+        queryset = queryset.filter(created_at__lte=waiting_since)
+    return queryset
+
+
+def review_queue(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    after: Any = None,
+    limit: int = 50,
+) -> Page:
+    """Quarantined records across every scope the principal may review, oldest first.
+
+    Each item has its source episode loaded (``record.episode``; its text
+    unless purged). ``scope`` narrows to that subtree, ``source_type`` to one
+    kind of source, ``waiting_since`` to records quarantined at or before then.
+    """
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
     return _page(
         queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
     )
+
+
+REVIEW_COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    """How many records wait (``total``, capped at ``capped``) and how many precede a page."""
+
+    total: int
+    before: int
+    capped: bool
+
+
+def review_queue_position(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    after: Any = None,
+) -> QueuePosition:
+    """The queue's size and where a page starting after ``after`` sits in it.
+
+    Counts only quarantined rows (the status index), each count bounded by
+    ``REVIEW_COUNT_CAP`` so a flood of quarantined facts cannot slow the page.
+    """
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    total = queryset.order_by()[: REVIEW_COUNT_CAP + 1].count()
+    cursor = _cursor(after)
+    before = 0
+    if cursor is not None:
+        before = queryset.filter(id__lte=cursor).order_by()[:REVIEW_COUNT_CAP].count()
+    return QueuePosition(min(total, REVIEW_COUNT_CAP), before, total > REVIEW_COUNT_CAP)
+
+
+def review_queue_items(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    limit: int = 200,
+) -> list[tuple[str, str]]:
+    """(scope, record ID) of the oldest ``limit`` records matching the queue's filter:
+    "tick all matching the filter" decides these (a bulk decision takes at most 200)."""
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    return [
+        (row_scope, record_id)
+        for row_scope, record_id in queryset.order_by("id").values_list("scope", "record_id")[
+            : _limit(limit)
+        ]
+        if access.may(principal, access.REVIEW, row_scope)
+    ]
+
+
+def current_slot_values(principal: Principal, records: list[Record]) -> dict[str, Record]:
+    """Per quarantined record with a ``fact_key``, the newest active record it would
+    supersede if promoted (same scope, same key), among records the principal may read."""
+    keyed = [r for r in records if r.fact_key]
+    if not keyed:
+        return {}
+    condition = Q()
+    for record in keyed:
+        condition |= Q(scope=record.scope, fact_key=record.fact_key)
+    holders: dict[tuple[str, str], Record] = {}
+    for row in (
+        Record.objects.filter(status=Status.ACTIVE)
+        .filter(condition)
+        .filter(readable_records_q(principal))
+        .order_by("id")
+    ):
+        holders[(row.scope, row.fact_key or "")] = row  # the newest wins
+    return {
+        r.record_id: holders[(r.scope, r.fact_key or "")]
+        for r in keyed
+        if (r.scope, r.fact_key or "") in holders
+    }
 
 
 def waiting_siblings(principal: Principal, records: list[Record]) -> dict[str, list[Record]]:

@@ -264,7 +264,7 @@ def test_bulk_decision_permissions(client, memory, case):
             "items": [f"{SCOPE}|{memory['quarantined']}"],
             "decision": "promote",
             "reason": "all checked",
-            "confirm": "1",
+            "confirmed": "on",
         },
     )
     case.check(response)
@@ -340,7 +340,9 @@ def reviewer_client(client, busy_memory):
         ("memory:scope", [SCOPE], "", 9),
         ("memory:scope", [SCOPE], "?status=active&q=value", 9),
         ("memory:chain", [SCOPE], "", 7),
-        ("memory:review", [], "", 6),
+        # the queue's total (one bounded count) and the active values promotions would replace
+        ("memory:review", [], "", 8),
+        ("memory:review", [], "?source_type=webpage&age=1&after=1", 9),
         ("memory:forget", [SCOPE], "", 5),
         ("memory:receipt_verify", [], "", 5),
     ],
@@ -431,6 +433,7 @@ def test_bulk_decision_queries_grow_only_with_the_records_ticked(
                 "decision": "reject",
                 "reason": "injected",
                 "confirm": "REJECT",
+                "confirmed": "on",
             },
         )
     assert response.status_code == 200
