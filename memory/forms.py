@@ -394,3 +394,33 @@ class ReceiptVerifyForm(StorableTextMixin, forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"That is not JSON: {exc}") from exc
         return data
+
+
+class MemorySearchForm(StorableTextMixin, forms.Form):
+    """The top-bar search's filters: a status, a scope (its subtree), how recent."""
+
+    status = _optional_choice(list(Status.choices), "status")
+    scope = forms.CharField(max_length=200, required=False, label="Scope")
+    age = forms.ChoiceField(
+        required=False,
+        label="Stored",
+        choices=[
+            ("", "any time"),
+            ("1", "in the last day"),
+            ("7", "in the last week"),
+            ("30", "in the last 30 days"),
+        ],
+    )
+
+    def clean_scope(self) -> Scope | None:
+        raw = self.cleaned_data["scope"].strip()
+        return parse_scope_field(raw) if raw else None
+
+    def selector_filters(self, now: datetime) -> dict[str, Any]:
+        """The arguments of :func:`memory.selectors.search_memory` of a valid form."""
+        days = self.cleaned_data.get("age")
+        return {
+            "status": self.cleaned_data.get("status") or None,
+            "scope": self.cleaned_data.get("scope"),
+            "since": now - timedelta(days=int(days)) if days else None,
+        }

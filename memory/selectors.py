@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Count, Q, Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
@@ -1085,3 +1085,81 @@ def content_failures(subjects: list[str] | None) -> Iterator[tuple[str, int | No
             if len(rows) < CONTENT_CHUNK:
                 break
             last = rows[-1][0]
+
+
+SEARCH_COUNT_CAP = 500  # matches counted per scope at most: a count, never a scan of the store
+MIN_SEARCH_CHARS = 2
+
+
+@dataclass(frozen=True)
+class MemorySearch:
+    """What a dashboard search found: records and source messages the principal may read,
+    newest first, and per scope how many records match (counted up to ``SEARCH_COUNT_CAP``)."""
+
+    records: list[Record]
+    episodes: list[Episode]
+    scope_counts: list[tuple[str, int]]
+    counted: int
+    capped: bool
+
+
+def search_memory(
+    principal: Principal,
+    query: str,
+    *,
+    status: str | None = None,
+    scope: Scope | str | None = None,
+    since: datetime | None = None,
+    limit: int = 20,
+) -> MemorySearch:
+    """Records whose content contains ``query`` (case-insensitive), or whose fact key,
+    session ID, record ID or source message ID is it (IDs by their start); and source
+    messages whose text contains it or whose session ID is it. Only what the principal
+    may read (:func:`readable_records_q`, :func:`readable_episodes_q`): a search never
+    reveals a row by its count or its hit.
+
+    Bounded: at most ``limit`` rows of each kind, per-scope counts over at most
+    ``SEARCH_COUNT_CAP`` matches, newest first by the primary key.
+    """
+    text = (query or "").strip()
+    if len(text) < MIN_SEARCH_CHARS:
+        raise QueryError(f"type at least {MIN_SEARCH_CHARS} characters to search")
+    limit = _limit(limit)
+    status = _choice("status", status, Status.values)
+    records = Record.objects.filter(readable_records_q(principal))
+    episodes = Episode.objects.filter(readable_episodes_q(principal)).filter(purged_at__isnull=True)
+    if scope is not None:
+        parsed = access.require(principal, access.READ, scope)
+        records = records.filter(**parsed.subtree_filter())
+        episodes = episodes.filter(**parsed.subtree_filter())
+    if status:
+        records = records.filter(status=status)
+    if since is not None:
+        records = records.filter(created_at__gte=since)
+        episodes = episodes.filter(created_at__gte=since)
+    lowered = text.lower()
+    records = records.filter(
+        Q(content__icontains=text)
+        | Q(fact_key=lowered)
+        | Q(session_id=text)
+        | Q(record_id__startswith=lowered)
+        | Q(episode__episode_id__startswith=lowered)
+    )
+    episodes = episodes.filter(
+        Q(text__icontains=text) | Q(session_id=text) | Q(episode_id__startswith=lowered)
+    )
+    capped_ids = records.order_by("-id").values("id")[: SEARCH_COUNT_CAP + 1]
+    counts = list(
+        Record.objects.filter(id__in=capped_ids)
+        .values("scope")
+        .annotate(n=Count("id"))
+        .order_by("-n", "scope")
+    )
+    counted = sum(row["n"] for row in counts)
+    return MemorySearch(
+        records=list(records.order_by("-id")[:limit]),
+        episodes=list(episodes.order_by("-id")[:limit]),
+        scope_counts=[(row["scope"], row["n"]) for row in counts],
+        counted=min(counted, SEARCH_COUNT_CAP),
+        capped=counted > SEARCH_COUNT_CAP,
+    )
