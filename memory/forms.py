@@ -287,17 +287,24 @@ class ReviewScopeForm(StorableTextMixin, forms.Form):
         ],
     )
 
+    warning = forms.ChoiceField(
+        required=False,
+        label="Warning",
+        choices=[("", "with or without"), ("warned", "with a warning"), ("clean", "without")],
+    )
+
     def clean_scope(self) -> Scope | None:
         raw = self.cleaned_data["scope"].strip()
         return parse_scope_field(raw) if raw else None
 
     def queue_filters(self, now: datetime) -> dict[str, Any]:
-        """The selector arguments of a valid form (source type, waiting since)."""
+        """The selector arguments of a valid form (scope, source, waiting since, warning)."""
         days = self.cleaned_data.get("age")
         return {
             "scope": self.cleaned_data.get("scope"),
             "source_type": self.cleaned_data.get("source_type") or None,
             "waiting_since": now - timedelta(days=int(days)) if days else None,
+            "warning": self.cleaned_data.get("warning") or None,
         }
 
 

@@ -34,6 +34,7 @@ from audit.models import AuditEvent, AuditSubject
 from audit.verification import verify_subject
 from memory import metadata as record_metadata
 from memory.errors import QueryError, RecordNotFound
+from memory.extraction import review_warnings
 from memory.limits import MAX_PAGE
 from memory.models import (
     DeletionReceipt,
@@ -231,6 +232,20 @@ def list_records(
     return _page(queryset, _cursor(after), _limit(limit), newest_first=True)
 
 
+WARNING_CHOICES = ["warned", "clean"]
+WARNING_SCAN_ROWS = 2000  # quarantined rows read per request to judge warnings, at most
+
+
+def _judged(rows: Iterator[Record], warning: str) -> Iterator[Record]:
+    """The rows whose content does (``warned``) or does not (``clean``) carry a review
+    warning. The warning is a heuristic over the text (memory.extraction), not a column,
+    so it is judged here, over a bounded scan."""
+    wanted = warning == "warned"
+    for row in rows:
+        if bool(review_warnings(row.content)) == wanted:
+            yield row
+
+
 def _review_queryset(
     principal: Principal,
     scope: Scope | str | None,
@@ -259,6 +274,7 @@ def review_queue(
     scope: Scope | str | None = None,
     source_type: str | None = None,
     waiting_since: datetime | None = None,
+    warning: str | None = None,
     after: Any = None,
     limit: int = 50,
 ) -> Page:
@@ -266,12 +282,27 @@ def review_queue(
 
     Each item has its source episode loaded (``record.episode``; its text
     unless purged). ``scope`` narrows to that subtree, ``source_type`` to one
-    kind of source, ``waiting_since`` to records quarantined at or before then.
+    kind of source, ``waiting_since`` to records quarantined at or before then,
+    ``warning`` to facts that do (``warned``) or do not (``clean``) carry a review
+    warning (judged over at most ``WARNING_SCAN_ROWS`` rows a page).
     """
     queryset = _review_queryset(principal, scope, source_type, waiting_since)
-    return _page(
-        queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
-    )
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is None:
+        return _page(
+            queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
+        )
+    limit = _limit(limit)
+    cursor = _cursor(after)
+    if cursor is not None:
+        queryset = queryset.filter(id__gt=cursor)
+    scanned = list(queryset.select_related("episode").order_by("id")[:WARNING_SCAN_ROWS])
+    kept = list(_judged(iter(scanned), warning))
+    if len(kept) > limit:
+        return Page(kept[:limit], str(kept[limit - 1].id))
+    # The scan stopped at its bound: the next page goes on from the last row read.
+    more = len(scanned) == WARNING_SCAN_ROWS
+    return Page(kept, str(scanned[-1].id) if more else None)
 
 
 REVIEW_COUNT_CAP = 10_000
@@ -292,6 +323,7 @@ def review_queue_position(
     scope: Scope | str | None = None,
     source_type: str | None = None,
     waiting_since: datetime | None = None,
+    warning: str | None = None,
     after: Any = None,
 ) -> QueuePosition:
     """The queue's size and where a page starting after ``after`` sits in it.
@@ -300,8 +332,15 @@ def review_queue_position(
     ``REVIEW_COUNT_CAP`` so a flood of quarantined facts cannot slow the page.
     """
     queryset = _review_queryset(principal, scope, source_type, waiting_since)
-    total = queryset.order_by()[: REVIEW_COUNT_CAP + 1].count()
     cursor = _cursor(after)
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is not None:
+        # Judged in Python over a bounded scan: counted up to WARNING_SCAN_ROWS rows read.
+        rows = list(queryset.order_by("id").only("id", "content")[: WARNING_SCAN_ROWS + 1])
+        judged = list(_judged(iter(rows[:WARNING_SCAN_ROWS]), warning))
+        before = sum(1 for row in judged if cursor is not None and row.id <= cursor)
+        return QueuePosition(len(judged), before, len(rows) > WARNING_SCAN_ROWS)
+    total = queryset.order_by()[: REVIEW_COUNT_CAP + 1].count()
     before = 0
     if cursor is not None:
         before = queryset.filter(id__lte=cursor).order_by()[:REVIEW_COUNT_CAP].count()
@@ -314,16 +353,23 @@ def review_queue_items(
     scope: Scope | str | None = None,
     source_type: str | None = None,
     waiting_since: datetime | None = None,
+    warning: str | None = None,
     limit: int = 200,
 ) -> list[tuple[str, str]]:
     """(scope, record ID) of the oldest ``limit`` records matching the queue's filter:
     "tick all matching the filter" decides these (a bulk decision takes at most 200)."""
     queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    limit = _limit(limit)
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is not None:
+        rows = queryset.order_by("id").only("id", "scope", "record_id", "content")
+        picked = list(_judged(iter(rows[:WARNING_SCAN_ROWS]), warning))[:limit]
+        pairs = [(row.scope, row.record_id) for row in picked]
+    else:
+        pairs = list(queryset.order_by("id").values_list("scope", "record_id")[:limit])
     return [
         (row_scope, record_id)
-        for row_scope, record_id in queryset.order_by("id").values_list("scope", "record_id")[
-            : _limit(limit)
-        ]
+        for row_scope, record_id in pairs
         if access.may(principal, access.REVIEW, row_scope)
     ]
 

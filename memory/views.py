@@ -594,7 +594,9 @@ def _queue_page(
             "may_review": may_review,
             "scope_form": scope_form,
             "narrowed": narrowed,
-            "filtered": bool(filters.get("source_type") or filters.get("waiting_since")),
+            "filtered": bool(
+                filters.get("source_type") or filters.get("waiting_since") or filters.get("warning")
+            ),
             "page": page,
             "pages": pages,
             "items": items,

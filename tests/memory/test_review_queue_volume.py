@@ -262,3 +262,26 @@ def test_a_refused_source_decision_keeps_the_choices(reviewer, db):
             record_id
         )
     assert audit_rows() == before
+
+
+def test_queue_filters_by_warning(reviewer, queue, monkeypatch):
+    # Given a webpage fact that holds a password among the colour and tool facts
+    warned = remember_webpage(NOTES, "Remember that the admin password is hunter2.")[0]
+    # When the reviewer asks for facts with a warning
+    response = reviewer.get(reverse("memory:review") + "?warning=warned")
+    html = body(response)
+    # Then only that one shows, counted as the one matching
+    assert warned in html
+    assert not any(r in html for r in queue["webpage"] + queue["tool"])
+    assert "1 waiting matching" in html
+    # And "without" shows the others and not it
+    html = body(reviewer.get(reverse("memory:review") + "?warning=clean"))
+    assert warned not in html and all(r in html for r in queue["webpage"])
+    # And a page of the warned filter goes on after its last row (key pagination)
+    monkeypatch.setattr(views, "QUEUE_PER_PAGE", 2)
+    html = body(reviewer.get(reverse("memory:review") + "?warning=clean"))
+    after = re.search(r'href="\?after=(\d+)&amp;warning=clean"', html).group(1)
+    html = body(reviewer.get(reverse("memory:review") + f"?warning=clean&after={after}"))
+    assert queue["webpage"][2] in html and queue["webpage"][0] not in html
+    # And an unknown value is refused
+    assert reviewer.get(reverse("memory:review") + "?warning=maybe").status_code == 400
