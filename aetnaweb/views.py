@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from actions import selectors as action_selectors
+from aetnaweb.access import AccessDenied
 from aetnaweb.api import API_PREFIX
 from aetnaweb.dashboard import dashboard_view, principal_for, render_page
 from aetnaweb.faults import RETRY_AFTER_SECONDS, database_fault
@@ -28,9 +29,12 @@ from aetnaweb.scopes import Scope, ScopeError
 from audit import selectors as audit_selectors
 from memory import selectors as memory_selectors
 from memory import vectors
+from memory.errors import QueryError
+from memory.forms import MemorySearchForm
 
 SEARCH_RESULTS = 20
 MAX_SEARCH_CHARS = 100
+SNIPPET_CHARS = 220
 MIN_PREFIX_HEX = 4  # "mem_3f2a": shorter prefixes would list whatever comes first
 # An ID or the start of one: the kind, an underscore, then hex digits.
 ID_PREFIX_RE = re.compile(r"(mem|act|aud|ret)_([0-9a-f]{0,32})")
@@ -152,11 +156,75 @@ def _id_hits(principal: Any, kind: str, prefix: str) -> list[dict[str, str]]:
     ]
 
 
+def _search_text(raw: str) -> str:
+    # As the query above, but keeping case: a session ID is matched exactly.
+    return "".join(
+        ch
+        for ch in unicodedata.normalize("NFKC", raw[: MAX_SEARCH_CHARS * 2]).strip()
+        if unicodedata.category(ch)[0] != "C"
+    )[:MAX_SEARCH_CHARS]
+
+
+def highlighted(text: str, needle: str, *, width: int = SNIPPET_CHARS) -> list[tuple[str, bool]]:
+    """``text`` cut to about ``width`` characters around the first match of ``needle``, as
+    (part, is_match) pairs: the template escapes each part and marks the matches, so no
+    stored text is ever marked safe."""
+    folded, key = text.casefold(), needle.casefold()
+    # casefold can change lengths (ß -> ss); then only the cut is offered, unmarked.
+    if not key or len(folded) != len(text):
+        return [(text[:width] + ("…" if len(text) > width else ""), False)]
+    first = folded.find(key)
+    start = 0 if first < width // 3 else first - width // 3
+    end = min(len(text), start + width)
+    window, window_folded = text[start:end], folded[start:end]
+    parts: list[tuple[str, bool]] = [("…", False)] if start else []
+    at = 0
+    while key and (found := window_folded.find(key, at)) != -1:
+        if found > at:
+            parts.append((window[at:found], False))
+        parts.append((window[found : found + len(key)], True))
+        at = found + len(key)
+    if at < len(window):
+        parts.append((window[at:], False))
+    if end < len(text):
+        parts.append(("…", False))
+    return parts
+
+
+def _memory_hits(request: HttpRequest, principal: Any, text: str, context: dict[str, Any]) -> None:
+    """Records and source messages matching ``text``, with the page's filters."""
+    form = MemorySearchForm(request.GET)
+    context["filter_form"] = form
+    if not form.is_valid():
+        context["problem"] = " ".join(
+            str(error) for errors in form.errors.values() for error in errors
+        )
+        return
+    try:
+        found = memory_selectors.search_memory(
+            principal, text, **form.selector_filters(timezone.now()), limit=SEARCH_RESULTS
+        )
+    except QueryError as exc:
+        context["problem"] = str(exc)
+        return
+    except AccessDenied:
+        # A scope filter out of reach finds nothing, as a scope with no match would.
+        found = memory_selectors.MemorySearch([], [], [], 0, False)
+    context["found"] = found
+    context["record_hits"] = [
+        {"record": record, "parts": highlighted(record.content, text)} for record in found.records
+    ]
+    context["episode_hits"] = [
+        {"episode": episode, "parts": highlighted(episode.text, text)} for episode in found.episodes
+    ]
+
+
 @require_GET
 @dashboard_view
 def search(request: HttpRequest) -> HttpResponse:
     """The top-bar box: jump to a ``mem_``/``act_``/``aud_``/``ret_`` ID (or the one match of a
-    prefix), or list scopes whose tenant or user name contains the words typed."""
+    prefix), or find records and source messages by content, fact key, session ID or ID,
+    and scopes by tenant or user name, in everything the person may read."""
     principal = principal_for(request)
     raw = request.GET.get("q", "")
     # Folded so a pasted fullwidth or upper-case ID still matches; invisible
@@ -166,7 +234,13 @@ def search(request: HttpRequest) -> HttpResponse:
         for ch in unicodedata.normalize("NFKC", raw[: MAX_SEARCH_CHARS * 2]).strip().lower()
         if unicodedata.category(ch)[0] != "C"
     )[:MAX_SEARCH_CHARS]
-    context: dict[str, Any] = {"query": query, "hits": [], "scopes": [], "problem": ""}
+    context: dict[str, Any] = {
+        "query": query,
+        "hits": [],
+        "scopes": [],
+        "problem": "",
+        "filter_fields": MemorySearchForm.base_fields,
+    }
     match = ID_PREFIX_RE.fullmatch(query)
     if match and len(match.group(2)) >= MIN_PREFIX_HEX:
         hits = _id_hits(principal, match.group(1), query)
@@ -180,14 +254,13 @@ def search(request: HttpRequest) -> HttpResponse:
         )
     elif query.count(":") == 2 and _parses_as_scope(raw.strip()):
         return HttpResponseRedirect(reverse("memory:scope", args=[raw.strip()]))
-    elif query and SCOPE_NAME_RE.fullmatch(query):
-        context["scopes"] = audit_selectors.scopes_matching(principal, query, limit=SEARCH_RESULTS)
-        context["searched"] = "scope"
     elif query:
-        context["problem"] = (
-            "Search takes an ID or its start (mem_…, act_…, aud_…, ret_…) or part of a "
-            "tenant or user name (letters, digits, . _ -)."
-        )
+        if SCOPE_NAME_RE.fullmatch(query):
+            context["scopes"] = audit_selectors.scopes_matching(
+                principal, query, limit=SEARCH_RESULTS
+            )
+        context["searched"] = "memory"
+        _memory_hits(request, principal, _search_text(raw), context)
     status = 400 if context["problem"] else 200
     return render_page(request, "search.html", context, status=status)
 

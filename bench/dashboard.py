@@ -223,6 +223,13 @@ def pages(deep_before: int) -> list[tuple[str, str, str]]:
          _q(url("memory:scope", "bench:hot:p0"), "status=quarantined")),
         ("memory scope chain (hot project)", "hot-auditor", url("memory:chain", "bench:hot:p0")),
         ("review queue", "admin", url("memory:review")),
+        ("review queue, warning filter", "admin", _q(url("memory:review"), "warning=warned")),
+        # The top-bar search over memory: a word in many records, an absent one (the scan
+        # reads every visible row), and as a viewer of one cold user.
+        ("search, common word", "hot-auditor", _q(url("search"), "q=project")),
+        ("search, absent word", "hot-auditor", _q(url("search"), "q=zzqx-none")),
+        ("search, absent word", "admin", _q(url("search"), "q=zzqx-none")),
+        ("search, common word", "cold-viewer", _q(url("search"), "q=project")),
         ("actions queue", "admin", url("actions:index")),
         ("actions attention", "admin", url("actions:attention")),
         ("actions history", "admin", url("actions:history")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
@@ -155,19 +156,22 @@ class DecisionForm(StorableTextMixin, forms.Form):
 
 
 class BulkDecisionForm(StorableTextMixin, forms.Form):
-    """Promote or reject several records at once, confirmed by typing.
+    """Promote or reject several records at once, confirmed.
 
     Each selected item is ``<scope>|<record_id>`` (a scope never holds ``|``).
-    Promoting needs the number of selected records typed; rejecting (which
-    purges content) needs the word ``REJECT``.
+    Either decision needs the "I checked every ticked record" box (the page
+    shows the live count ticked beside it); rejecting (which purges content)
+    also needs the word ``REJECT`` typed.
     """
 
     MAX_ITEMS = 200
 
-    items = TextListField(
-        required=True,
-        error_messages={"required": "Tick at least one record in the queue."},
-    )
+    items = TextListField(required=False)
+    # "Tick all matching the filter": the view takes the queue's oldest
+    # MAX_ITEMS matching records instead of the ticked ones, and ``expected``
+    # (the count the page showed) must still hold, so nothing unseen is decided.
+    all_matching = forms.BooleanField(required=False)
+    expected = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
     decision = forms.ChoiceField(choices=DECISIONS)
     reason = forms.CharField(
         max_length=MAX_REASON_CHARS,
@@ -178,10 +182,14 @@ class BulkDecisionForm(StorableTextMixin, forms.Form):
         required=False,
         label="I read the warning and still want to promote",
     )
+    confirmed = forms.BooleanField(
+        required=False, label="I checked every ticked record and want this decision for all"
+    )
     confirm = forms.CharField(
         max_length=20,
+        required=False,
         label="Confirmation",
-        help_text=f"Type the number of records ticked to promote them, or {REJECT_WORD} to reject them.",
+        help_text=f"To reject, also type {REJECT_WORD}: rejecting purges content.",
     )
 
     def clean_items(self) -> list[tuple[Scope, str]]:
@@ -201,18 +209,20 @@ class BulkDecisionForm(StorableTextMixin, forms.Form):
         data = self.cleaned_data
         items = data.get("items")
         decision = data.get("decision")
-        confirm = (data.get("confirm") or "").strip()
-        if items is None or decision is None or "confirm" in self.errors:
+        if items is None or decision is None:
             return data
-        if decision == PROMOTE and confirm != str(len(items)):
+        if not items and not data.get("all_matching"):
+            self.add_error("items", "Tick at least one record in the queue.")
+            return data
+        if not data.get("confirmed"):
             self.add_error(
-                "confirm",
-                f"Type {len(items)} (the number of records ticked) to promote them.",
+                "confirmed",
+                "Tick “I checked every ticked record” to confirm the decision.",
             )
-        elif decision == REJECT and confirm != REJECT_WORD:
+        if decision == REJECT and (data.get("confirm") or "").strip() != REJECT_WORD:
             self.add_error(
                 "confirm",
-                f"Type {REJECT_WORD} to reject {len(items)} record(s); rejecting purges their content.",
+                f"Type {REJECT_WORD} to reject them; rejecting purges their content.",
             )
         return data
 
@@ -276,10 +286,37 @@ class ReviewScopeForm(StorableTextMixin, forms.Form):
     """Narrow the review queue to one scope's subtree (optional)."""
 
     scope = forms.CharField(max_length=200, required=False, label="Only scope")
+    source_type = _optional_choice(list(SourceType.choices), "Source")
+    age = forms.ChoiceField(
+        required=False,
+        label="Waiting",
+        choices=[
+            ("", "any time"),
+            ("1", "over a day"),
+            ("7", "over a week"),
+            ("30", "over 30 days"),
+        ],
+    )
+
+    warning = forms.ChoiceField(
+        required=False,
+        label="Warning",
+        choices=[("", "with or without"), ("warned", "with a warning"), ("clean", "without")],
+    )
 
     def clean_scope(self) -> Scope | None:
         raw = self.cleaned_data["scope"].strip()
         return parse_scope_field(raw) if raw else None
+
+    def queue_filters(self, now: datetime) -> dict[str, Any]:
+        """The selector arguments of a valid form (scope, source, waiting since, warning)."""
+        days = self.cleaned_data.get("age")
+        return {
+            "scope": self.cleaned_data.get("scope"),
+            "source_type": self.cleaned_data.get("source_type") or None,
+            "waiting_since": now - timedelta(days=int(days)) if days else None,
+            "warning": self.cleaned_data.get("warning") or None,
+        }
 
 
 class ForgetForm(StorableTextMixin, forms.Form):
@@ -409,3 +446,33 @@ class ReceiptVerifyForm(StorableTextMixin, forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"That is not JSON: {exc}") from exc
         return data
+
+
+class MemorySearchForm(StorableTextMixin, forms.Form):
+    """The top-bar search's filters: a status, a scope (its subtree), how recent."""
+
+    status = _optional_choice(list(Status.choices), "status")
+    scope = forms.CharField(max_length=200, required=False, label="Scope")
+    age = forms.ChoiceField(
+        required=False,
+        label="Stored",
+        choices=[
+            ("", "any time"),
+            ("1", "in the last day"),
+            ("7", "in the last week"),
+            ("30", "in the last 30 days"),
+        ],
+    )
+
+    def clean_scope(self) -> Scope | None:
+        raw = self.cleaned_data["scope"].strip()
+        return parse_scope_field(raw) if raw else None
+
+    def selector_filters(self, now: datetime) -> dict[str, Any]:
+        """The arguments of :func:`memory.selectors.search_memory` of a valid form."""
+        days = self.cleaned_data.get("age")
+        return {
+            "status": self.cleaned_data.get("status") or None,
+            "scope": self.cleaned_data.get("scope"),
+            "since": now - timedelta(days=int(days)) if days else None,
+        }

@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
@@ -33,6 +34,7 @@ from audit.verification import verify_subject
 from memory import binding
 from memory import metadata as record_metadata
 from memory.errors import QueryError, RecordNotFound
+from memory.extraction import review_warnings
 from memory.limits import MAX_PAGE
 from memory.models import (
     DeletionReceipt,
@@ -244,18 +246,26 @@ def list_records(
     return page
 
 
-def review_queue(
-    principal: Principal,
-    *,
-    scope: Scope | str | None = None,
-    after: Any = None,
-    limit: int = 50,
-) -> Page:
-    """Quarantined records across every scope the principal may review, oldest first.
+WARNING_CHOICES = ["warned", "clean"]
+WARNING_SCAN_ROWS = 2000  # quarantined rows read per request to judge warnings, at most
 
-    Each item has its source episode loaded (``record.episode``; its text
-    unless purged). ``scope`` narrows to that subtree.
-    """
+
+def _judged(rows: Iterator[Record], warning: str) -> Iterator[Record]:
+    """The rows whose content does (``warned``) or does not (``clean``) carry a review
+    warning. The warning is a heuristic over the text (memory.extraction), not a column,
+    so it is judged here, over a bounded scan."""
+    wanted = warning == "warned"
+    for row in rows:
+        if bool(review_warnings(row.content)) == wanted:
+            yield row
+
+
+def _review_queryset(
+    principal: Principal,
+    scope: Scope | str | None,
+    source_type: str | None,
+    waiting_since: datetime | None,
+) -> Any:
     queryset = Record.objects.filter(status=Status.QUARANTINED).filter(
         access.scope_q(principal, access.REVIEW)
     )
@@ -264,9 +274,142 @@ def review_queue(
         queryset = queryset.filter(**parsed.subtree_filter())
     elif not access.has_capability_anywhere(principal, access.REVIEW):
         raise access.AccessDenied(f"{principal.label} may not review anywhere")
-    return _page(
-        queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
-    )
+    source_type = _choice("source type", source_type, SourceType.values)
+    if source_type:
+        queryset = queryset.filter(source_type=source_type)
+    if waiting_since is not None:
+        queryset = queryset.filter(created_at__lte=waiting_since)
+    return queryset
+
+
+def review_queue(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    warning: str | None = None,
+    after: Any = None,
+    limit: int = 50,
+) -> Page:
+    """Quarantined records across every scope the principal may review, oldest first.
+
+    Each item has its source episode loaded (``record.episode``; its text
+    unless purged). ``scope`` narrows to that subtree, ``source_type`` to one
+    kind of source, ``waiting_since`` to records quarantined at or before then,
+    ``warning`` to facts that do (``warned``) or do not (``clean``) carry a review
+    warning (judged over at most ``WARNING_SCAN_ROWS`` rows a page).
+    """
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is None:
+        return _page(
+            queryset.select_related("episode"), _cursor(after), _limit(limit), newest_first=False
+        )
+    limit = _limit(limit)
+    cursor = _cursor(after)
+    if cursor is not None:
+        queryset = queryset.filter(id__gt=cursor)
+    scanned = list(queryset.select_related("episode").order_by("id")[:WARNING_SCAN_ROWS])
+    kept = list(_judged(iter(scanned), warning))
+    if len(kept) > limit:
+        return Page(kept[:limit], str(kept[limit - 1].id))
+    # The scan stopped at its bound: the next page goes on from the last row read.
+    more = len(scanned) == WARNING_SCAN_ROWS
+    return Page(kept, str(scanned[-1].id) if more else None)
+
+
+REVIEW_COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    """How many records wait (``total``, capped at ``capped``) and how many precede a page."""
+
+    total: int
+    before: int
+    capped: bool
+
+
+def review_queue_position(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    warning: str | None = None,
+    after: Any = None,
+) -> QueuePosition:
+    """The queue's size and where a page starting after ``after`` sits in it.
+
+    Counts only quarantined rows (the status index), each count bounded by
+    ``REVIEW_COUNT_CAP`` so a flood of quarantined facts cannot slow the page.
+    """
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    cursor = _cursor(after)
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is not None:
+        # Judged in Python over a bounded scan: counted up to WARNING_SCAN_ROWS rows read.
+        rows = list(queryset.order_by("id").only("id", "content")[: WARNING_SCAN_ROWS + 1])
+        judged = list(_judged(iter(rows[:WARNING_SCAN_ROWS]), warning))
+        before = sum(1 for row in judged if cursor is not None and row.id <= cursor)
+        return QueuePosition(len(judged), before, len(rows) > WARNING_SCAN_ROWS)
+    total = queryset.order_by()[: REVIEW_COUNT_CAP + 1].count()
+    before = 0
+    if cursor is not None:
+        before = queryset.filter(id__lte=cursor).order_by()[:REVIEW_COUNT_CAP].count()
+    return QueuePosition(min(total, REVIEW_COUNT_CAP), before, total > REVIEW_COUNT_CAP)
+
+
+def review_queue_items(
+    principal: Principal,
+    *,
+    scope: Scope | str | None = None,
+    source_type: str | None = None,
+    waiting_since: datetime | None = None,
+    warning: str | None = None,
+    limit: int = 200,
+) -> list[tuple[str, str]]:
+    """(scope, record ID) of the oldest ``limit`` records matching the queue's filter:
+    "tick all matching the filter" decides these (a bulk decision takes at most 200)."""
+    queryset = _review_queryset(principal, scope, source_type, waiting_since)
+    limit = _limit(limit)
+    warning = _choice("warning", warning, WARNING_CHOICES)
+    if warning is not None:
+        rows = queryset.order_by("id").only("id", "scope", "record_id", "content")
+        picked = list(_judged(iter(rows[:WARNING_SCAN_ROWS]), warning))[:limit]
+        pairs = [(row.scope, row.record_id) for row in picked]
+    else:
+        pairs = list(queryset.order_by("id").values_list("scope", "record_id")[:limit])
+    return [
+        (row_scope, record_id)
+        for row_scope, record_id in pairs
+        if access.may(principal, access.REVIEW, row_scope)
+    ]
+
+
+def current_slot_values(principal: Principal, records: list[Record]) -> dict[str, Record]:
+    """Per quarantined record with a ``fact_key``, the newest active record it would
+    supersede if promoted (same scope, same key), among records the principal may read."""
+    keyed = [r for r in records if r.fact_key]
+    if not keyed:
+        return {}
+    condition = Q()
+    for record in keyed:
+        condition |= Q(scope=record.scope, fact_key=record.fact_key)
+    holders: dict[tuple[str, str], Record] = {}
+    for row in (
+        Record.objects.filter(status=Status.ACTIVE)
+        .filter(condition)
+        .filter(readable_records_q(principal))
+        .order_by("id")
+    ):
+        holders[(row.scope, row.fact_key or "")] = row  # the newest wins
+    return {
+        r.record_id: holders[(r.scope, r.fact_key or "")]
+        for r in keyed
+        if (r.scope, r.fact_key or "") in holders
+    }
 
 
 def waiting_siblings(principal: Principal, records: list[Record]) -> dict[str, list[Record]]:
@@ -1210,3 +1353,81 @@ def content_failures(subjects: list[str] | None) -> Iterator[tuple[str, int | No
         replay = _replay(scope)
         yield from _record_failures(replay, scope)
         yield from _episode_failures(replay, scope)
+
+
+SEARCH_COUNT_CAP = 500  # matches counted per scope at most: a count, never a scan of the store
+MIN_SEARCH_CHARS = 2
+
+
+@dataclass(frozen=True)
+class MemorySearch:
+    """What a dashboard search found: records and source messages the principal may read,
+    newest first, and per scope how many records match (counted up to ``SEARCH_COUNT_CAP``)."""
+
+    records: list[Record]
+    episodes: list[Episode]
+    scope_counts: list[tuple[str, int]]
+    counted: int
+    capped: bool
+
+
+def search_memory(
+    principal: Principal,
+    query: str,
+    *,
+    status: str | None = None,
+    scope: Scope | str | None = None,
+    since: datetime | None = None,
+    limit: int = 20,
+) -> MemorySearch:
+    """Records whose content contains ``query`` (case-insensitive), or whose fact key,
+    session ID, record ID or source message ID is it (IDs by their start); and source
+    messages whose text contains it or whose session ID is it. Only what the principal
+    may read (:func:`readable_records_q`, :func:`readable_episodes_q`): a search never
+    reveals a row by its count or its hit.
+
+    Bounded: at most ``limit`` rows of each kind, per-scope counts over at most
+    ``SEARCH_COUNT_CAP`` matches, newest first by the primary key.
+    """
+    text = (query or "").strip()
+    if len(text) < MIN_SEARCH_CHARS:
+        raise QueryError(f"type at least {MIN_SEARCH_CHARS} characters to search")
+    limit = _limit(limit)
+    status = _choice("status", status, Status.values)
+    records = Record.objects.filter(readable_records_q(principal))
+    episodes = Episode.objects.filter(readable_episodes_q(principal)).filter(purged_at__isnull=True)
+    if scope is not None:
+        parsed = access.require(principal, access.READ, scope)
+        records = records.filter(**parsed.subtree_filter())
+        episodes = episodes.filter(**parsed.subtree_filter())
+    if status:
+        records = records.filter(status=status)
+    if since is not None:
+        records = records.filter(created_at__gte=since)
+        episodes = episodes.filter(created_at__gte=since)
+    lowered = text.lower()
+    records = records.filter(
+        Q(content__icontains=text)
+        | Q(fact_key=lowered)
+        | Q(session_id=text)
+        | Q(record_id__startswith=lowered)
+        | Q(episode__episode_id__startswith=lowered)
+    )
+    episodes = episodes.filter(
+        Q(text__icontains=text) | Q(session_id=text) | Q(episode_id__startswith=lowered)
+    )
+    capped_ids = records.order_by("-id").values("id")[: SEARCH_COUNT_CAP + 1]
+    counts = list(
+        Record.objects.filter(id__in=capped_ids)
+        .values("scope")
+        .annotate(n=Count("id"))
+        .order_by("-n", "scope")
+    )
+    counted = sum(row["n"] for row in counts)
+    return MemorySearch(
+        records=list(records.order_by("-id")[:limit]),
+        episodes=list(episodes.order_by("-id")[:limit]),
+        scope_counts=[(row["scope"], row["n"]) for row in counts],
+        counted=min(counted, SEARCH_COUNT_CAP),
+        capped=counted > SEARCH_COUNT_CAP,
+    )

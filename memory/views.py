@@ -21,6 +21,7 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
@@ -57,7 +58,6 @@ from memory.errors import (
 from memory.extraction import review_warnings
 from memory.forms import (
     PROMOTE,
-    REJECT,
     REJECT_WORD,
     BulkDecisionForm,
     DecisionForm,
@@ -70,7 +70,8 @@ from memory.forms import (
     ScopeJumpForm,
     SourceDecisionForm,
 )
-from memory.models import SourceType, Status, TrustTier
+from memory.models import Record, SourceType, Status, TrustTier
+from memory.services.review import quoted_fact
 
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
@@ -477,6 +478,22 @@ def session_detail(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _decided_row(
+    scope: Scope | str, record_id: str, audit_event_id: str, seen: dict[str, Record], **extra: Any
+) -> dict[str, Any]:
+    """One line of the result page: what was decided, by its content as the reviewer saw it
+    (a rejected record's content is purged by now, so it is read before deciding)."""
+    record = seen.get(record_id)
+    return {
+        "scope": str(scope),
+        "record_id": record_id,
+        "audit_event_id": audit_event_id,
+        "content": record.content if record else "",
+        "fact_key": record.fact_key if record else "",
+        **extra,
+    }
+
+
 def _queue_page(
     request: HttpRequest,
     principal: Principal,
@@ -490,21 +507,28 @@ def _queue_page(
     scope_form = ReviewScopeForm(request.GET)
     may_review = access.has_capability_anywhere(principal, access.REVIEW)
     page = None
-    narrowed = None
+    position = None
+    filters: dict[str, Any] = {}
     if scope_form.is_valid():
-        narrowed = scope_form.cleaned_data["scope"]
+        filters = scope_form.queue_filters(timezone.now())
     elif status == 200:
         status = 400
+    narrowed = filters.get("scope")
     # A named scope is always asked of the selector, so one out of reach is a 404.
     if may_review or narrowed is not None:
         try:
-            page = selectors.review_queue(
-                principal, scope=narrowed, after=page_key(request, "after"), limit=QUEUE_PER_PAGE
-            )
+            after = page_key(request, "after")
+            page = selectors.review_queue(principal, **filters, after=after, limit=QUEUE_PER_PAGE)
+            position = selectors.review_queue_position(principal, **filters, after=after)
         except QueryError as exc:
             scope_form.add_error(None, str(exc))
             status = 400
     failed_id, failed_form = failed if failed else (None, None)
+    # A refused submission shows the page again with the person's ticks and
+    # choices as they sent them, so nothing has to be picked again.
+    ticked: set[str] = set()
+    if bulk_form is not None and hasattr(bulk_form.data, "getlist"):
+        ticked = set(bulk_form.data.getlist("items"))
     page_records = list(page.items) if page else []
     siblings = selectors.waiting_siblings(principal, page_records)
     groups: list[dict[str, Any]] = []
@@ -517,14 +541,22 @@ def _queue_page(
         members = siblings.get(record.episode_id or "", []) or [record]
         if record.record_id not in {m.record_id for m in members}:
             members = [record]
-        items = []
+        same_source = (
+            source_form is not None and source_form.data.get("episode_id") == record.episode_id
+        )
+        items: list[dict[str, Any]] = []
         for member in members:
             placed.add(member.record_id)
             form = failed_form if member.record_id == failed_id else None
+            item_value = f"{member.scope}|{member.record_id}"
             items.append(
                 {
                     "record": member,
-                    "item_value": f"{member.scope}|{member.record_id}",
+                    "item_value": item_value,
+                    "ticked": item_value in ticked,
+                    "choice": source_form.data.get(f"decision-{member.record_id}")
+                    if source_form is not None and same_source
+                    else None,
                     "warnings": review_warnings(member.content),
                     "form": form
                     or DecisionForm(initial={"scope": member.scope, "record_id": member.record_id}),
@@ -537,14 +569,26 @@ def _queue_page(
                 "together": len(items) > 1,
                 "warned": any(item["warnings"] for item in items),
                 "form": source_form
-                if source_form is not None
-                and source_form.data.get("episode_id") == record.episode_id
+                if source_form is not None and same_source
                 else SourceDecisionForm(
                     initial={"scope": record.scope, "episode_id": record.episode_id}
                 ),
             }
         )
     items = [item for group in groups for item in group["items"]]
+    current = selectors.current_slot_values(principal, [item["record"] for item in items])
+    for item in items:
+        item["current"] = current.get(item["record"].record_id)
+    pages = None
+    if position is not None:
+        pages = {
+            "total": position.total,
+            "capped": position.capped,
+            "number": position.before // QUEUE_PER_PAGE + 1,
+            "count": max(1, -(-position.total // QUEUE_PER_PAGE)),
+            "first": position.before + 1 if page_records else 0,
+            "last": position.before + len(page_records),
+        }
     return render_page(
         request,
         "memory/review_queue.html",
@@ -552,9 +596,15 @@ def _queue_page(
             "may_review": may_review,
             "scope_form": scope_form,
             "narrowed": narrowed,
+            "filtered": bool(
+                filters.get("source_type") or filters.get("waiting_since") or filters.get("warning")
+            ),
             "page": page,
+            "pages": pages,
             "items": items,
             "groups": groups,
+            "ticked_count": sum(1 for item in items if item["ticked"]),
+            "all_matching_limit": BulkDecisionForm.MAX_ITEMS,
             "next_url": f"?{query_string(request, after=page.next_cursor)}"
             if page and page.next_cursor
             else None,
@@ -567,11 +617,14 @@ def _queue_page(
             "failed_id": failed_id if failed_form is not None else None,
             # Where a decision returns to: the queue with its filters, even when
             # this render answers a POST to the decide or bulk URL.
-            "return_to": reverse("memory:review")
-            + (f"?{request.GET.urlencode()}" if request.GET else ""),
+            "return_to": _queue_url(request),
         },
         status=status,
     )
+
+
+def _queue_url(request: HttpRequest) -> str:
+    return reverse("memory:review") + (f"?{request.GET.urlencode()}" if request.GET else "")
 
 
 @never_cache
@@ -582,52 +635,9 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     return _queue_page(request, principal_for(request))
 
 
-def _review_problem(
-    principal: Principal,
-    items: list[tuple[Scope, str]],
-    decisions: dict[str, str],
-    *,
-    acknowledged: bool,
-) -> str | None:
-    """Why the dashboard will not apply these decisions as asked (None: go ahead).
-
-    Promoting a fact that reads like an instruction or holds a credential
-    needs the warning acknowledged; rejecting (which purges the source
-    message) must take every fact of that source still waiting with it.
-    """
-    records = selectors.quarantined_for_review(principal, items)
-    if not acknowledged:
-        flagged = sorted(
-            record_id
-            for record_id, record in records.items()
-            if decisions.get(record_id) == PROMOTE and review_warnings(record.content)
-        )
-        if flagged:
-            return (
-                f"Nothing was promoted: {', '.join(flagged)} "
-                f"{'reads' if len(flagged) == 1 else 'read'} like an instruction to the agent or "
-                "hold a credential (see the warning on the fact). Read it again; to promote it "
-                "anyway, tick “I read the warning and still want to promote”."
-            )
-    rejected = [r for r in records.values() if decisions.get(r.record_id) == REJECT]
-    chosen = {record_id for _, record_id in items}
-    left = sorted(
-        sibling.record_id
-        for group in selectors.waiting_siblings(principal, rejected).values()
-        for sibling in group
-        if sibling.record_id not in chosen
-    )
-    if left:
-        return (
-            f"Nothing was rejected: rejecting purges the source message, and {', '.join(left)} "
-            f"from the same source still {'awaits' if len(left) == 1 else 'await'} review. "
-            "Decide the facts of that source together (its card in the queue groups them)."
-        )
-    return None
-
-
-def _stale_message(record_id: str, scope: Scope, exc: MemoryEngineError) -> str:
-    return f"Nothing was changed. {record_id} at {scope}: {exc}"
+def _stale_message(record: Record | None, record_id: str, scope: Scope, exc: Exception) -> str:
+    named = quoted_fact(record.content) if record is not None and record.content else record_id
+    return f"Nothing was changed. {named} at {scope}: {exc}"
 
 
 @never_cache
@@ -647,30 +657,33 @@ def review_decide(request: HttpRequest) -> HttpResponse:
         )
     scope = form.cleaned_data["scope"]
     record_id = form.cleaned_data["record_id"]
-    problem = _review_problem(
-        principal,
-        [(scope, record_id)],
-        {record_id: form.cleaned_data["decision"]},
+    problem = services.review_refusal(
+        principal=principal,
+        items=[(scope, record_id)],
+        decisions={record_id: form.cleaned_data["decision"]},
         acknowledged=form.cleaned_data["acknowledge"],
     )
     if problem:
         return _queue_page(
             request, principal, failed=(record_id, form), problem=problem, status=400
         )
+    seen = selectors.quarantined_for_review(principal, [(scope, record_id)])
     arguments = {
         "scope": scope,
         "record_id": record_id,
         "reason": form.cleaned_data["reason"],
         "principal": principal,
     }
+    named = quoted_fact(seen[record_id].content) if record_id in seen else record_id
     try:
         if form.cleaned_data["decision"] == PROMOTE:
             promoted = services.promote(**arguments)
             messages.success(
                 request,
                 format_html(
-                    'Promoted <a href="{}">{}</a> at {}: it is active and recall may return it '
-                    "(audit event {}).",
+                    'Promoted {} (<a href="{}">{}</a>) at {}: it is active and recall may '
+                    "return it (audit event {}).",
+                    named,
                     reverse("memory:record", args=[record_id]),
                     record_id,
                     scope,
@@ -682,9 +695,9 @@ def review_decide(request: HttpRequest) -> HttpResponse:
             messages.success(
                 request,
                 format_html(
-                    'Rejected <a href="{}">{}</a> at {}: its content and source text are purged. '
+                    "Rejected {} ({}) at {}: its content and source text are purged. "
                     '<a href="{}">Deletion receipt</a>.',
-                    reverse("memory:record", args=[record_id]),
+                    named,
                     record_id,
                     scope,
                     reverse("memory:receipt", args=[receipt["audit_event_id"]]),
@@ -693,7 +706,10 @@ def review_decide(request: HttpRequest) -> HttpResponse:
     except RecordStateError as exc:
         # (RecordNotFound is the decorator's 404.) A stale page: someone else decided first. Show the queue as it is now.
         return _queue_page(
-            request, principal, problem=_stale_message(record_id, scope, exc), status=409
+            request,
+            principal,
+            problem=_stale_message(seen.get(record_id), record_id, scope, exc),
+            status=409,
         )
     return redirect(_safe_next(request, reverse("memory:review")))
 
@@ -702,7 +718,8 @@ def review_decide(request: HttpRequest) -> HttpResponse:
 @require_POST
 @dashboard_view
 def review_bulk(request: HttpRequest) -> HttpResponse:
-    """Promote or reject every ticked record, all or nothing, after a typed confirmation."""
+    """Promote or reject every ticked record (or every one matching the queue's filter),
+    all or nothing, after a confirmation."""
     principal = principal_for(request)
     form = BulkDecisionForm(request.POST)
     if not form.is_valid():
@@ -715,21 +732,52 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
         )
     decision = form.cleaned_data["decision"]
     reason = form.cleaned_data["reason"]
-    problem = _review_problem(
-        principal,
-        form.cleaned_data["items"],
-        {record_id: decision for _, record_id in form.cleaned_data["items"]},
+    chosen: list[tuple[Scope, str]] = form.cleaned_data["items"]
+    if form.cleaned_data["all_matching"]:
+        filter_form = ReviewScopeForm(request.GET)
+        if not filter_form.is_valid():
+            return _queue_page(
+                request, principal, bulk_form=form, problem="Nothing was changed.", status=400
+            )
+        matching = selectors.review_queue_items(
+            principal, **filter_form.queue_filters(timezone.now()), limit=form.MAX_ITEMS
+        )
+        chosen = [(Scope.parse(scope), record_id) for scope, record_id in matching]
+        expected = form.cleaned_data["expected"]
+        if expected is not None and expected != len(chosen):
+            return _queue_page(
+                request,
+                principal,
+                bulk_form=form,
+                problem=f"Nothing was changed: {len(chosen)} records match the filter now, "
+                f"not the {expected} the page showed (someone decided some meanwhile). "
+                "Look again and confirm.",
+                status=409,
+            )
+        if not chosen:
+            return _queue_page(
+                request,
+                principal,
+                bulk_form=form,
+                problem="Nothing was changed: no record matches the filter.",
+                status=400,
+            )
+    problem = services.review_refusal(
+        principal=principal,
+        items=chosen,
+        decisions={record_id: decision for _, record_id in chosen},
         acknowledged=form.cleaned_data["acknowledge"],
     )
     if problem:
         return _queue_page(request, principal, bulk_form=form, problem=problem, status=400)
+    seen = selectors.quarantined_for_review(principal, chosen)
     results = []
     current: tuple[Scope, str] | None = None
     try:
         # All or nothing: a stale item (decided by someone else meanwhile) rolls
         # back the decisions already made in this request.
         with transaction.atomic():
-            for scope, record_id in form.cleaned_data["items"]:
+            for scope, record_id in chosen:
                 current = (scope, record_id)
                 arguments = {
                     "scope": scope,
@@ -739,35 +787,26 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
                 }
                 if decision == PROMOTE:
                     promoted = services.promote(**arguments)
-                    results.append(
-                        {
-                            "scope": scope,
-                            "record_id": record_id,
-                            "audit_event_id": promoted.audit_event_id,
-                        }
-                    )
+                    results.append(_decided_row(scope, record_id, promoted.audit_event_id, seen))
                 else:
                     receipt = services.reject(**arguments)
                     results.append(
-                        {
-                            "scope": scope,
-                            "record_id": record_id,
-                            "audit_event_id": receipt["audit_event_id"],
-                            "receipt": True,
-                        }
+                        _decided_row(
+                            scope, record_id, receipt["audit_event_id"], seen, receipt=True
+                        )
                     )
     except RecordStateError as exc:  # (RecordNotFound is the decorator's 404)
         assert current is not None
         return _queue_page(
             request,
             principal,
-            problem=_stale_message(current[1], current[0], exc),
+            problem=_stale_message(seen.get(current[1]), current[1], current[0], exc),
             status=409,
         )
     return render_page(
         request,
         "memory/review_done.html",
-        {"decision": decision, "results": results},
+        {"decision": decision, "results": results, "return_to": _queue_url(request)},
     )
 
 
@@ -789,14 +828,16 @@ def review_source(request: HttpRequest) -> HttpResponse:
         )
     scope = form.cleaned_data["scope"]
     decisions = form.cleaned_data["decisions"]
-    problem = _review_problem(
-        principal,
-        [(scope, record_id) for record_id in decisions],
-        decisions,
+    items = [(scope, record_id) for record_id in decisions]
+    problem = services.review_refusal(
+        principal=principal,
+        items=items,
+        decisions=decisions,
         acknowledged=form.cleaned_data["acknowledge"],
     )
     if problem:
         return _queue_page(request, principal, source_form=form, problem=problem, status=400)
+    seen = selectors.quarantined_for_review(principal, items)
     try:
         decided = services.decide_source(
             scope=scope,
@@ -808,18 +849,17 @@ def review_source(request: HttpRequest) -> HttpResponse:
     except (RecordStateError, InvalidInput) as exc:
         # The queue page, re-rendered with the problem: 409 stale, 400 a malformed decision.
         return _queue_page(
-            request, principal, problem=f"Nothing was changed: {exc}", status=exc.status
+            request,
+            principal,
+            source_form=form,
+            problem=f"Nothing was changed: {exc}",
+            status=exc.status,
         )
-    results = [
-        {"scope": p.scope, "record_id": p.record_id, "audit_event_id": p.audit_event_id}
-        for p in decided.promoted
-    ] + [
-        {
-            "scope": decided.scope,
-            "record_id": r["purged_record_ids"][0],
-            "audit_event_id": r["audit_event_id"],
-            "receipt": True,
-        }
+    results = [_decided_row(p.scope, p.record_id, p.audit_event_id, seen) for p in decided.promoted]
+    results += [
+        _decided_row(
+            decided.scope, r["purged_record_ids"][0], r["audit_event_id"], seen, receipt=True
+        )
         for r in decided.receipts
     ]
     return render_page(
@@ -830,6 +870,7 @@ def review_source(request: HttpRequest) -> HttpResponse:
             "results": results,
             "promoted": len(decided.promoted),
             "rejected": len(decided.receipts),
+            "return_to": _queue_url(request),
         },
     )
 

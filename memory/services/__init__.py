@@ -67,7 +67,13 @@ from memory.services.results import (
     StoredRecord,
 )
 from memory.services.results import _AsDict as _AsDict
-from memory.services.review import SOURCE_DECISIONS, decide_source, promote, reject
+from memory.services.review import (
+    SOURCE_DECISIONS,
+    decide_source,
+    promote,
+    reject,
+    review_refusal,
+)
 from memory.services.scoring import (
     CANDIDATE_LIMIT,
     RECENCY_WEIGHT,
@@ -121,5 +127,6 @@ __all__ = [
     "reject",
     "remember",
     "remember_fact",
+    "review_refusal",
     "scenes",
 ]

@@ -14,8 +14,9 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.services import lock_subject
-from memory import search, vectors
+from memory import search, selectors, vectors
 from memory.errors import InvalidInput, RecordStateError
+from memory.extraction import review_warnings
 from memory.limits import MAX_REASON_CHARS
 from memory.models import Record, ReviewReason, Status, TrustTier
 from memory.services._common import (
@@ -242,3 +243,64 @@ def decide_source(
         if decisions[record_id] == "reject"
     )
     return SourceDecision(str(parsed), episode_id, promoted, receipts)
+
+
+QUOTE_CHARS = 60
+
+
+def quoted_fact(content: str) -> str:
+    """A fact as a refusal names it: its start in quotes (people recognise content, not IDs)."""
+    text = " ".join((content or "").split())
+    return f"“{text[:QUOTE_CHARS]}…”" if len(text) > QUOTE_CHARS else f"“{text}”"
+
+
+def _quoted_list(records: list[Record]) -> str:
+    return ", ".join(quoted_fact(record.content) for record in records)
+
+
+def review_refusal(
+    *,
+    principal: Principal,
+    items: list[tuple[Scope, str]],
+    decisions: dict[str, str],
+    acknowledged: bool,
+) -> str | None:
+    """Why a person's review decisions must not be applied as asked (None: go ahead).
+
+    Writes nothing. Promoting a fact that reads like an instruction or holds a
+    credential needs the warning acknowledged; rejecting (which purges the
+    source message) must take every fact of that source still waiting with it.
+    Facts are named by their content.
+    """
+    records = selectors.quarantined_for_review(principal, items)
+    if not acknowledged:
+        flagged = [
+            records[record_id]
+            for record_id in sorted(records)
+            if decisions.get(record_id) == "promote" and review_warnings(records[record_id].content)
+        ]
+        if flagged:
+            return (
+                f"Nothing was promoted: {_quoted_list(flagged)} "
+                f"{'reads' if len(flagged) == 1 else 'read'} like an instruction to the agent or "
+                "hold a credential (see the warning on the fact). Read it again; to promote it "
+                "anyway, tick “I read the warning and still want to promote”."
+            )
+    rejected = [r for r in records.values() if decisions.get(r.record_id) == "reject"]
+    chosen = {record_id for _, record_id in items}
+    left = sorted(
+        (
+            sibling
+            for group in selectors.waiting_siblings(principal, rejected).values()
+            for sibling in group
+            if sibling.record_id not in chosen
+        ),
+        key=lambda record: record.record_id,
+    )
+    if left:
+        return (
+            f"Nothing was rejected: rejecting purges the source message, and {_quoted_list(left)} "
+            f"from the same source still {'awaits' if len(left) == 1 else 'await'} review. "
+            "Decide the facts of that source together (its card in the queue groups them)."
+        )
+    return None

@@ -184,6 +184,7 @@ def test_bulk_reject_must_take_the_whole_source(reviewer, source):
             "decision": "reject",
             "reason": "injected",
             "confirm": "REJECT",
+            "confirmed": "on",
         },
     )
     assert response.status_code == 400

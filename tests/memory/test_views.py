@@ -456,25 +456,28 @@ def three_quarantined(facts):
     return ids
 
 
-def bulk(client, ids, decision, confirm, reason="batch checked"):
-    return client.post(
-        reverse("memory:bulk"),
-        {
-            "items": [f"{SCOPE}|{record_id}" for record_id in ids],
-            "decision": decision,
-            "reason": reason,
-            "confirm": confirm,
-        },
-    )
+def bulk(client, ids, decision, confirm="", reason="batch checked", confirmed=True):
+    data = {
+        "items": [f"{SCOPE}|{record_id}" for record_id in ids],
+        "decision": decision,
+        "reason": reason,
+        "confirm": confirm,
+    }
+    if confirmed:
+        data["confirmed"] = "on"
+    return client.post(reverse("memory:bulk"), data)
 
 
-def test_bulk_promote_needs_the_count_typed(reviewer, three_quarantined):
+def test_bulk_promote_needs_the_confirmation_ticked(reviewer, three_quarantined):
+    # Given three ticked records, When the confirmation box is left unticked
     before = audit_rows()
-    response = bulk(reviewer, three_quarantined, "promote", "2")
+    response = bulk(reviewer, three_quarantined, "promote", confirmed=False)
+    # Then nothing is promoted and the page says what to tick
     assert response.status_code == 400
-    assert "Type 3" in body(response)
+    assert "I checked every ticked record" in body(response)
     assert audit_rows() == before
-    response = bulk(reviewer, three_quarantined, "promote", "3")
+    # When it is ticked (no count to type any more), all three are promoted
+    response = bulk(reviewer, three_quarantined, "promote")
     assert response.status_code == 200
     statuses = set(
         Record.objects.filter(record_id__in=three_quarantined).values_list("status", flat=True)
@@ -504,7 +507,7 @@ def test_bulk_decision_is_all_or_nothing_when_one_item_is_stale(reviewer, three_
         principal=SYSTEM, scope=SCOPE, record_id=three_quarantined[2], reason="someone else"
     )
     before = audit_rows()
-    response = bulk(reviewer, three_quarantined, "promote", "3")
+    response = bulk(reviewer, three_quarantined, "promote")
     assert response.status_code == 409
     assert "Nothing was changed" in body(response)
     assert [

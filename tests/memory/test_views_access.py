@@ -264,7 +264,7 @@ def test_bulk_decision_permissions(client, memory, case):
             "items": [f"{SCOPE}|{memory['quarantined']}"],
             "decision": "promote",
             "reason": "all checked",
-            "confirm": "1",
+            "confirmed": "on",
         },
     )
     case.check(response)
@@ -343,7 +343,9 @@ def reviewer_client(client, busy_memory):
         # and episodes in chunks, each with its creation or ingest payloads
         # (issue 29 item 7): a constant per chunk of 5,000, not per record
         ("memory:chain", [SCOPE], "", 11),
-        ("memory:review", [], "", 6),
+        # the queue's total (one bounded count) and the active values promotions would replace
+        ("memory:review", [], "", 8),
+        ("memory:review", [], "?source_type=webpage&age=1&after=1", 9),
         ("memory:forget", [SCOPE], "", 5),
         ("memory:receipt_verify", [], "", 5),
     ],
@@ -435,6 +437,7 @@ def test_bulk_decision_queries_grow_only_with_the_records_ticked(
                 "decision": "reject",
                 "reason": "injected",
                 "confirm": "REJECT",
+                "confirmed": "on",
             },
         )
     assert response.status_code == 200
