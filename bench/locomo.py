@@ -196,7 +196,34 @@ def store_remember(scope: str, conversation: Conversation) -> None:
             )
 
 
-STORE_PATHS: dict[str, Callable[[str, Conversation], None]] = {"remember": store_remember}
+def store_import(scope: str, conversation: Conversation) -> None:
+    """The conversation import: speaker A is the user, speaker B another person."""
+    from aetnaweb.access import SYSTEM
+    from memory import services
+    from memory.limits import MAX_IMPORT_TURNS
+
+    user = conversation.speakers[0]
+    turns = [
+        {
+            "text": turn.words,
+            "speaker": turn.speaker,
+            "role": "user" if turn.speaker == user else "other",
+            "occurred_at": turn.occurred_at,
+            "turn_id": turn.dia_id,
+            "session_id": turn.session_id,
+        }
+        for turn in conversation.turns
+    ]
+    for start in range(0, len(turns), MAX_IMPORT_TURNS):
+        services.import_conversation(
+            scope=scope, turns=turns[start : start + MAX_IMPORT_TURNS], principal=SYSTEM
+        )
+
+
+STORE_PATHS: dict[str, Callable[[str, Conversation], None]] = {
+    "remember": store_remember,
+    "import": store_import,
+}
 
 
 def turns_stored(scope: str) -> set[str]:

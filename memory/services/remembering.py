@@ -35,6 +35,7 @@ from memory.extraction import (
     forced_note,
     read_source,
 )
+from memory.inputs import parse_time
 from memory.limits import MAX_KIND_CHARS, MAX_TEXT_CHARS
 from memory.models import Episode, Record, SourceType, Status, TrustTier
 from memory.services._common import _audit, _bump, _context, _new_id, _retire, _slot_holders, _tally
@@ -104,9 +105,15 @@ class _Write(NamedTuple):
     evidence: Sequence[str]
     extra_payload: dict[str, Any]
     metadata: record_metadata.Metadata
+    # When the source message was said (None: not stated).
+    occurred_at: datetime | None = None
+    # A trusted record's tier when it is not the user's own words (user_confirmed).
+    tier: str = ""
 
     @property
     def trust_tier(self) -> str:
+        if self.tier:
+            return self.tier
         return TrustTier.TRUSTED_USER if self.trusted else TrustTier.UNTRUSTED_CONTENT
 
     @property
@@ -130,6 +137,8 @@ def _store_candidate(
     evidence: Sequence[str] = (),
     extra_payload: dict[str, Any] | None = None,
     metadata: record_metadata.Metadata | None = None,
+    occurred_at: datetime | None = None,
+    trust_tier: str = "",
 ) -> tuple[StoredRecord | None, list[str]]:
     """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
 
@@ -148,6 +157,8 @@ def _store_candidate(
         evidence,
         extra_payload or {},
         metadata or {},
+        occurred_at,
+        trust_tier,
     )
     digest_value = content_digest(candidate.content)
     duplicates = _repeats(scope, candidate, digest_value, trusted=trusted)
@@ -262,6 +273,7 @@ def _new_record(
             content_digest=digest_value,
             evidence=list(write.evidence),
             metadata=write.metadata,
+            occurred_at=write.occurred_at,
             created_at=write.now,
             updated_at=write.now,
         )
@@ -303,6 +315,9 @@ def _ingest(
     actor: str,
     trust_tier: str,
     now: datetime,
+    occurred_at: datetime | None = None,
+    speaker: str = "",
+    role: str = "",
 ) -> Episode:
     """Keep the message as an episode and chain its digest (``episode.ingested``)."""
     with connection.cursor() as cursor:  # every remember: no ORM query building
@@ -316,6 +331,9 @@ def _ingest(
             turn_id=turn,
             source_type=reading.source_type,
             text=text,
+            speaker=speaker,
+            role=role,
+            occurred_at=occurred_at,
             created_at=now,
         )
     _audit(
@@ -328,6 +346,8 @@ def _ingest(
             "source_type": reading.source_type,
             "trust_tier": trust_tier,
             "chars": len(text),
+            # The role only: a speaker's name is personal data, kept off the chain.
+            **({"role": role} if role else {}),
         },
         session_id=session,
         turn_id=turn,
@@ -345,6 +365,7 @@ def remember(
     source_type: str | None = None,
     force: bool = False,
     metadata: dict[str, Any] | None = None,
+    occurred_at: datetime | str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -353,9 +374,12 @@ def remember(
     Trusted user text lands active (superseding the same slot at this scope);
     webpage and tool content lands quarantined; duplicates are not stored twice.
     Every record stored gets ``metadata`` (a duplicate keeps its own).
+    ``occurred_at`` (aware, or ISO 8601 with a zone) is when the message was
+    said, for backfilling old conversations; it is kept on the episode and records.
     """
     parsed = access.require(principal, access.WRITE, scope)
     text = _check_text(text)
+    said_at = parse_time(occurred_at, "occurred_at")
     checked_metadata = record_metadata.check_metadata(metadata)
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
@@ -385,6 +409,7 @@ def remember(
             turn=turn,
             actor_label=actor_label,
             metadata=checked_metadata,
+            occurred_at=said_at,
         )
 
 
@@ -398,6 +423,7 @@ def _remember_in_transaction(
     turn: str,
     actor_label: str,
     metadata: record_metadata.Metadata,
+    occurred_at: datetime | None = None,
 ) -> RememberResult:
     trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
     lock_subject(str(parsed))
@@ -411,6 +437,7 @@ def _remember_in_transaction(
         actor=actor_label,
         trust_tier=trust_tier,
         now=now,
+        occurred_at=occurred_at,
     )
     tally: dict[str, int] = {"episodes": 1}
     stored: list[StoredRecord] = []
@@ -428,6 +455,7 @@ def _remember_in_transaction(
             now=now,
             tally=tally,
             metadata=metadata,
+            occurred_at=occurred_at,
         )
         if record:
             stored.append(record)
