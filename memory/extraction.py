@@ -295,6 +295,92 @@ def _slot_candidate(sentence: str, confidence: float, rule: str) -> Candidate | 
     return None
 
 
+# -- which attribute a value states ---------------------------------------------------
+#
+# "My son is 7." and "My son is at school until 3pm." share the slot "son" but
+# say different things about him (how old, where); only a value of the same
+# attribute replaces the old one. The attribute is read from the value's
+# grammatical shape (a time, a place phrase, a number, "a/an" + noun, a
+# participle, a proper name), from closed-class words only: never from what
+# the value is about.
+
+_WEEKDAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_TIME_OF = (
+    rf"(?:\d{{1,2}}(?::\d{{2}})?\s*(?:am|pm|a\.m\.|p\.m\.|h|o'?clock)\b|\d{{1,2}}:\d{{2}}\b|noon\b|midnight\b|"
+    rf"{_WEEKDAYS}s?\b|{_MONTHS}\b\.?\s*\d|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b|\d{{4}}-\d{{2}}-\d{{2}}\b|"
+    r"today\b|tonight\b|tomorrow\b|yesterday\b|(?:next|last|this)\s+(?:week|month|year|weekend|morning|evening)\b|"
+    r"the\s+\d{1,2}(?:st|nd|rd|th)\b)"
+)
+_TIME_VALUE = re.compile(
+    rf"^(?:(?:at|on|by|until|till|from|before|after|around|about|due|scheduled\s+for|set\s+for|"
+    rf"(?:next|this|last)|in\s+the)\s+)*{_TIME_OF}",
+    re.IGNORECASE,
+)
+_PLACE_VALUE = re.compile(
+    r"^(?:still\s+)?(?:in|at|on|inside|outside|near|under|behind|above|below|beside|between|"
+    r"next\s+to|across|over|by|with|from|back\s+in|away\s+in|off\s+to|home)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS_TEXT = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred"
+)
+_NUMBER_WORDS = frozenset(_NUMBER_WORDS_TEXT.split())
+_AMOUNT_VALUE = re.compile(
+    r"^(?:about\s+|around\s+|almost\s+|nearly\s+|over\s+)?[$€£]?\d[\d.,]*\b", re.IGNORECASE
+)
+_STATE_VALUE = re.compile(
+    r"^(?:(?:still|now|already|just|very|really|so|a\s+bit|totally|not)\s+)*"
+    r"[a-z]{3,}(?:ed|ing)"
+    r"(?:\s+(?:again|today|now|late|early|behind|off|out|up|down|over|by\s+.+|for\s+.+|until\s+.+))?$",
+    re.IGNORECASE,
+)
+
+
+def value_attribute(value: str) -> str:
+    """Which attribute of a keyed entity ``value`` states: time, place, amount, kind, state, name or value."""
+    text = _strip_terminal(" ".join(value.split()))
+    words = word_tokens(text)
+    if not words:
+        return "value"
+    if _TIME_VALUE.match(text):
+        return "time"
+    if _PLACE_VALUE.match(text):
+        return "place"
+    if _AMOUNT_VALUE.match(text) or words[0] in _NUMBER_WORDS:
+        return "amount"
+    if words[0] in ("a", "an"):
+        return "kind"
+    if _STATE_VALUE.match(text):
+        return "state"
+    if (
+        all(part[:1].isupper() for part in text.split() if part[:1].isalpha())
+        and text[:1].isupper()
+    ):
+        return "name"
+    return "value"
+
+
+_STORED_SLOT = re.compile(r"^User's\s+.+?\s+(?:is|are)\s+(?P<value>.+)$", re.DOTALL)
+_STORED_EXPLICIT = re.compile(r"^[^:]+:\s+(?P<value>.+)$", re.DOTALL)
+
+
+def stored_value(content: str) -> str:
+    """The value part of a keyed record's content ("User's X is Y." or "X: Y")."""
+    match = _STORED_SLOT.match(content) or _STORED_EXPLICIT.match(content)
+    return match.group("value") if match else content
+
+
+def same_attribute(new_content: str, held_content: str) -> bool:
+    """Whether two keyed contents of one slot state the same attribute (so one replaces the other)."""
+    return value_attribute(stored_value(new_content)) == value_attribute(stored_value(held_content))
+
+
 # -- the third-person rewrite -----------------------------------------------------
 
 

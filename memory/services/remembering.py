@@ -34,11 +34,21 @@ from memory.extraction import (
     extract,
     forced_note,
     read_source,
+    same_attribute,
 )
 from memory.inputs import parse_time
 from memory.limits import MAX_KIND_CHARS, MAX_TEXT_CHARS
 from memory.models import Episode, Record, SourceType, Status, TrustTier
-from memory.services._common import _audit, _bump, _context, _new_id, _retire, _slot_holders, _tally
+from memory.services._common import (
+    _audit,
+    _bump,
+    _context,
+    _Held,
+    _new_id,
+    _retire,
+    _slot_holders,
+    _tally,
+)
 from memory.services.results import RememberResult, StoredRecord
 
 
@@ -196,6 +206,8 @@ def _create(
     # Quarantined content never supersedes; an active keyed record replaces the
     # slot's holders at this scope only, and the two point at each other.
     older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
+    if older and candidate.rule != "explicit":
+        older = _same_attribute_holders(candidate, older)
     record = _new_record(
         write, candidate, status, digest_value, older[-1].record_id if older else None
     )
@@ -242,6 +254,17 @@ def _create(
         tuple(superseded_ids),
         dict(write.metadata),
     )
+
+
+def _same_attribute_holders(candidate: Candidate, older: list[_Held]) -> list[_Held]:
+    """The slot's holders that state the same attribute as ``candidate`` (memory-engine.md).
+
+    A stated value replaces only a value of the same attribute ("My son is 7."
+    is not replaced by "My son is at school."); an explicit key/value write
+    names its slot exactly and replaces every holder (the caller above).
+    """
+    held = dict(Record.objects.filter(pk__in=[h.pk for h in older]).values_list("pk", "content"))
+    return [h for h in older if same_attribute(candidate.content, held.get(h.pk, ""))]
 
 
 def _new_record(
