@@ -297,8 +297,8 @@ def _slot_candidate(sentence: str, confidence: float, rule: str) -> Candidate | 
 
 # -- which attribute a value states ---------------------------------------------------
 #
-# "My son is 7." and "My son is at school until 3pm." share the slot "son" but
-# say different things about him (how old, where); only a value of the same
+# "My <X> is 7." and "My <X> is at <place> until 3pm." share the slot X but say
+# different things about it (how many, where); only a value of the same
 # attribute replaces the old one. The attribute is read from the value's
 # grammatical shape (a time, a place phrase, a number, "a/an" + noun, a
 # participle, a proper name), from closed-class words only: never from what
@@ -762,22 +762,63 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
     return statement_note(body) if statements else None
 
 
+# A coordinator (or a semicolon) followed by a new subject starts a clause of
+# its own: "I'm <state> and my <relation> <Name> is a <kind>." states two
+# facts. Only subject pronouns and possessives count as a new subject
+# (closed-class words), so "I ski and swim" stays one clause.
+_CLAUSE_SPLIT = re.compile(
+    r"(?:\s*[,;]\s*(?:and|but|while|whereas|so|plus)?|\s+(?:and|but|while|whereas|plus))\s+"
+    r"(?=(?:i|i['\u2019]m|i['\u2019]ve|i['\u2019]d|i['\u2019]ll|my|we|we['\u2019]re|our|"
+    r"he|she|they|his|her|their)\b)",
+    re.IGNORECASE,
+)
+_JOINED_SUBJECT = re.compile(r"^(?:[^\s,;.]+\s+){1,4}$")
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """A sentence's clauses, split where a coordinator brings in a new subject.
+
+    "My son and I ..." is one subject, not two clauses: a split whose left part
+    is a short phrase without a comma, before "I", is not made.
+    """
+    clauses: list[str] = []
+    start = 0
+    for match in _CLAUSE_SPLIT.finditer(sentence):
+        left = sentence[start : match.start()]
+        after = sentence[match.end() :]
+        if not left.strip():
+            continue
+        if _JOINED_SUBJECT.match(left.strip() + " ") and re.match(r"(?i)(?:i|we)\b", after):
+            continue
+        clauses.append(left)
+        start = match.end()
+    clauses.append(sentence[start:])
+    return [clause.strip() for clause in clauses if clause.strip()]
+
+
 def extract(text: str, *, statements: bool = False) -> list[Candidate]:
-    """Every candidate in ``text``, in order, without repeats of the same content.
+    """Every candidate in ``text``, in order, one per clause, without repeats of the same content.
 
     ``statements`` adds the first-person statement rule (trusted user text only).
     """
     seen: set[str] = set()
     found: list[Candidate] = []
     for sentence in split_sentences(text):
-        candidate = extract_sentence(sentence, statements=statements)
-        if candidate is None:
-            continue
-        digest = content_digest(candidate.content)
-        if digest in seen:
-            continue
-        seen.add(digest)
-        found.append(candidate)
+        clauses = split_clauses(sentence)
+        # A keyed shape that spans the whole sentence ("my X is Y and Z") stays whole.
+        if len(clauses) > 1 and not all(
+            extract_sentence(clause, statements=statements) for clause in clauses
+        ):
+            clauses = [sentence]
+        for clause in clauses:
+            candidate = extract_sentence(clause, statements=statements)
+            if candidate is None:
+                continue
+            digest = content_digest(candidate.content)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            found.append(candidate)
     return found
 
 
