@@ -167,6 +167,22 @@ _CLAUSE_END = re.compile(
 
 
 @dataclass(frozen=True)
+class Correction:
+    """What a correction or negation replaces, found by the store among the scope's records.
+
+    ``positive``: the exact content it negates ("User is no longer X." replaces
+    "User is X."). ``wrong``/``right``: "right, not wrong" ("..., not Y"); the
+    corrected record is the newest one holding ``wrong`` and every word of
+    ``about``, and its content is kept with ``wrong`` replaced by ``right``.
+    """
+
+    positive: str = ""
+    wrong: str = ""
+    right: str = ""
+    about: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A fact the extractor found: content, slot (``""`` when unkeyed), confidence, rule."""
 
@@ -174,6 +190,7 @@ class Candidate:
     fact_key: str
     confidence: float
     rule: str
+    correction: Correction | None = None
 
 
 _SENTENCE_END = re.compile(r"(?P<end>[.!?])\s+")
@@ -730,6 +747,117 @@ def statement_note(sentence: str) -> Candidate | None:
     return Candidate(content, "", 0.7, "statement") if content else None
 
 
+# -- names, negations and corrections ------------------------------------------------
+
+_NAME_VALUE = r"(?P<name>[^\W\d_][\w'.-]*(?:\s+[^\W\d_][\w'.-]*){0,3})"
+_CALL_ME = re.compile(
+    rf"^{_OPENER}(?:(?:please|you\s+can|you\s+may|just|feel\s+free\s+to)\s+)*"
+    r"(?:(?:everyone|people|friends|they)\s+)?(?:call\s+me|i\s+go\s+by|i['\u2019]?m\s+called|"
+    rf"i\s+am\s+called)\s+{_NAME_VALUE}$",
+    re.IGNORECASE,
+)
+# "no longer", "not ... anymore", "n't ... anymore/any more": the statement negates an earlier one.
+_NO_LONGER = re.compile(r"\bno\s+longer\s+", re.IGNORECASE)
+_NOT_ANYMORE = re.compile(
+    r"\b(?:(?P<aux>am|is|are|was|were|have|has|can|will)(?:n['\u2019]t|\s+not)|'m\s+not|"
+    r"not|do\s+not|don['\u2019]t|does\s+not|doesn['\u2019]t)\s+"
+    r"(?P<rest>.+?)\s+any\s*more\b",
+    re.IGNORECASE,
+)
+_CORRECTION_LEAD = re.compile(
+    r"^(?:(?:actually|oh|sorry|no|wait|correction|scratch\s+that|strike\s+that|ignore\s+that|"
+    r"my\s+mistake|i\s+meant|i\s+mean)\b[\s,:;.!-]*)+",
+    re.IGNORECASE,
+)
+_ABOUT_TOPIC = re.compile(
+    r"^(?:about|regarding|on|re)\s+(?P<topic>[^:;,]+?)\s*[:;,\u2013\u2014-]\s*(?P<rest>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_WRONG_ABOUT = re.compile(
+    r"^i\s+was\s+wrong\s+about\s+(?P<topic>[^:;,]+?)(?:\s*[:;,\u2013\u2014-]\s*(?P<rest>.+))?$",
+    re.IGNORECASE | re.DOTALL,
+)
+_RIGHT_NOT_WRONG = re.compile(r"^(?P<left>.+?)\s*,\s*not\s+(?P<wrong>[^,;:]+?)\s*$", re.DOTALL)
+_ARTICLES = frozenset({"the", "a", "an", "my", "that", "this", "it", "its"})
+
+
+def name_fact(sentence: str) -> Candidate | None:
+    """ "Call me Sam", "Please call me Sam", "I go by Sam", "I'm called Sam" -> the user's name."""
+    match = _CALL_ME.match(_strip_terminal(" ".join(sentence.split())))
+    if not match:
+        return None
+    name = _clean_value(match.group("name"))
+    # A name is written with a capital ("call me tomorrow" names no one).
+    if not name or not name[0].isupper() or set(word_tokens(name)) & (_SELF | _ADDRESSEE):
+        return None
+    return Candidate(f"User's name is {name}.", "name", 0.9, "name")
+
+
+def negation_fact(body: str) -> Candidate | None:
+    """A first-person statement that something is no longer so, replacing the statement it negates."""
+    if not body or not is_self_statement(body):
+        return None
+    positive = ""
+    if _NO_LONGER.search(body):
+        positive = _NO_LONGER.sub("", body, count=1)
+    else:
+        match = _NOT_ANYMORE.search(body)
+        if match:
+            aux = match.group("aux") or ("'m" if match.group(0).startswith("'m") else "")
+            joiner = "" if aux == "'m" else " "
+            positive = (
+                body[: match.start()].rstrip()
+                + (joiner + aux if aux else "")
+                + " "
+                + match.group("rest")
+                + body[match.end() :]
+            )
+    if not positive:
+        return None
+    content = third_person(body)
+    replaced = third_person(_drop_temporal(positive))
+    if not content or not replaced:
+        return None
+    return Candidate(content, "", 0.8, "negation", Correction(positive=replaced))
+
+
+def _content_words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in word_tokens(text) if w not in _ARTICLES)
+
+
+def correction_fact(sentence: str) -> Candidate | None:
+    """ "Actually, scratch that about Z: ... X, not Y", "I was wrong about Z ...": replaces one record."""
+    body = _strip_terminal(" ".join(sentence.split()))
+    lead = _CORRECTION_LEAD.match(body)
+    rest = body[lead.end() :] if lead else body
+    about: tuple[str, ...] = ()
+    topic = _ABOUT_TOPIC.match(rest) if lead else None
+    wrong_about = _WRONG_ABOUT.match(rest)
+    if topic:
+        about, rest = _content_words(topic.group("topic")), topic.group("rest")
+    elif wrong_about:
+        about, rest = _content_words(wrong_about.group("topic")), wrong_about.group("rest") or ""
+    pair = _RIGHT_NOT_WRONG.match(rest) if rest else None
+    if not (pair or about):
+        return None
+    wrong = right = ""
+    said = rest.strip()
+    if pair:
+        wrong = pair.group("wrong").strip()
+        right = " ".join(pair.group("left").split()[-len(wrong.split()) :])
+    if said and is_self_statement(said):
+        content = third_person(said)
+    elif said:
+        content = said[0].upper() + said[1:] + "."
+    else:
+        content = third_person(body)
+    if not content:
+        return None
+    return Candidate(
+        content, "", 0.8, "correction", Correction(wrong=wrong, right=right, about=about)
+    )
+
+
 def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | None:
     """At most one candidate per sentence, by the first shape that matches.
 
@@ -740,6 +868,13 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
     sentence = _drop_request_tail(" ".join(sentence.split()))
     if not sentence or is_question(sentence) or is_forget_request(sentence):
         return None
+    named = name_fact(sentence)
+    if named:
+        return named
+    if statements:
+        corrected = correction_fact(sentence)
+        if corrected:
+            return corrected
     body = _strip_terminal(sentence)
     match = _REMEMBER_THAT.match(body)
     if match:
@@ -759,6 +894,10 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
         if what:
             # Through the rewrite, so an "I" inside Z ("whenever I can") agrees too.
             return Candidate(third_person(f"I avoid {what}"), "", 0.8, "avoid")
+    if statements:
+        negated = negation_fact(_strip_lead_in(body))
+        if negated:
+            return negated
     return statement_note(body) if statements else None
 
 

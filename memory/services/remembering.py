@@ -8,8 +8,10 @@ slot at this scope, the full-text index and the audit event.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
@@ -35,6 +37,7 @@ from memory.extraction import (
     forced_note,
     read_source,
     same_attribute,
+    word_tokens,
 )
 from memory.inputs import parse_time
 from memory.limits import MAX_KIND_CHARS, MAX_TEXT_CHARS
@@ -205,9 +208,14 @@ def _create(
     status = Status.ACTIVE if write.trusted else Status.QUARANTINED
     # Quarantined content never supersedes; an active keyed record replaces the
     # slot's holders at this scope only, and the two point at each other.
+    corrected: list[_Held] = []
+    if status == Status.ACTIVE and candidate.correction is not None:
+        candidate, corrected = _resolve_correction(scope, candidate)
+        digest_value = content_digest(candidate.content)
     older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
     if older and candidate.rule != "explicit":
         older = _same_attribute_holders(candidate, older)
+    older += [held for held in corrected if held not in older]
     record = _new_record(
         write, candidate, status, digest_value, older[-1].record_id if older else None
     )
@@ -254,6 +262,43 @@ def _create(
         tuple(superseded_ids),
         dict(write.metadata),
     )
+
+
+def _literal(text: str, _match: re.Match[str]) -> str:
+    return text
+
+
+def _resolve_correction(scope: Scope, candidate: Candidate) -> tuple[Candidate, list[_Held]]:
+    """The one record a correction or negation replaces at ``scope``, and what to store instead.
+
+    A negation replaces the records stating exactly what it negates. "X, not
+    Y" replaces the newest record holding the word(s) Y (and every word of
+    the topic, if one was named), stored again with Y replaced by X, in its
+    slot. Nothing found: the candidate is stored as it is and replaces nothing.
+    """
+    correction = candidate.correction
+    assert correction is not None
+    active = Record.objects.filter(scope=str(scope), status=Status.ACTIVE)
+    if correction.positive:
+        rows = active.filter(content_digest=content_digest(correction.positive))
+        return candidate, [_Held(r.pk, r.record_id, r.status) for r in rows.order_by("id")]
+    needle = correction.wrong or (correction.about[0] if correction.about else "")
+    if not needle:
+        return candidate, []
+    wrong = re.compile(rf"(?<!\w){re.escape(correction.wrong)}(?!\w)", re.IGNORECASE)
+    for record in active.filter(content__icontains=needle).order_by("-id")[:50]:
+        words = set(word_tokens(record.content))
+        if not set(correction.about) <= words:
+            continue
+        if correction.wrong and not wrong.search(record.content):
+            continue
+        held = [_Held(record.pk, record.record_id, record.status)]
+        if not correction.wrong:
+            return candidate, held
+        # A function, not a template: the user's words may hold backslashes.
+        content = wrong.sub(partial(_literal, correction.right), record.content)
+        return Candidate(content, record.fact_key, candidate.confidence, candidate.rule), held
+    return candidate, []
 
 
 def _same_attribute_holders(candidate: Candidate, older: list[_Held]) -> list[_Held]:
