@@ -437,7 +437,10 @@ _MID_ADVERB = (
     r"(?:always|never|usually|often|sometimes|rarely|seldom|also|still|just|really|only|"
     r"mostly|normally|generally|typically|occasionally|regularly|hardly|actually|"
     r"definitely|absolutely|currently|already|even|no longer|now|probably|frequently|"
-    r"constantly|mainly|mostly|basically|honestly|truly|strongly|totally|completely)"
+    r"constantly|mainly|mostly|basically|honestly|truly|strongly|totally|completely|"
+    # "once", "ever", and any "-ly" word (morphology, not a word list; "apply",
+    # "reply", "supply" and "rely" are verbs, so no "ply" and at least five letters).
+    r"once|twice|ever|[a-z]{2,}[a-oq-z]ly)"
 )
 
 
@@ -738,12 +741,29 @@ def is_self_statement(sentence: str) -> bool:
     return bool(content)
 
 
+# What a clean third-person rewrite never holds: a first-person word, or an
+# adverb inflected as if it were the verb ("User onces ...").
+_UNCLEAN_REWRITE = re.compile(
+    rf"\b(?:I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b|\bUser\s+{_MID_ADVERB}(?:s|es)\b", re.IGNORECASE
+)
+
+
+def clean_rewrite(content: str) -> bool:
+    """Whether a third-person rewrite is free of the mistakes the rewrite rules can make."""
+    return not _UNCLEAN_REWRITE.search(content.replace("User's", "User"))
+
+
 def statement_note(sentence: str) -> Candidate | None:
-    """A first-person statement no keyed shape matched, as an unkeyed third-person note."""
+    """A first-person statement no keyed shape matched, as an unkeyed third-person note.
+
+    Where the rewrite would not be clean, the speaker's own words are kept.
+    """
     body = _strip_lead_in(sentence)
     if not body or is_question(body) or not is_self_statement(body):
         return None
     content = third_person(_drop_temporal(body))
+    if content and not clean_rewrite(content):
+        return Candidate(_strip_terminal(body) + ".", "", 0.7, "statement_as_said")
     return Candidate(content, "", 0.7, "statement") if content else None
 
 
