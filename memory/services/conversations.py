@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -45,7 +46,7 @@ from memory.extraction import (
 from memory.inputs import ConversationTurn, check_turns
 from memory.models import Role, SourceType, TrustTier
 from memory.services._common import _bump
-from memory.services.remembering import _ingest, _store_candidate
+from memory.services.remembering import _ingest, _store_candidate, dated
 from memory.services.results import ImportedTurn, ImportResult, StoredRecord
 
 TURN_KIND = "turn"
@@ -147,6 +148,22 @@ class _Plan:
 
 
 def _plan(turns: Sequence[ConversationTurn]) -> list[_Plan]:
+    now = timezone.now()
+    return [_dated(plan, plan.turn.occurred_at or now) for plan in _plan_words(turns)]
+
+
+def _dated(plan: _Plan, said_at: datetime) -> _Plan:
+    """The plan with relative dates in what it stores resolved against when the turn was said."""
+    kept = dated([plan.kept], said_at)[0] if plan.kept else None
+    return replace(
+        plan,
+        kept=kept,
+        facts=dated(plan.facts, said_at),
+        confirmed=dated(plan.confirmed, said_at),
+    )
+
+
+def _plan_words(turns: Sequence[ConversationTurn]) -> list[_Plan]:
     plans: list[_Plan] = []
     last_assistant: dict[str, int] = {}  # session -> index of its latest turn, if an assistant's
     for index, turn in enumerate(turns):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple
@@ -24,8 +25,8 @@ from aetnaweb.sql import create_row, pipelined
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
 from audit.services import lock_subject
+from memory import dates, search, vectors
 from memory import metadata as record_metadata
-from memory import search, vectors
 from memory.errors import ExtractionError, InvalidInput
 from memory.extraction import (
     UNTRUSTED_CONFIDENCE_CAP,
@@ -210,7 +211,7 @@ def _create(
     # slot's holders at this scope only, and the two point at each other.
     corrected: list[_Held] = []
     if status == Status.ACTIVE and candidate.correction is not None:
-        candidate, corrected = _resolve_correction(scope, candidate)
+        candidate, corrected = _resolve_correction(scope, candidate, write.occurred_at or now)
         digest_value = content_digest(candidate.content)
     older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
     if older and candidate.rule != "explicit":
@@ -268,7 +269,9 @@ def _literal(text: str, _match: re.Match[str]) -> str:
     return text
 
 
-def _resolve_correction(scope: Scope, candidate: Candidate) -> tuple[Candidate, list[_Held]]:
+def _resolve_correction(
+    scope: Scope, candidate: Candidate, said_at: datetime
+) -> tuple[Candidate, list[_Held]]:
     """The one record a correction or negation replaces at ``scope``, and what to store instead.
 
     A negation replaces the records stating exactly what it negates. "X, not
@@ -297,6 +300,8 @@ def _resolve_correction(scope: Scope, candidate: Candidate) -> tuple[Candidate, 
             return candidate, held
         # A function, not a template: the user's words may hold backslashes.
         content = wrong.sub(partial(_literal, correction.right), record.content)
+        # The old record's dates were resolved for the old words: resolve the new ones.
+        content = dates.resolve(dates.ANNOTATION.sub("", content), said_at)
         return Candidate(content, record.fact_key, candidate.confidence, candidate.rule), held
     return candidate, []
 
@@ -345,6 +350,11 @@ def _new_record(
             created_at=write.now,
             updated_at=write.now,
         )
+
+
+def dated(candidates: Sequence[Candidate], said_at: datetime) -> list[Candidate]:
+    """Each candidate with its relative dates resolved against when it was said (memory.dates)."""
+    return [replace(c, content=dates.resolve(c.content, said_at)) for c in candidates]
 
 
 def _check_text(text: Any, what: str = "text") -> str:
@@ -452,7 +462,7 @@ def remember(
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     reading = read_source(text, source_type)
-    candidates = _candidates(text, reading, force=force)
+    candidates = dated(_candidates(text, reading, force=force), said_at or timezone.now())
     actor_label = access.audit_actor(principal, actor, default="user")
     # Everything above only reads. The facts that may become active are
     # embedded ahead: the model's milliseconds must not be spent holding the

@@ -11,8 +11,11 @@ from memory.models import Record
 S = "acme:alice:proj"
 
 
-def say(text: str, scope: str = S) -> services.RememberResult:
-    return services.remember(principal=SYSTEM, scope=scope, text=text)
+MONDAY = "2026-03-02T09:30:00+00:00"
+
+
+def say(text: str, scope: str = S, when: str | None = None) -> services.RememberResult:
+    return services.remember(principal=SYSTEM, scope=scope, text=text, occurred_at=when)
 
 
 def active(scope: str = S) -> list[str]:
@@ -48,19 +51,21 @@ def test_a_negation_supersedes_the_statement_it_negates_and_only_it(first, negat
 @pytest.mark.django_db
 def test_x_not_y_replaces_the_record_holding_y_and_only_it():
     # Given two records, only one of them about the Berlin flight on Tuesday
-    berlin = say("My flight to Berlin is next Tuesday.").records[0]
-    say("My dentist appointment is next Tuesday.")
-    # When corrected
-    result = say("Actually, scratch that about Berlin: the flight is on Wednesday, not Tuesday.")
+    berlin = say("My flight to Berlin is next Tuesday.", when=MONDAY).records[0]
+    say("My dentist appointment is next Tuesday.", when=MONDAY)
+    # When corrected (on the same day)
+    result = say(
+        "Actually, scratch that about Berlin: the flight is on Wednesday, not Tuesday.", when=MONDAY
+    )
     # Then the Berlin record is replaced by the corrected value in the same slot
     assert result.superseded_ids == (berlin.record_id,)
     stored = result.records[0]
     assert (stored.content, stored.fact_key) == (
-        "User's flight to Berlin is next Wednesday.",
+        "User's flight to Berlin is next Wednesday (2026-03-11).",
         berlin.fact_key,
     )
-    assert "User's dentist appointment is next Tuesday." in active()
-    assert "User's flight to Berlin is next Tuesday." not in active()
+    assert "User's dentist appointment is next Tuesday (2026-03-10)." in active()
+    assert "User's flight to Berlin is next Tuesday (2026-03-10)." not in active()
 
 
 @pytest.mark.django_db

@@ -49,7 +49,7 @@ def test_a_user_turn_is_kept_word_for_word_with_speaker_time_and_its_facts_cite_
     kept, fact = active()
     assert (kept.kind, kept.content, kept.trust_tier) == (
         "turn",
-        "Alice: My sister is a nurse. It was lovely weather today!",
+        "Alice: My sister is a nurse. It was lovely weather today (2026-03-02)!",
         "trusted_user",
     )
     assert (kept.turn_id, kept.session_id, kept.occurred_at) == ("t1", "s1", MONDAY)
