@@ -353,6 +353,10 @@ class RecallCandidateOut(HotOut):
     above_threshold: bool
     returned: bool
     metadata: MetadataOut = {}
+    created_at: datetime | None = Field(None, description="When the record was stored.")
+    occurred_at: datetime | None = Field(
+        None, description="When its source message was said, if the writer stated it."
+    )
 
 
 class RecallOut(HotOut):

@@ -104,6 +104,9 @@ class RecallCandidate(_AsDict):
     returned: bool
     # The record's metadata as stored (not kept in the retrieval log).
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the record was stored, and when its source message was said (None: not stated).
+    created_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,23 @@ def test_an_imported_turn_resolves_against_its_own_time():
     assert "Ann: I went to the support group yesterday (2026-03-01)." in contents
     assert "User went to the support group yesterday (2026-03-01)." in contents
     assert "Bo: I'll see you tomorrow (2026-03-10)." in contents
+
+
+@pytest.mark.django_db
+def test_recall_results_carry_created_at_and_the_messages_time_and_the_block_shows_dates():
+    # Given one message with a stated time and one without
+    services.remember(principal=SYSTEM, scope=S, text="My car is red.", occurred_at=MONDAY)
+    services.remember(principal=SYSTEM, scope=S, text="My bike is blue.")
+    # When recalled
+    found = {
+        c.content: c for c in services.recall(principal=SYSTEM, scope=S, query="car bike").returned
+    }
+    car, bike = found["User's car is red."], found["User's bike is blue."]
+    # Then each result carries when it was stored, and when it was said if stated
+    assert car.occurred_at == MONDAY and car.created_at is not None and car.created_at > MONDAY
+    assert bike.occurred_at is None and bike.created_at is not None
+    assert car.as_dict()["occurred_at"] == "2026-03-02T09:30:00+00:00"
+    # And the block shows the date said, else the date stored
+    block = services.recall_block(principal=SYSTEM, scope=S, query="car bike", min_score=0)
+    assert "User's car is red. [said 2026-03-02]" in block.text
+    assert f"User's bike is blue. [stored {bike.created_at.date().isoformat()}]" in block.text
