@@ -131,6 +131,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
             session_id=payload.session_id,
             turn_id=payload.turn_id,
             metadata=payload.metadata,
+            occurred_at=payload.occurred_at,
             principal=principal_of(request),
         )
     return result.as_dict()

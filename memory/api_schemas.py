@@ -148,6 +148,9 @@ class CaptureIn(Schema):
     session_id: ContextStr | None = None
     turn_id: ContextStr | None = None
     metadata: Metadata
+    occurred_at: datetime | None = Field(
+        None, description="When a user turn was said (ISO 8601 with a time zone)."
+    )
 
 
 class ForgetIn(Schema):

@@ -422,6 +422,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         session_id: Context = None,
         turn_id: Context = None,
         metadata: MetadataArg = None,
+        occurred_at: Annotated[
+            str | None,
+            Field(description="When a user turn was said, ISO 8601 with a time zone."),
+        ] = None,
     ) -> dict[str, Any]:
         """Record one turn: a user turn is remembered (as remember does); assistant and tool
         turns leave only a digest and a size in the audit chain (an agent cannot poison its
@@ -434,6 +438,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 session_id=session_id,
                 turn_id=turn_id,
                 metadata=metadata,
+                occurred_at=occurred_at,
                 principal=principal,
             ).as_dict()
         )

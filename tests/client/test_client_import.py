@@ -62,3 +62,10 @@ def test_the_async_client_imports_too(server_url):
             return int(result["records_stored"])
 
     assert asyncio.run(scenario()) == 2
+
+
+@pytest.mark.usefixtures("clean_index")
+def test_client_capture_sends_the_turns_time(alice):
+    answer = alice.capture(SCOPE, "user", "My car is red.", occurred_at=MONDAY)
+    stored = answer["remembered"]["records"][0]["record_id"]
+    assert Record.objects.get(record_id=stored).occurred_at == MONDAY

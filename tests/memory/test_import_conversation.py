@@ -254,3 +254,18 @@ def test_remember_refuses_a_time_without_a_zone_and_writes_nothing(rows):
         )
     assert refused.value.field == "occurred_at"
     assert rows() == before
+
+
+@pytest.mark.django_db
+def test_the_capture_hook_passes_a_user_turns_time_and_refuses_a_bad_one(rows):
+    result = services.capture(
+        principal=SYSTEM, scope=S, role="user", content="My car is red.", occurred_at=MONDAY
+    )
+    assert result.remembered is not None
+    assert Record.objects.get(record_id=result.remembered.record_ids[0]).occurred_at == MONDAY
+    before = rows()
+    with pytest.raises(InvalidInput):
+        services.capture(
+            principal=SYSTEM, scope=S, role="assistant", content="ok", occurred_at="soon"
+        )
+    assert rows() == before

@@ -321,9 +321,17 @@ class Client:
         *,
         session_id: str | None = None,
         turn_id: str | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> JSON:
         """A host's turn hook: a ``user`` turn is remembered, others leave a digest."""
-        call = _Calls.capture(scope, role, content, session_id=session_id, turn_id=turn_id)
+        call = _Calls.capture(
+            scope,
+            role,
+            content,
+            session_id=session_id,
+            turn_id=turn_id,
+            occurred_at=_time(occurred_at),
+        )
         return cast(JSON, self._run(call))
 
     def forget_preview(
@@ -589,6 +597,8 @@ class AsyncClient:
         return cast(ImportResult, await self._run(_Calls.import_conversation(scope, turns)))
 
     async def capture(self, scope: str, role: str, content: str, **fields: Any) -> JSON:
+        if "occurred_at" in fields:
+            fields["occurred_at"] = _time(fields["occurred_at"])
         return cast(JSON, await self._run(_Calls.capture(scope, role, content, **fields)))
 
     async def forget_preview(self, scope: str, **fields: Any) -> ForgetPreview:

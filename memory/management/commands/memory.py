@@ -162,6 +162,9 @@ class Command(BaseCommand):
         capture.add_argument("content")
         capture.add_argument("--session")
         capture.add_argument("--turn")
+        capture.add_argument(
+            "--occurred-at", dest="occurred_at", help="when a user turn was said (ISO 8601)"
+        )
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -464,6 +467,7 @@ class Command(BaseCommand):
             content=options["content"],
             session_id=options["session"],
             turn_id=options["turn"],
+            occurred_at=options["occurred_at"],
         )
         if result.remembered is not None:
             text = f"remembered: {len(result.remembered.records)} record(s)"
