@@ -44,7 +44,7 @@ from memory.extraction import (
     word_tokens,
 )
 from memory.inputs import ConversationTurn, check_turns
-from memory.models import Role, SourceType, TrustTier
+from memory.models import Episode, Role, SourceType, TrustTier
 from memory.services._common import _bump
 from memory.services.remembering import _ingest, _store_candidate, dated
 from memory.services.results import ImportedTurn, ImportResult, StoredRecord
@@ -193,96 +193,91 @@ def _plan_words(turns: Sequence[ConversationTurn]) -> list[_Plan]:
     return plans
 
 
-def _store_turns(
-    scope: Scope, plans: Sequence[_Plan], actor: str
-) -> tuple[list[ImportedTurn], int]:
-    lock_subject(str(scope))
-    now = timezone.now()
-    tally: dict[str, int] = {"episodes": len(plans)}
-    imported: list[ImportedTurn] = []
-    stored_count = 0
-    episodes: list[str] = []
-    for plan in plans:
+class _TurnWriter:
+    """Stores one import's turns in order, inside its transaction (the caller's)."""
+
+    def __init__(self, scope: Scope, actor: str) -> None:
+        self.scope, self.actor = scope, actor
+        self.now = timezone.now()
+        self.tally: dict[str, int] = {}
+        self.episodes: list[str] = []
+
+    def _store(
+        self,
+        plan: _Plan,
+        episode: Episode,
+        candidate: Candidate,
+        *,
+        trusted: bool,
+        kind: str = "",
+        evidence: Sequence[str] = (),
+        tier: str = "",
+    ) -> tuple[StoredRecord | None, list[str]]:
+        return _store_candidate(
+            scope=self.scope,
+            candidate=candidate,
+            trusted=trusted,
+            source_type=plan.source_type if not tier else SourceType.USER_MESSAGE,
+            episode=episode,
+            session_id=plan.turn.session_id,
+            turn_id=plan.turn.turn_id,
+            actor=self.actor,
+            now=self.now,
+            tally=self.tally,
+            kind=kind,
+            evidence=evidence,
+            occurred_at=plan.turn.occurred_at,
+            trust_tier=tier,
+        )
+
+    def turn(self, plan: _Plan) -> ImportedTurn:
+        """The turn's episode, then its kept words, its facts and what it confirms."""
         turn = plan.turn
-        trust_tier = TrustTier.TRUSTED_USER if plan.trusted else TrustTier.UNTRUSTED_CONTENT
         episode = _ingest(
-            scope,
+            self.scope,
             turn.text,
             SourceReading(plan.source_type, plan.trusted, (turn.text,)),
             session=turn.session_id,
             turn=turn.turn_id,
-            actor=actor,
-            trust_tier=trust_tier,
-            now=now,
+            actor=self.actor,
+            trust_tier=TrustTier.TRUSTED_USER if plan.trusted else TrustTier.UNTRUSTED_CONTENT,
+            now=self.now,
             occurred_at=turn.occurred_at,
             speaker=turn.speaker,
             role=turn.role,
         )
-        episodes.append(episode.episode_id)
-
-        def store(
-            candidate: Candidate,
-            *,
-            trusted: bool,
-            kind: str = "",
-            evidence: Sequence[str] = (),
-            tier: str = "",
-            turn: ConversationTurn = turn,
-            plan: _Plan = plan,
-            episode: Any = episode,
-        ) -> tuple[StoredRecord | None, list[str]]:
-            return _store_candidate(
-                scope=scope,
-                candidate=candidate,
-                trusted=trusted,
-                source_type=plan.source_type if not tier else SourceType.USER_MESSAGE,
-                episode=episode,
-                session_id=turn.session_id,
-                turn_id=turn.turn_id,
-                actor=actor,
-                now=now,
-                tally=tally,
-                kind=kind,
-                evidence=evidence,
-                occurred_at=turn.occurred_at,
-                trust_tier=tier,
-            )
-
-        records: list[StoredRecord] = []
-        duplicates: list[str] = []
+        self.episodes.append(episode.episode_id)
+        stored: list[tuple[StoredRecord | None, list[str]]] = []
         kept_id: list[str] = []
         if plan.kept is not None:
-            record, repeats = store(plan.kept, trusted=True, kind=TURN_KIND)
-            records.extend([record] if record else [])
-            duplicates.extend(repeats)
+            record, repeats = self._store(plan, episode, plan.kept, trusted=True, kind=TURN_KIND)
+            stored.append((record, repeats))
             kept_id = [record.record_id] if record else repeats[:1]
         for fact in plan.facts:
-            record, repeats = store(fact, trusted=plan.trusted, evidence=kept_id)
-            records.extend([record] if record else [])
-            duplicates.extend(repeats)
+            stored.append(self._store(plan, episode, fact, trusted=plan.trusted, evidence=kept_id))
         for fact in plan.confirmed:
             # Cites the assistant's turn (the words) and the user's (the agreement).
-            record, repeats = store(
-                fact,
-                trusted=True,
-                evidence=[episodes[-2], *kept_id],
-                tier=TrustTier.USER_CONFIRMED,
+            evidence = [self.episodes[-2], *kept_id]
+            tier = TrustTier.USER_CONFIRMED
+            stored.append(
+                self._store(plan, episode, fact, trusted=True, evidence=evidence, tier=tier)
             )
-            records.extend([record] if record else [])
-            duplicates.extend(repeats)
-        stored_count += len(records)
-        imported.append(
-            ImportedTurn(
-                turn_id=turn.turn_id,
-                session_id=turn.session_id,
-                role=turn.role,
-                episode_id=episode.episode_id,
-                records=tuple(records),
-                duplicate_of=tuple(dict.fromkeys(duplicates)),
-            )
+        return ImportedTurn(
+            turn_id=turn.turn_id,
+            session_id=turn.session_id,
+            role=turn.role,
+            episode_id=episode.episode_id,
+            records=tuple(record for record, _ in stored if record),
+            duplicate_of=tuple(dict.fromkeys(i for _, repeats in stored for i in repeats)),
         )
-    _bump(scope, **tally)
-    return imported, stored_count
+
+
+def _store_turns(scope: Scope, plans: Sequence[_Plan], actor: str) -> list[ImportedTurn]:
+    lock_subject(str(scope))
+    writer = _TurnWriter(scope, actor)
+    imported = [writer.turn(plan) for plan in plans]
+    _bump(scope, episodes=len(plans), **writer.tally)
+    return imported
 
 
 def import_conversation(
@@ -313,10 +308,10 @@ def import_conversation(
     ]
     # Embedded ahead, as in remember: the model's work holds no write lock.
     with vectors.prepared(active), transaction.atomic(), pipelined():
-        imported, stored = _store_turns(parsed, plans, actor_label)
+        imported = _store_turns(parsed, plans, actor_label)
     return ImportResult(
         scope=str(parsed),
         turns=tuple(imported),
-        records_stored=stored,
+        records_stored=sum(len(t.records) for t in imported),
         superseded_ids=tuple(i for t in imported for r in t.records for i in r.superseded_ids),
     )
