@@ -87,6 +87,7 @@ class Tally:
     hit10: int = 0
     evidence: int = 0
     evidence_found: int = 0
+    distinct_turns: int = 0  # distinct turns among the top 10 (a turn's facts repeat it)
     latencies: list[float] = field(default_factory=list)
 
     def add(self, ranked_turns: Sequence[str], wanted: Sequence[str]) -> bool:
@@ -97,6 +98,7 @@ class Tally:
         self.hit10 += hit
         self.evidence += len(wanted)
         self.evidence_found += len(top10 & set(wanted))
+        self.distinct_turns += len(top10 - {""})
         return hit
 
     def line(self, name: str) -> str:
@@ -105,6 +107,7 @@ class Tally:
             f"{name:<10} questions {self.questions:4d}  top-5 {share(self.hit5, self.questions):.3f}"
             f"  top-10 {share(self.hit10, self.questions):.3f}"
             f"  answer turns retrieved {share(self.evidence_found, self.evidence):.3f}"
+            f"  distinct turns in top 10 {share(self.distinct_turns, self.questions):.1f}"
         )
 
 
