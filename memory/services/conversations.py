@@ -40,6 +40,7 @@ from memory.extraction import (
     Candidate,
     SourceReading,
     extract,
+    read_source,
     split_sentences,
     word_tokens,
 )
@@ -168,7 +169,14 @@ def _plan_words(turns: Sequence[ConversationTurn]) -> list[_Plan]:
     last_assistant: dict[str, int] = {}  # session -> index of its latest turn, if an assistant's
     for index, turn in enumerate(turns):
         confirmed: list[Candidate] = []
-        if turn.role == Role.USER:
+        reading = read_source(turn.text)
+        if turn.role in (Role.USER, Role.OTHER) and not reading.trusted:
+            # A human turn that embeds a web page or tool output is that content
+            # (as in remember): its blocks' facts land quarantined, nothing is kept
+            # as trusted words.
+            facts = [c for block in reading.texts for c in extract(block)]
+            plans.append(_Plan(turn, reading.source_type, False, None, facts, []))
+        elif turn.role == Role.USER:
             before = last_assistant.get(turn.session_id)
             if before is not None and before == index - 1 and is_confirmation(turn.text):
                 confirmed = confirmed_facts(turns[before].text)
