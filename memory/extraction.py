@@ -507,7 +507,8 @@ _CLAUSE_BOUNDARY = re.compile(
 # bounded to one clause.
 _COORDINATED_VERB = re.compile(
     rf"(?P<head>\bUser(?:\s+{_MID_ADVERB})*\s+(?P<first>[A-Za-z'\u2019]+)\b[^,;.:]{{0,80}}?\s(?:and|or)\s+"
-    rf"(?:{_MID_ADVERB}\s+)?)(?P<verb>[a-z]+)(?=\s+(?:a|an|the|their|his|her|its|our|some|them|it)\b)"
+    rf"(?:{_MID_ADVERB}\s+)?)(?P<verb>[a-z]+)(?=\s+(?:a|an|the|their|his|her|its|our|some|them|it|User's|"
+    r"up|out|down|off|back|away)\b)"
     # ... but not a noun before an article-led adverbial ("... and Y the most").
     r"(?!\s+(?:the\s+(?:most|best|least|same|whole|other)|a\s+(?:lot|bit|little|few|couple|day|week|month|year))\b)"
 )
@@ -515,6 +516,9 @@ _COORDINATED_VERB = re.compile(
 
 def _agree_coordinated(m: re.Match[str]) -> str:
     verb = m.group("verb")
+    if verb in _IRREGULAR and verb not in ("be", "am") and m.group("first").endswith("s"):
+        # "User is a <X> and do <their> ...": "do", "have", "go" before an object agree too.
+        return m.group("head") + _IRREGULAR[verb]
     closed = _NO_FACT | _DECLARATIVE_OPENERS | _IMPERATIVE_OBJECTS | _SELF | _UNINFLECTED
     if (
         not m.group("first").endswith("s")

@@ -46,9 +46,17 @@ def test_every_rewrite_is_grammatical_or_the_speakers_words(sentence):
         ("I barely sleep before exams.", "User barely sleeps before exams."),
         ("I hardly ever watch TV.", "User hardly ever watches TV."),
         ("I recently changed jobs.", "User recently changed jobs."),
+        # A coordinated verb agrees too (the "User ... and do User's best work")
+        (
+            "I'm a night owl and do my best work after 9pm.",
+            "User is a night owl and does User's best work after 9pm.",
+        ),
+        ("I'm sick and have a cold.", "User is sick and has a cold."),
+        ("I cook and clean up afterwards.", "User cooks and cleans up afterwards."),
+        ("I like apples and pears.", "User likes apples and pears."),
     ],
 )
-def test_adverbs_before_the_verb_are_not_inflected(sentence, rewritten):
+def test_adverbs_before_the_verb_and_coordinated_verbs_agree(sentence, rewritten):
     assert [c.content for c in extract(sentence, statements=True)] == [rewritten]
 
 
