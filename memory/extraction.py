@@ -930,7 +930,9 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
 # facts. Only subject pronouns and possessives count as a new subject
 # (closed-class words), so "I ski and swim" stays one clause.
 _CLAUSE_SPLIT = re.compile(
-    r"(?:\s*[,;]\s*(?:and|but|while|whereas|so|plus)?|\s+(?:and|but|while|whereas|plus))\s+"
+    # A bare comma is not enough: "While I'm away, my <X> ..." is one sentence.
+    r"(?:\s*;\s*(?:and|but|while|whereas|so|plus)?|\s*,\s*(?:and|but|while|whereas|so|plus)"
+    r"|\s+(?:and|but|while|whereas|plus))\s+"
     r"(?=(?:i|i['\u2019]m|i['\u2019]ve|i['\u2019]d|i['\u2019]ll|my|we|we['\u2019]re|our|"
     r"he|she|they|his|her|their)\b)",
     re.IGNORECASE,
@@ -951,7 +953,12 @@ def split_clauses(sentence: str) -> list[str]:
         after = sentence[match.end() :]
         if not left.strip():
             continue
-        if _JOINED_SUBJECT.match(left.strip() + " ") and re.match(r"(?i)(?:i|we)\b", after):
+        joined = match.group(0).strip().lower() == "and"
+        if (
+            joined
+            and _JOINED_SUBJECT.match(left.strip() + " ")
+            and re.match(r"(?i)(?:i|we)\b", after)
+        ):
             continue
         clauses.append(left)
         start = match.end()

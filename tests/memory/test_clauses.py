@@ -27,6 +27,15 @@ S = "acme:alice:proj"
         ("My son and I went hiking.", ["My son and I went hiking."]),
         ("I ski and swim.", ["I ski and swim."]),
         ("I like apples and pears.", ["I like apples and pears."]),
+        # A subordinate clause before a comma stays with its main clause
+        (
+            "While I'm away, my sister feeds the cat.",
+            ["While I'm away, my sister feeds the cat."],
+        ),
+        (
+            "I'm away until Monday, so I can't do meetings.",
+            ["I'm away until Monday", "I can't do meetings."],
+        ),
     ],
 )
 def test_a_sentence_splits_where_a_coordinator_brings_a_new_subject(sentence, clauses):
