@@ -88,6 +88,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
                 source_type=payload.source_type,
                 force=payload.force,
                 metadata=payload.metadata,
+                occurred_at=payload.occurred_at,
                 principal=principal_of(request),
             )
         return _created_if_stored(result.as_dict())
@@ -130,6 +131,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
             session_id=payload.session_id,
             turn_id=payload.turn_id,
             metadata=payload.metadata,
+            occurred_at=payload.occurred_at,
             principal=principal_of(request),
         )
     return result.as_dict()
@@ -403,8 +405,10 @@ def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
 def mount(api: NinjaAPI) -> None:
     # They import this module (its router), so they are added here, once.
     from memory.api_batch import add_routes as add_batch_routes
+    from memory.api_conversations import add_routes as add_conversation_routes
     from memory.api_corrections import add_routes as add_correction_routes
 
     add_batch_routes(router)
+    add_conversation_routes(router)
     add_correction_routes(router)
     api.add_router("/memory/", router)

@@ -7,6 +7,7 @@ Requests are validated here before any service runs, so a malformed body is a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -133,6 +134,11 @@ class RememberIn(Schema):
         description="Also keep prose that states nothing about the user as an unkeyed note.",
     )
     metadata: Metadata
+    occurred_at: datetime | None = Field(
+        None,
+        description="When the message was said (ISO 8601 with a time zone), for backfilling "
+        "old conversations; kept on the episode and its records.",
+    )
 
 
 class CaptureIn(Schema):
@@ -142,6 +148,9 @@ class CaptureIn(Schema):
     session_id: ContextStr | None = None
     turn_id: ContextStr | None = None
     metadata: Metadata
+    occurred_at: datetime | None = Field(
+        None, description="When a user turn was said (ISO 8601 with a time zone)."
+    )
 
 
 class ForgetIn(Schema):
@@ -366,6 +375,10 @@ class RecallCandidateOut(HotOut):
     above_threshold: bool
     returned: bool
     metadata: MetadataOut = {}
+    created_at: datetime | None = Field(None, description="When the record was stored.")
+    occurred_at: datetime | None = Field(
+        None, description="When its source message was said, if the writer stated it."
+    )
 
 
 class RecallOut(HotOut):

@@ -167,6 +167,22 @@ _CLAUSE_END = re.compile(
 
 
 @dataclass(frozen=True)
+class Correction:
+    """What a correction or negation replaces, found by the store among the scope's records.
+
+    ``positive``: the exact content it negates ("User is no longer X." replaces
+    "User is X."). ``wrong``/``right``: "right, not wrong" ("..., not Y"); the
+    corrected record is the newest one holding ``wrong`` and every word of
+    ``about``, and its content is kept with ``wrong`` replaced by ``right``.
+    """
+
+    positive: str = ""
+    wrong: str = ""
+    right: str = ""
+    about: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Candidate:
     """A fact the extractor found: content, slot (``""`` when unkeyed), confidence, rule."""
 
@@ -174,6 +190,7 @@ class Candidate:
     fact_key: str
     confidence: float
     rule: str
+    correction: Correction | None = None
 
 
 _SENTENCE_END = re.compile(r"(?P<end>[.!?])\s+")
@@ -295,6 +312,92 @@ def _slot_candidate(sentence: str, confidence: float, rule: str) -> Candidate | 
     return None
 
 
+# -- which attribute a value states ---------------------------------------------------
+#
+# "My <X> is 7." and "My <X> is at <place> until 3pm." share the slot X but say
+# different things about it (how many, where); only a value of the same
+# attribute replaces the old one. The attribute is read from the value's
+# grammatical shape (a time, a place phrase, a number, "a/an" + noun, a
+# participle, a proper name), from closed-class words only: never from what
+# the value is about.
+
+_WEEKDAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_TIME_OF = (
+    rf"(?:\d{{1,2}}(?::\d{{2}})?\s*(?:am|pm|a\.m\.|p\.m\.|h|o'?clock)\b|\d{{1,2}}:\d{{2}}\b|noon\b|midnight\b|"
+    rf"{_WEEKDAYS}s?\b|{_MONTHS}\b\.?\s*\d|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b|\d{{4}}-\d{{2}}-\d{{2}}\b|"
+    r"today\b|tonight\b|tomorrow\b|yesterday\b|(?:next|last|this)\s+(?:week|month|year|weekend|morning|evening)\b|"
+    r"the\s+\d{1,2}(?:st|nd|rd|th)\b)"
+)
+_TIME_VALUE = re.compile(
+    rf"^(?:(?:at|on|by|until|till|from|before|after|around|about|due|scheduled\s+for|set\s+for|"
+    rf"(?:next|this|last)|in\s+the)\s+)*{_TIME_OF}",
+    re.IGNORECASE,
+)
+_PLACE_VALUE = re.compile(
+    r"^(?:still\s+)?(?:in|at|on|inside|outside|near|under|behind|above|below|beside|between|"
+    r"next\s+to|across|over|by|with|from|back\s+in|away\s+in|off\s+to|home)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS_TEXT = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred"
+)
+_NUMBER_WORDS = frozenset(_NUMBER_WORDS_TEXT.split())
+_AMOUNT_VALUE = re.compile(
+    r"^(?:about\s+|around\s+|almost\s+|nearly\s+|over\s+)?[$€£]?\d[\d.,]*\b", re.IGNORECASE
+)
+_STATE_VALUE = re.compile(
+    r"^(?:(?:still|now|already|just|very|really|so|a\s+bit|totally|not)\s+)*"
+    r"[a-z]{3,}(?:ed|ing)"
+    r"(?:\s+(?:again|today|now|late|early|behind|off|out|up|down|over|by\s+.+|for\s+.+|until\s+.+))?$",
+    re.IGNORECASE,
+)
+
+
+def value_attribute(value: str) -> str:
+    """Which attribute of a keyed entity ``value`` states: time, place, amount, kind, state, name or value."""
+    text = _strip_terminal(" ".join(value.split()))
+    words = word_tokens(text)
+    if not words:
+        return "value"
+    if _TIME_VALUE.match(text):
+        return "time"
+    if _PLACE_VALUE.match(text):
+        return "place"
+    if _AMOUNT_VALUE.match(text) or words[0] in _NUMBER_WORDS:
+        return "amount"
+    if words[0] in ("a", "an"):
+        return "kind"
+    if _STATE_VALUE.match(text):
+        return "state"
+    if (
+        all(part[:1].isupper() for part in text.split() if part[:1].isalpha())
+        and text[:1].isupper()
+    ):
+        return "name"
+    return "value"
+
+
+_STORED_SLOT = re.compile(r"^User's\s+.+?\s+(?:is|are)\s+(?P<value>.+)$", re.DOTALL)
+_STORED_EXPLICIT = re.compile(r"^[^:]+:\s+(?P<value>.+)$", re.DOTALL)
+
+
+def stored_value(content: str) -> str:
+    """The value part of a keyed record's content ("User's X is Y." or "X: Y")."""
+    match = _STORED_SLOT.match(content) or _STORED_EXPLICIT.match(content)
+    return match.group("value") if match else content
+
+
+def same_attribute(new_content: str, held_content: str) -> bool:
+    """Whether two keyed contents of one slot state the same attribute (so one replaces the other)."""
+    return value_attribute(stored_value(new_content)) == value_attribute(stored_value(held_content))
+
+
 # -- the third-person rewrite -----------------------------------------------------
 
 
@@ -334,7 +437,10 @@ _MID_ADVERB = (
     r"(?:always|never|usually|often|sometimes|rarely|seldom|also|still|just|really|only|"
     r"mostly|normally|generally|typically|occasionally|regularly|hardly|actually|"
     r"definitely|absolutely|currently|already|even|no longer|now|probably|frequently|"
-    r"constantly|mainly|mostly|basically|honestly|truly|strongly|totally|completely)"
+    r"constantly|mainly|mostly|basically|honestly|truly|strongly|totally|completely|"
+    # "once", "ever", and any "-ly" word (morphology, not a word list; "apply",
+    # "reply", "supply" and "rely" are verbs, so no "ply" and at least five letters).
+    r"once|twice|ever|[a-z]{2,}[a-oq-z]ly)"
 )
 
 
@@ -401,7 +507,8 @@ _CLAUSE_BOUNDARY = re.compile(
 # bounded to one clause.
 _COORDINATED_VERB = re.compile(
     rf"(?P<head>\bUser(?:\s+{_MID_ADVERB})*\s+(?P<first>[A-Za-z'\u2019]+)\b[^,;.:]{{0,80}}?\s(?:and|or)\s+"
-    rf"(?:{_MID_ADVERB}\s+)?)(?P<verb>[a-z]+)(?=\s+(?:a|an|the|their|his|her|its|our|some|them|it)\b)"
+    rf"(?:{_MID_ADVERB}\s+)?)(?P<verb>[a-z]+)(?=\s+(?:a|an|the|their|his|her|its|our|some|them|it|User's|"
+    r"up|out|down|off|back|away)\b)"
     # ... but not a noun before an article-led adverbial ("... and Y the most").
     r"(?!\s+(?:the\s+(?:most|best|least|same|whole|other)|a\s+(?:lot|bit|little|few|couple|day|week|month|year))\b)"
 )
@@ -409,6 +516,9 @@ _COORDINATED_VERB = re.compile(
 
 def _agree_coordinated(m: re.Match[str]) -> str:
     verb = m.group("verb")
+    if verb in _IRREGULAR and verb not in ("be", "am") and m.group("first").endswith("s"):
+        # "User is a <X> and do <their> ...": "do", "have", "go" before an object agree too.
+        return m.group("head") + _IRREGULAR[verb]
     closed = _NO_FACT | _DECLARATIVE_OPENERS | _IMPERATIVE_OBJECTS | _SELF | _UNINFLECTED
     if (
         not m.group("first").endswith("s")
@@ -635,13 +745,141 @@ def is_self_statement(sentence: str) -> bool:
     return bool(content)
 
 
+# What a clean third-person rewrite never holds: a first-person word, or an
+# adverb inflected as if it were the verb ("User onces ...").
+_UNCLEAN_REWRITE = re.compile(
+    rf"\b(?:I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b|\bUser\s+{_MID_ADVERB}(?:s|es)\b", re.IGNORECASE
+)
+
+
+def clean_rewrite(content: str) -> bool:
+    """Whether a third-person rewrite is free of the mistakes the rewrite rules can make."""
+    return not _UNCLEAN_REWRITE.search(content.replace("User's", "User"))
+
+
 def statement_note(sentence: str) -> Candidate | None:
-    """A first-person statement no keyed shape matched, as an unkeyed third-person note."""
+    """A first-person statement no keyed shape matched, as an unkeyed third-person note.
+
+    Where the rewrite would not be clean, the speaker's own words are kept.
+    """
     body = _strip_lead_in(sentence)
     if not body or is_question(body) or not is_self_statement(body):
         return None
     content = third_person(_drop_temporal(body))
+    if content and not clean_rewrite(content):
+        return Candidate(_strip_terminal(body) + ".", "", 0.7, "statement_as_said")
     return Candidate(content, "", 0.7, "statement") if content else None
+
+
+# -- names, negations and corrections ------------------------------------------------
+
+_NAME_VALUE = r"(?P<name>[^\W\d_][\w'.-]*(?:\s+[^\W\d_][\w'.-]*){0,3})"
+_CALL_ME = re.compile(
+    rf"^{_OPENER}(?:(?:please|you\s+can|you\s+may|just|feel\s+free\s+to)\s+)*"
+    r"(?:(?:everyone|people|friends|they)\s+)?(?:call\s+me|i\s+go\s+by|i['\u2019]?m\s+called|"
+    rf"i\s+am\s+called)\s+{_NAME_VALUE}$",
+    re.IGNORECASE,
+)
+# "no longer", "not ... anymore", "n't ... anymore/any more": the statement negates an earlier one.
+_NO_LONGER = re.compile(r"\bno\s+longer\s+", re.IGNORECASE)
+_NOT_ANYMORE = re.compile(
+    r"\b(?:(?P<aux>am|is|are|was|were|have|has|can|will)(?:n['\u2019]t|\s+not)|'m\s+not|"
+    r"not|do\s+not|don['\u2019]t|does\s+not|doesn['\u2019]t)\s+"
+    r"(?P<rest>.+?)\s+any\s*more\b",
+    re.IGNORECASE,
+)
+_CORRECTION_LEAD = re.compile(
+    r"^(?:(?:actually|oh|sorry|no|wait|correction|scratch\s+that|strike\s+that|ignore\s+that|"
+    r"my\s+mistake|i\s+meant|i\s+mean)\b[\s,:;.!-]*)+",
+    re.IGNORECASE,
+)
+_ABOUT_TOPIC = re.compile(
+    r"^(?:about|regarding|on|re)\s+(?P<topic>[^:;,]+?)\s*[:;,\u2013\u2014-]\s*(?P<rest>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_WRONG_ABOUT = re.compile(
+    r"^i\s+was\s+wrong\s+about\s+(?P<topic>[^:;,]+?)(?:\s*[:;,\u2013\u2014-]\s*(?P<rest>.+))?$",
+    re.IGNORECASE | re.DOTALL,
+)
+_RIGHT_NOT_WRONG = re.compile(r"^(?P<left>.+?)\s*,\s*not\s+(?P<wrong>[^,;:]+?)\s*$", re.DOTALL)
+_ARTICLES = frozenset({"the", "a", "an", "my", "that", "this", "it", "its"})
+
+
+def name_fact(sentence: str) -> Candidate | None:
+    """ "Call me Sam", "Please call me Sam", "I go by Sam", "I'm called Sam" -> the user's name."""
+    match = _CALL_ME.match(_strip_terminal(" ".join(sentence.split())))
+    if not match:
+        return None
+    name = _clean_value(match.group("name"))
+    # A name is written with a capital ("call me tomorrow" names no one).
+    if not name or not name[0].isupper() or set(word_tokens(name)) & (_SELF | _ADDRESSEE):
+        return None
+    return Candidate(f"User's name is {name}.", "name", 0.9, "name")
+
+
+def negation_fact(body: str) -> Candidate | None:
+    """A first-person statement that something is no longer so, replacing the statement it negates."""
+    if not body or not is_self_statement(body):
+        return None
+    positive = ""
+    if _NO_LONGER.search(body):
+        positive = _NO_LONGER.sub("", body, count=1)
+    else:
+        match = _NOT_ANYMORE.search(body)
+        if match:
+            aux = match.group("aux") or ("'m" if match.group(0).startswith("'m") else "")
+            joiner = "" if aux == "'m" else " "
+            positive = (
+                body[: match.start()].rstrip()
+                + (joiner + aux if aux else "")
+                + " "
+                + match.group("rest")
+                + body[match.end() :]
+            )
+    if not positive:
+        return None
+    content = third_person(body)
+    replaced = third_person(_drop_temporal(positive))
+    if not content or not replaced:
+        return None
+    return Candidate(content, "", 0.8, "negation", Correction(positive=replaced))
+
+
+def _content_words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in word_tokens(text) if w not in _ARTICLES)
+
+
+def correction_fact(sentence: str) -> Candidate | None:
+    """ "Actually, scratch that about Z: ... X, not Y", "I was wrong about Z ...": replaces one record."""
+    body = _strip_terminal(" ".join(sentence.split()))
+    lead = _CORRECTION_LEAD.match(body)
+    rest = body[lead.end() :] if lead else body
+    about: tuple[str, ...] = ()
+    topic = _ABOUT_TOPIC.match(rest) if lead else None
+    wrong_about = _WRONG_ABOUT.match(rest)
+    if topic:
+        about, rest = _content_words(topic.group("topic")), topic.group("rest")
+    elif wrong_about:
+        about, rest = _content_words(wrong_about.group("topic")), wrong_about.group("rest") or ""
+    pair = _RIGHT_NOT_WRONG.match(rest) if rest else None
+    if not (pair or about):
+        return None
+    wrong = right = ""
+    said = rest.strip()
+    if pair:
+        wrong = pair.group("wrong").strip()
+        right = " ".join(pair.group("left").split()[-len(wrong.split()) :])
+    if said and is_self_statement(said):
+        content = third_person(said)
+    elif said:
+        content = said[0].upper() + said[1:] + "."
+    else:
+        content = third_person(body)
+    if not content:
+        return None
+    return Candidate(
+        content, "", 0.8, "correction", Correction(wrong=wrong, right=right, about=about)
+    )
 
 
 def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | None:
@@ -654,6 +892,13 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
     sentence = _drop_request_tail(" ".join(sentence.split()))
     if not sentence or is_question(sentence) or is_forget_request(sentence):
         return None
+    named = name_fact(sentence)
+    if named:
+        return named
+    if statements:
+        corrected = correction_fact(sentence)
+        if corrected:
+            return corrected
     body = _strip_terminal(sentence)
     match = _REMEMBER_THAT.match(body)
     if match:
@@ -673,25 +918,77 @@ def extract_sentence(sentence: str, *, statements: bool = False) -> Candidate | 
         if what:
             # Through the rewrite, so an "I" inside Z ("whenever I can") agrees too.
             return Candidate(third_person(f"I avoid {what}"), "", 0.8, "avoid")
+    if statements:
+        negated = negation_fact(_strip_lead_in(body))
+        if negated:
+            return negated
     return statement_note(body) if statements else None
 
 
+# A coordinator (or a semicolon) followed by a new subject starts a clause of
+# its own: "I'm <state> and my <relation> <Name> is a <kind>." states two
+# facts. Only subject pronouns and possessives count as a new subject
+# (closed-class words), so "I ski and swim" stays one clause.
+_CLAUSE_SPLIT = re.compile(
+    # A bare comma is not enough: "While I'm away, my <X> ..." is one sentence.
+    r"(?:\s*;\s*(?:and|but|while|whereas|so|plus)?|\s*,\s*(?:and|but|while|whereas|so|plus)"
+    r"|\s+(?:and|but|while|whereas|plus))\s+"
+    r"(?=(?:i|i['\u2019]m|i['\u2019]ve|i['\u2019]d|i['\u2019]ll|my|we|we['\u2019]re|our|"
+    r"he|she|they|his|her|their)\b)",
+    re.IGNORECASE,
+)
+_JOINED_SUBJECT = re.compile(r"^(?:[^\s,;.]+\s+){1,4}$")
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """A sentence's clauses, split where a coordinator brings in a new subject.
+
+    "My son and I ..." is one subject, not two clauses: a split whose left part
+    is a short phrase without a comma, before "I", is not made.
+    """
+    clauses: list[str] = []
+    start = 0
+    for match in _CLAUSE_SPLIT.finditer(sentence):
+        left = sentence[start : match.start()]
+        after = sentence[match.end() :]
+        if not left.strip():
+            continue
+        joined = match.group(0).strip().lower() == "and"
+        if (
+            joined
+            and _JOINED_SUBJECT.match(left.strip() + " ")
+            and re.match(r"(?i)(?:i|we)\b", after)
+        ):
+            continue
+        clauses.append(left)
+        start = match.end()
+    clauses.append(sentence[start:])
+    return [clause.strip() for clause in clauses if clause.strip()]
+
+
 def extract(text: str, *, statements: bool = False) -> list[Candidate]:
-    """Every candidate in ``text``, in order, without repeats of the same content.
+    """Every candidate in ``text``, in order, one per clause, without repeats of the same content.
 
     ``statements`` adds the first-person statement rule (trusted user text only).
     """
     seen: set[str] = set()
     found: list[Candidate] = []
     for sentence in split_sentences(text):
-        candidate = extract_sentence(sentence, statements=statements)
-        if candidate is None:
-            continue
-        digest = content_digest(candidate.content)
-        if digest in seen:
-            continue
-        seen.add(digest)
-        found.append(candidate)
+        clauses = split_clauses(sentence)
+        # A keyed shape that spans the whole sentence ("my X is Y and Z") stays whole.
+        if len(clauses) > 1 and not all(
+            extract_sentence(clause, statements=statements) for clause in clauses
+        ):
+            clauses = [sentence]
+        for clause in clauses:
+            candidate = extract_sentence(clause, statements=statements)
+            if candidate is None:
+                continue
+            digest = content_digest(candidate.content)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            found.append(candidate)
     return found
 
 

@@ -18,6 +18,10 @@ MAX_KEY_CHARS = 200  # an explicit fact's key (slot name)
 MAX_VALUE_CHARS = 10_000  # an explicit fact's value
 MAX_KIND_CHARS = 64  # an explicit fact's optional kind label
 
+# Conversation import (import_conversation).
+MAX_IMPORT_TURNS = 1000  # turns per call; longer conversations come in several calls
+MAX_SPEAKER_CHARS = 100  # a turn's speaker name
+
 # Recall and the rendered context block.
 MAX_QUERY_CHARS = 10_000
 MAX_RECALL_LIMIT = 50  # results (recall) or items (recall_block) per call

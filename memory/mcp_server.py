@@ -53,6 +53,7 @@ from memory.limits import (
     MAX_FACT_CONTENT_CHARS,
     MAX_FACT_EVIDENCE,
     MAX_FORGET_RECORDS,
+    MAX_IMPORT_TURNS,
     MAX_KEY_CHARS,
     MAX_KIND_CHARS,
     MAX_METADATA_BYTES,
@@ -62,6 +63,7 @@ from memory.limits import (
     MAX_QUERY_CHARS,
     MAX_RECALL_LIMIT,
     MAX_SELECTOR_CHARS,
+    MAX_SPEAKER_CHARS,
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
 )
@@ -135,6 +137,20 @@ def _metadata_filter(filters: dict[str, Any] | None) -> Any:
     if unknown:
         raise ToolError(f"filters: unknown filter {unknown[0][:40]!r}; the filter is 'metadata'")
     return filters.get("metadata")
+
+
+class ConversationTurnArg(BaseModel):
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    role: Annotated[
+        Literal["user", "assistant", "tool", "other"],
+        Field(description="user: the person this memory is for; other: another person."),
+    ] = "user"
+    speaker: Annotated[str, Field(max_length=MAX_SPEAKER_CHARS)] = ""
+    occurred_at: Annotated[
+        str | None, Field(description="When it was said, ISO 8601 with a time zone.")
+    ] = None
+    turn_id: Context = None
+    session_id: Context = None
 
 
 class ProposedFact(BaseModel):
@@ -296,6 +312,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
             Field(description="Also keep prose that states nothing about the user, as a note."),
         ] = False,
         metadata: MetadataArg = None,
+        occurred_at: Annotated[
+            str | None,
+            Field(description="When the message was said, ISO 8601 with a time zone."),
+        ] = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: services.remember(
@@ -306,7 +326,24 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 source_type=source_type,
                 force=force,
                 metadata=metadata,
+                occurred_at=occurred_at,
                 principal=principal,
+            ).as_dict()
+        )
+
+    @tool(access.WRITE, "Import a conversation", read_only=False)
+    def import_conversation(
+        turns: Annotated[
+            list[ConversationTurnArg], Field(min_length=1, max_length=MAX_IMPORT_TURNS)
+        ],
+    ) -> dict[str, Any]:
+        """Import a conversation's turns, in order, all or nothing. Each human turn (user,
+        other) is kept word for word with its speaker and time, and the user's facts cite
+        it; assistant turns are kept as episodes only (a user's plain "yes, exactly" right
+        after one makes its statement a confirmed fact); tool turns land quarantined."""
+        return _call(
+            lambda: services.import_conversation(
+                scope=at, turns=[turn.model_dump() for turn in turns], principal=principal
             ).as_dict()
         )
 
@@ -403,6 +440,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         session_id: Context = None,
         turn_id: Context = None,
         metadata: MetadataArg = None,
+        occurred_at: Annotated[
+            str | None,
+            Field(description="When a user turn was said, ISO 8601 with a time zone."),
+        ] = None,
     ) -> dict[str, Any]:
         """Record one turn: a user turn is remembered (as remember does); assistant and tool
         turns leave only a digest and a size in the audit chain (an agent cannot poison its
@@ -415,6 +456,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 session_id=session_id,
                 turn_id=turn_id,
                 metadata=metadata,
+                occurred_at=occurred_at,
                 principal=principal,
             ).as_dict()
         )

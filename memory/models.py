@@ -26,6 +26,17 @@ class SourceType(models.TextChoices):
     WEBPAGE = "webpage", "Webpage"
     TOOL_OUTPUT = "tool_output", "Tool output"
     DERIVED = "derived", "Derived (proposed)"
+    # An assistant's turn in an imported conversation: kept as an episode, never a record.
+    ASSISTANT_MESSAGE = "assistant_message", "Assistant message"
+
+
+class Role(models.TextChoices):
+    """Who said a turn of an imported conversation (memory.inputs.ConversationTurn)."""
+
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+    OTHER = "other", "Another person"
 
 
 class TrustTier(models.TextChoices):
@@ -58,6 +69,11 @@ class Episode(ScopedRow):
     # (memory/binding.py); cleared with the text, so the digest can no longer
     # be tested against guesses. Empty for episodes stored before salting.
     digest_salt = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # Who said it and in which role ("" for a plain remember, which has no speaker).
+    speaker = models.CharField(max_length=100, blank=True, default="")
+    role = models.CharField(max_length=12, choices=Role.choices, blank=True, default="")
+    # When it was said, as the caller stated it; created_at is when it was stored.
+    occurred_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     purged_at = models.DateTimeField(null=True, blank=True)
 
@@ -103,7 +119,8 @@ class Record(ScopedRow):
     # sha256 of the normalised content (lower case, word tokens): duplicates
     # are found through an index on it, never by reading a scope's records.
     content_digest = models.CharField(max_length=64, blank=True, default="")
-    # Episode or record IDs a proposed fact cites (propose_facts); empty otherwise.
+    # Episode or record IDs a proposed fact cites (propose_facts), or the turn a fact of an
+    # imported conversation was extracted from (import_conversation); empty otherwise.
     evidence = models.JSONField(default=list, blank=True)
     # Caller-supplied flat key/values (memory/metadata.py); emptied on forget.
     # Indexed by migration 0009: GIN on PostgreSQL, a side table on SQLite.
@@ -130,6 +147,9 @@ class Record(ScopedRow):
         related_name="+",
         db_column="superseded_by_record_id",
     )
+    # When its source message was said (the episode's occurred_at), copied here
+    # so recall returns it without a join; null when the caller gave no time.
+    occurred_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)

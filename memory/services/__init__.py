@@ -34,6 +34,7 @@ from __future__ import annotations
 from memory.errors import MemoryEngineError
 from memory.services._common import _bump as _bump
 from memory.services._common import _tally as _tally
+from memory.services.conversations import import_conversation
 from memory.services.curation import consolidate
 from memory.services.derived import (
     PERSONA_MAX_CHARS,
@@ -55,6 +56,8 @@ from memory.services.results import (
     CaptureResult,
     ConsolidateResult,
     ForgetPreview,
+    ImportedTurn,
+    ImportResult,
     Persona,
     PromoteResult,
     ProposeResult,
@@ -101,6 +104,8 @@ __all__ = [
     "CaptureResult",
     "ConsolidateResult",
     "ForgetPreview",
+    "ImportResult",
+    "ImportedTurn",
     "MemoryEngineError",
     "Persona",
     "PromoteResult",
@@ -117,6 +122,7 @@ __all__ = [
     "decide_source",
     "forget",
     "forget_preview",
+    "import_conversation",
     "inspect",
     "log_action",
     "persona",

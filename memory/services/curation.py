@@ -14,6 +14,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.services import lock_subject
 from memory import search
+from memory.extraction import stored_value, value_attribute
 from memory.models import Record, Status
 from memory.services._common import _audit, _bump, _status_deltas
 from memory.services.results import ConsolidateResult
@@ -61,8 +62,16 @@ def consolidate(
         .order_by()
     )
     for fact_key in sorted(row["fact_key"] for row in clashing):
-        group = list(active.filter(fact_key=fact_key).order_by("id"))
-        keys.append({"fact_key": fact_key, **retire(group)})
+        # One active record per attribute of the slot: a son's age and his
+        # school are both true (memory-engine.md, supersession).
+        by_attribute: dict[str, list[Record]] = {}
+        for record in active.filter(fact_key=fact_key).order_by("id"):
+            by_attribute.setdefault(value_attribute(stored_value(record.content)), []).append(
+                record
+            )
+        for group in by_attribute.values():
+            if len(group) > 1:
+                keys.append({"fact_key": fact_key, **retire(group)})
     if not retired:
         return ConsolidateResult(str(parsed), False, (), (), None)
     search.unindex_records([r.pk for r in retired])

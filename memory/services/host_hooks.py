@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -14,6 +15,7 @@ from audit.canonical import sha256_text
 from audit.services import AuditError, lock_subject, log_agent_event
 from memory import metadata as record_metadata
 from memory.errors import ActionLogError, CaptureError
+from memory.inputs import parse_time
 from memory.services._common import _audit, _context
 from memory.services.remembering import remember
 from memory.services.results import CaptureResult
@@ -35,6 +37,7 @@ def capture(
     session_id: str | None = None,
     turn_id: str | None = None,
     metadata: dict[str, Any] | None = None,
+    occurred_at: datetime | str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> CaptureResult:
@@ -44,8 +47,10 @@ def capture(
     with a digest and size, never content, so an agent cannot poison its own
     memory. Any other role is refused. ``metadata`` goes with the records a
     user turn stores; it is checked for every role (an agent turn stores none).
+    ``occurred_at`` is when a user turn was said (as for remember).
     """
     checked_metadata = record_metadata.check_metadata(metadata)
+    said_at = parse_time(occurred_at, "occurred_at")
     if role == "user":
         result = remember(
             scope=scope,
@@ -53,6 +58,7 @@ def capture(
             session_id=session_id,
             turn_id=turn_id,
             metadata=checked_metadata,
+            occurred_at=said_at,
             principal=principal,
             actor=actor,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -71,6 +72,8 @@ class _CandidateRow(NamedTuple):
     fact_key: str
     trust_tier: str
     status: str
+    created_at: Any
+    occurred_at: Any
     metadata: dict[str, Any]
 
 
@@ -98,10 +101,26 @@ def _candidate_rows(pks: list[int]) -> dict[int, _CandidateRow]:
     with connection.cursor() as cursor:
         cursor.execute(_CANDIDATE_SQL.format(marks=", ".join(["%s"] * len(pks))), pks)
         return {
-            row[0]: _CandidateRow._make((*row[:-2], field.from_db_value(row[-2], None, connection)))
+            row[0]: _CandidateRow._make(
+                (
+                    *row[:-4],
+                    _aware(row[-4]),
+                    _aware(row[-3]),
+                    field.from_db_value(row[-2], None, connection),
+                )
+            )
             for row in cursor.fetchall()
             if not row[-1]
         }
+
+
+def _aware(value: Any) -> datetime | None:
+    """A raw datetime column as an aware datetime (SQLite gives naive UTC, or text)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _score_candidates(
@@ -127,6 +146,8 @@ def _score_candidates(
             above_threshold=item.above_threshold,
             returned=item.returned,
             metadata=rows[item.scored.pk].metadata or {},
+            created_at=rows[item.scored.pk].created_at,
+            occurred_at=rows[item.scored.pk].occurred_at,
         )
         for item in scoring.place(ranked, limit=limit, min_score=min_score)
     ]
@@ -356,6 +377,11 @@ def _block_line(candidate: RecallCandidate) -> str:
     # Stored content may come from a promoted webpage: angle brackets are
     # escaped so it cannot close the block or open a new one.
     content = " ".join(candidate.content.split()).replace("<", "&lt;").replace(">", "&gt;")
+    # When it was said (else stored), so the reader can tell old news from new.
+    if candidate.occurred_at:
+        content += f" [said {candidate.occurred_at.date().isoformat()}]"
+    elif candidate.created_at:
+        content += f" [stored {candidate.created_at.date().isoformat()}]"
     return f"- [{candidate.record_id}] {content}"
 
 

@@ -8,8 +8,11 @@ slot at this scope, the full-text index and the audit event.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
@@ -21,7 +24,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.sql import create_row, pipelined
 from aetnaweb.text import storable_text_arguments
 from audit.services import lock_subject
-from memory import binding, search, vectors
+from memory import binding, dates, search, vectors
 from memory import metadata as record_metadata
 from memory.errors import ExtractionError, InvalidInput
 from memory.extraction import (
@@ -33,10 +36,22 @@ from memory.extraction import (
     extract,
     forced_note,
     read_source,
+    same_attribute,
+    word_tokens,
 )
+from memory.inputs import parse_time
 from memory.limits import MAX_KIND_CHARS, MAX_TEXT_CHARS
 from memory.models import Episode, Record, SourceType, Status, TrustTier
-from memory.services._common import _audit, _bump, _context, _new_id, _retire, _slot_holders, _tally
+from memory.services._common import (
+    _audit,
+    _bump,
+    _context,
+    _Held,
+    _new_id,
+    _retire,
+    _slot_holders,
+    _tally,
+)
 from memory.services.results import RememberResult, StoredRecord
 
 
@@ -103,9 +118,15 @@ class _Write(NamedTuple):
     evidence: Sequence[str]
     extra_payload: dict[str, Any]
     metadata: record_metadata.Metadata
+    # When the source message was said (None: not stated).
+    occurred_at: datetime | None = None
+    # A trusted record's tier when it is not the user's own words (user_confirmed).
+    tier: str = ""
 
     @property
     def trust_tier(self) -> str:
+        if self.tier:
+            return self.tier
         return TrustTier.TRUSTED_USER if self.trusted else TrustTier.UNTRUSTED_CONTENT
 
     @property
@@ -129,6 +150,8 @@ def _store_candidate(
     evidence: Sequence[str] = (),
     extra_payload: dict[str, Any] | None = None,
     metadata: record_metadata.Metadata | None = None,
+    occurred_at: datetime | None = None,
+    trust_tier: str = "",
 ) -> tuple[StoredRecord | None, list[str]]:
     """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
 
@@ -147,6 +170,8 @@ def _store_candidate(
         evidence,
         extra_payload or {},
         metadata or {},
+        occurred_at,
+        trust_tier,
     )
     digest_value = content_digest(candidate.content)
     duplicates = _repeats(scope, candidate, digest_value, trusted=trusted)
@@ -182,7 +207,14 @@ def _create(
     status = Status.ACTIVE if write.trusted else Status.QUARANTINED
     # Quarantined content never supersedes; an active keyed record replaces the
     # slot's holders at this scope only, and the two point at each other.
+    corrected: list[_Held] = []
+    if status == Status.ACTIVE and candidate.correction is not None:
+        candidate, corrected = _resolve_correction(scope, candidate, write.occurred_at or now)
+        digest_value = content_digest(candidate.content)
     older = _slot_holders(scope, candidate.fact_key) if status == Status.ACTIVE else []
+    if older and candidate.rule != "explicit":
+        older = _same_attribute_holders(candidate, older)
+    older += [held for held in corrected if held not in older]
     record = _new_record(
         write, candidate, status, digest_value, older[-1].record_id if older else None
     )
@@ -233,6 +265,58 @@ def _create(
     )
 
 
+def _literal(text: str, _match: re.Match[str]) -> str:
+    return text
+
+
+def _resolve_correction(
+    scope: Scope, candidate: Candidate, said_at: datetime
+) -> tuple[Candidate, list[_Held]]:
+    """The one record a correction or negation replaces at ``scope``, and what to store instead.
+
+    A negation replaces the records stating exactly what it negates. "X, not
+    Y" replaces the newest record holding the word(s) Y (and every word of
+    the topic, if one was named), stored again with Y replaced by X, in its
+    slot. Nothing found: the candidate is stored as it is and replaces nothing.
+    """
+    correction = candidate.correction
+    assert correction is not None
+    active = Record.objects.filter(scope=str(scope), status=Status.ACTIVE)
+    if correction.positive:
+        rows = active.filter(content_digest=content_digest(correction.positive))
+        return candidate, [_Held(r.pk, r.record_id, r.status) for r in rows.order_by("id")]
+    needle = correction.wrong or (correction.about[0] if correction.about else "")
+    if not needle:
+        return candidate, []
+    wrong = re.compile(rf"(?<!\w){re.escape(correction.wrong)}(?!\w)", re.IGNORECASE)
+    for record in active.filter(content__icontains=needle).order_by("-id")[:50]:
+        words = set(word_tokens(record.content))
+        if not set(correction.about) <= words:
+            continue
+        if correction.wrong and not wrong.search(record.content):
+            continue
+        held = [_Held(record.pk, record.record_id, record.status)]
+        if not correction.wrong:
+            return candidate, held
+        # A function, not a template: the user's words may hold backslashes.
+        content = wrong.sub(partial(_literal, correction.right), record.content)
+        # The old record's dates were resolved for the old words: resolve the new ones.
+        content = dates.resolve(dates.ANNOTATION.sub("", content), said_at)
+        return Candidate(content, record.fact_key, candidate.confidence, candidate.rule), held
+    return candidate, []
+
+
+def _same_attribute_holders(candidate: Candidate, older: list[_Held]) -> list[_Held]:
+    """The slot's holders that state the same attribute as ``candidate`` (memory-engine.md).
+
+    A stated value replaces only a value of the same attribute ("My son is 7."
+    is not replaced by "My son is at school."); an explicit key/value write
+    names its slot exactly and replaces every holder (the caller above).
+    """
+    held = dict(Record.objects.filter(pk__in=[h.pk for h in older]).values_list("pk", "content"))
+    return [h for h in older if same_attribute(candidate.content, held.get(h.pk, ""))]
+
+
 def _new_record(
     write: _Write, candidate: Candidate, status: str, digest_value: str, supersedes_id: str | None
 ) -> Record:
@@ -263,9 +347,15 @@ def _new_record(
             digest_salt=binding.new_salt(),
             evidence=list(write.evidence),
             metadata=write.metadata,
+            occurred_at=write.occurred_at,
             created_at=write.now,
             updated_at=write.now,
         )
+
+
+def dated(candidates: Sequence[Candidate], said_at: datetime) -> list[Candidate]:
+    """Each candidate with its relative dates resolved against when it was said (memory.dates)."""
+    return [replace(c, content=dates.resolve(c.content, said_at)) for c in candidates]
 
 
 def _check_text(text: Any, what: str = "text") -> str:
@@ -304,6 +394,9 @@ def _ingest(
     actor: str,
     trust_tier: str,
     now: datetime,
+    occurred_at: datetime | None = None,
+    speaker: str = "",
+    role: str = "",
 ) -> Episode:
     """Keep the message as an episode and chain its digest (``episode.ingested``)."""
     salt = binding.new_salt()
@@ -319,6 +412,9 @@ def _ingest(
             source_type=reading.source_type,
             text=text,
             digest_salt=salt,
+            speaker=speaker,
+            role=role,
+            occurred_at=occurred_at,
             created_at=now,
         )
     _audit(
@@ -332,6 +428,8 @@ def _ingest(
             "source_type": reading.source_type,
             "trust_tier": trust_tier,
             "chars": len(text),
+            # The role only: a speaker's name is personal data, kept off the chain.
+            **({"role": role} if role else {}),
         },
         session_id=session,
         turn_id=turn,
@@ -349,6 +447,7 @@ def remember(
     source_type: str | None = None,
     force: bool = False,
     metadata: dict[str, Any] | None = None,
+    occurred_at: datetime | str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -357,14 +456,17 @@ def remember(
     Trusted user text lands active (superseding the same slot at this scope);
     webpage and tool content lands quarantined; duplicates are not stored twice.
     Every record stored gets ``metadata`` (a duplicate keeps its own).
+    ``occurred_at`` (aware, or ISO 8601 with a zone) is when the message was
+    said, for backfilling old conversations; it is kept on the episode and records.
     """
     parsed = access.require(principal, access.WRITE, scope)
     text = _check_text(text)
+    said_at = parse_time(occurred_at, "occurred_at")
     checked_metadata = record_metadata.check_metadata(metadata)
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
     reading = read_source(text, source_type)
-    candidates = _candidates(text, reading, force=force)
+    candidates = dated(_candidates(text, reading, force=force), said_at or timezone.now())
     actor_label = access.audit_actor(principal, actor, default="user")
     # Everything above only reads. The facts that may become active are
     # embedded ahead: the model's milliseconds must not be spent holding the
@@ -389,6 +491,7 @@ def remember(
             turn=turn,
             actor_label=actor_label,
             metadata=checked_metadata,
+            occurred_at=said_at,
         )
 
 
@@ -402,6 +505,7 @@ def _remember_in_transaction(
     turn: str,
     actor_label: str,
     metadata: record_metadata.Metadata,
+    occurred_at: datetime | None = None,
 ) -> RememberResult:
     trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
     lock_subject(str(parsed))
@@ -415,6 +519,7 @@ def _remember_in_transaction(
         actor=actor_label,
         trust_tier=trust_tier,
         now=now,
+        occurred_at=occurred_at,
     )
     tally: dict[str, int] = {"episodes": 1}
     stored: list[StoredRecord] = []
@@ -432,6 +537,7 @@ def _remember_in_transaction(
             now=now,
             tally=tally,
             metadata=metadata,
+            occurred_at=occurred_at,
         )
         if record:
             stored.append(record)

@@ -69,6 +69,28 @@ class RememberResult(_AsDict):
 
 
 @dataclass(frozen=True)
+class ImportedTurn(_AsDict):
+    """What one imported turn kept: its episode and the records made from it."""
+
+    turn_id: str
+    session_id: str
+    role: str
+    episode_id: str
+    records: tuple[StoredRecord, ...]
+    duplicate_of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImportResult(_AsDict):
+    """What one conversation import stored, turn by turn, in the order given."""
+
+    scope: str
+    turns: tuple[ImportedTurn, ...]
+    records_stored: int
+    superseded_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RecallCandidate(_AsDict):
     record_id: str
     scope: str
@@ -82,6 +104,9 @@ class RecallCandidate(_AsDict):
     returned: bool
     # The record's metadata as stored (not kept in the retrieval log).
     metadata: dict[str, Any] = field(default_factory=dict)
+    # When the record was stored, and when its source message was said (None: not stated).
+    created_at: datetime | None = None
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)

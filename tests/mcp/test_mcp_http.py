@@ -46,7 +46,7 @@ from tests.mcp.test_console_script import console_script
 SCOPE = "acme:alice:proj"
 SIBLING = "acme:bob:proj"
 READ_TOOLS = {"recall", "recall_block", "list_records", "get_record", "persona", "scenes"}
-WRITE_TOOLS = {"remember", "remember_fact", "capture", "log_action"}
+WRITE_TOOLS = {"remember", "remember_fact", "import_conversation", "capture", "log_action"}
 ALL_TOOLS = READ_TOOLS | WRITE_TOOLS | {"forget_preview", "forget", "propose_facts", "stage_plan"}
 PORTS = range(8190, 8200)
 

@@ -37,6 +37,7 @@ EXPECTED_TOOLS = {
     "list_records",
     "get_record",
     "propose_facts",
+    "import_conversation",
     "persona",
     "scenes",
     "log_action",

@@ -97,6 +97,8 @@ def test_review_forget_and_derived_verbs(tmp_path):
         ("capture", S, "system", "x"),
         ("remember", S, "--key", "k"),
         ("propose", S, "/nonexistent/facts.json"),
+        ("import", S, "/nonexistent/turns.json"),
+        ("remember", S, "My car is red.", "--occurred-at", "2026-03-02 09:30"),
     ],
 )
 def test_refusals_are_one_line_exit_2_and_write_nothing(rows, args):
@@ -179,3 +181,32 @@ def test_a_broad_forget_from_the_command_needs_the_previewed_ids():
     expect = [arg for record_id in ids for arg in ("--expect", record_id)]
     receipt = run_json("forget", S, "--selector", "depot", *expect)
     assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
+
+
+@pytest.mark.django_db
+def test_import_reads_a_conversation_file_and_remember_takes_occurred_at(tmp_path, rows):
+    # Given a JSON file of turns
+    turns = [
+        {
+            "text": "I play the cello.",
+            "speaker": "Alice",
+            "turn_id": "t1",
+            "occurred_at": "2026-03-02T09:30:00+00:00",
+        },
+        {"text": "Lovely!", "role": "other", "speaker": "Bob", "turn_id": "t2"},
+    ]
+    path = tmp_path / "turns.json"
+    path.write_text(json.dumps({"turns": turns}))
+    # When imported from the command line / Then each kept turn and fact is listed
+    out = run("import", S, str(path))
+    assert "imported 2 turn(s), 3 record(s) stored" in out
+    assert "t1 (user)" in out and "Bob: Lovely!" in out
+    # And remember keeps a stated message time
+    data = run_json("remember", S, "My car is red.", "--occurred-at", "2026-03-02T09:30:00Z")
+    assert Record.objects.get(record_id=data["records"][0]["record_id"]).occurred_at is not None
+    # And a file with a bad turn is refused in one line, storing nothing
+    before = rows()
+    path.write_text(json.dumps([{"text": "I ski.", "role": "robot"}]))
+    with pytest.raises(CommandError) as caught:
+        call_command("memory", "import", S, str(path), stdout=io.StringIO())
+    assert "turns.0.role" in str(caught.value) and rows() == before

@@ -61,9 +61,11 @@ def test_remember_that_with_a_slot_inside_is_keyed():
 
 
 def test_remember_that_without_a_slot_is_an_unkeyed_third_person_fact():
-    # Then "my" becomes "User's", "I <verb>" agrees, and dotted values stay intact
+    # Then "my" becomes "User's", "I <verb>" agrees, and dotted values stay intact;
+    # each clause is its own fact (issue 30: one fact per clause)
     assert contents("Remember that I visit Vantrell on Fridays and my key is at plinthar.io.") == [
-        ("User visits Vantrell on Fridays and User's key is at plinthar.io.", "")
+        ("User visits Vantrell on Fridays.", ""),
+        ("User's key is at plinthar.io.", "key"),
     ]
 
 

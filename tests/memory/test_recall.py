@@ -223,9 +223,10 @@ def test_recall_block_formats_bounds_and_audits():
     one = services.recall_block(principal=SYSTEM, scope=S, query="backup email phone", max_items=1)
     assert len(one.record_ids) == 1
     tight = services.recall_block(
-        principal=SYSTEM, scope=S, query="backup email phone", max_chars=120
+        principal=SYSTEM, scope=S, query="backup email phone", max_chars=140
     )
-    assert len(tight.text) <= 120 and len(tight.record_ids) == 1
+    # (each line ends with its date, "[stored YYYY-MM-DD]": one line fits in 140)
+    assert len(tight.text) <= 140 and len(tight.record_ids) == 1
 
 
 @pytest.mark.django_db

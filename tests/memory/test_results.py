@@ -60,6 +60,8 @@ def test_a_recall_result_becomes_plain_json_data():
                 "above_threshold": True,
                 "returned": returned,
                 "metadata": {"channel": "email"},
+                "created_at": None,
+                "occurred_at": None,
             }
             for record_id, returned in (("mem_1", True), ("mem_2", False))
         ],

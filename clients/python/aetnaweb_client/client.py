@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, cast
 from urllib.parse import quote
 
@@ -23,6 +24,7 @@ from aetnaweb_client.errors import TransportError, error_for
 from aetnaweb_client.types import (
     JSON,
     ForgetPreview,
+    ImportResult,
     RecallBlock,
     RecallResult,
     Record,
@@ -71,6 +73,15 @@ def _metadata_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _time(value: datetime | str | None) -> str | None:
+    """A datetime as ISO 8601 (it must carry a zone: the server refuses one without)."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _turns(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [_drop_none({**turn, "occurred_at": _time(turn.get("occurred_at"))}) for turn in turns]
+
+
 def _segment(value: str) -> str:
     # An ID goes into the path: quote everything, so "../" or "?" cannot change the URL.
     return quote(value, safe="")
@@ -86,6 +97,11 @@ class _Calls:
     @staticmethod
     def remember(scope: str, **fields: Any) -> _Call:
         return _Call("POST", "memory/remember", body=_drop_none({"scope": scope, **fields}))
+
+    @staticmethod
+    def import_conversation(scope: str, turns: Sequence[Mapping[str, Any]]) -> _Call:
+        body = {"scope": scope, "turns": _turns(turns)}
+        return _Call("POST", "memory/conversations/import", body=body)
 
     @staticmethod
     def capture(scope: str, role: str, content: str, **fields: Any) -> _Call:
@@ -267,10 +283,12 @@ class Client:
         source_type: str | None = None,
         force: bool | None = None,
         metadata: dict[str, Any] | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> RememberResult:
         """Store a message (``text``) or an explicit ``key``/``value`` at exactly ``scope``.
 
-        ``metadata`` (flat JSON key/values) is stored with every record made.
+        ``metadata`` (flat JSON key/values) is stored with every record made;
+        ``occurred_at`` (with a time zone) is when the message was said.
         """
         call = _Calls.remember(
             scope,
@@ -283,8 +301,17 @@ class Client:
             source_type=source_type,
             force=force,
             metadata=metadata,
+            occurred_at=_time(occurred_at),
         )
         return cast(RememberResult, self._run(call))
+
+    def import_conversation(self, scope: str, turns: Sequence[Mapping[str, Any]]) -> ImportResult:
+        """Import a conversation's turns (``text``, ``role``, ``speaker``, ``occurred_at``,
+        ``turn_id``, ``session_id``) at exactly ``scope``, all or nothing.
+
+        Human turns are kept word for word; what each role keeps is in docs/agents.md.
+        """
+        return cast(ImportResult, self._run(_Calls.import_conversation(scope, turns)))
 
     def capture(
         self,
@@ -294,9 +321,17 @@ class Client:
         *,
         session_id: str | None = None,
         turn_id: str | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> JSON:
         """A host's turn hook: a ``user`` turn is remembered, others leave a digest."""
-        call = _Calls.capture(scope, role, content, session_id=session_id, turn_id=turn_id)
+        call = _Calls.capture(
+            scope,
+            role,
+            content,
+            session_id=session_id,
+            turn_id=turn_id,
+            occurred_at=_time(occurred_at),
+        )
         return cast(JSON, self._run(call))
 
     def forget_preview(
@@ -566,9 +601,19 @@ class AsyncClient:
     async def remember(self, scope: str, text: str | None = None, **fields: Any) -> RememberResult:
         """As :meth:`Client.remember` (keywords: key, value, kind, session_id, turn_id,
         source_type, force)."""
+        if "occurred_at" in fields:
+            fields["occurred_at"] = _time(fields["occurred_at"])
         return cast(RememberResult, await self._run(_Calls.remember(scope, text=text, **fields)))
 
+    async def import_conversation(
+        self, scope: str, turns: Sequence[Mapping[str, Any]]
+    ) -> ImportResult:
+        """As :meth:`Client.import_conversation`."""
+        return cast(ImportResult, await self._run(_Calls.import_conversation(scope, turns)))
+
     async def capture(self, scope: str, role: str, content: str, **fields: Any) -> JSON:
+        if "occurred_at" in fields:
+            fields["occurred_at"] = _time(fields["occurred_at"])
         return cast(JSON, await self._run(_Calls.capture(scope, role, content, **fields)))
 
     async def forget_preview(self, scope: str, **fields: Any) -> ForgetPreview:

@@ -25,6 +25,22 @@ class RememberResult(TypedDict):
     ignored: bool
 
 
+class ImportedTurn(TypedDict):
+    turn_id: str
+    session_id: str
+    role: str
+    episode_id: str
+    records: list[StoredRecord]
+    duplicate_of: list[str]
+
+
+class ImportResult(TypedDict):
+    scope: str
+    turns: list[ImportedTurn]
+    records_stored: int
+    superseded_ids: list[str]
+
+
 class RecallCandidate(TypedDict):
     record_id: str
     scope: str

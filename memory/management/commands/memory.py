@@ -4,6 +4,7 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
 :mod:`memory.selectors`::
 
     memory remember SCOPE TEXT [--session S] [--turn T] [--source-type T] [--force]
+                         [--occurred-at ISO-TIME]
     memory remember SCOPE --key KEY --value VALUE [--kind KIND]
     memory recall SCOPE QUERY [--limit N] [--min-score X] [--block [--max-chars N]]
     memory list SCOPE [--status S] [--source-type T] [--trust-tier T] [--session S]
@@ -20,6 +21,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory scenes SCOPE [--limit N]
     memory inspect SCOPE
     memory propose SCOPE FILE        (a JSON list of facts, or {"facts": [...]})
+    memory import SCOPE FILE         (a conversation: a JSON list of turns, or {"turns": [...]};
+                                      "-" reads standard input)
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
     memory reindex [--scope S [--resplit]] [--batch N]
                                              (backfill semantic vectors; resumable; on SQLite
@@ -38,6 +41,7 @@ The command runs as the trusted system principal.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +83,11 @@ class Command(BaseCommand):
             "--source-type", dest="source_type", help="user_message, webpage or tool_output"
         )
         remember.add_argument("--force", action="store_true", help="keep any prose as a note")
+        remember.add_argument(
+            "--occurred-at",
+            dest="occurred_at",
+            help="when the message was said, ISO 8601 with a zone (e.g. 2026-03-02T09:30+00:00)",
+        )
         remember.add_argument("--key", help="explicit fact key (with --value)")
         remember.add_argument("--value", help="explicit fact value (with --key)")
         remember.add_argument("--kind", help="optional kind label for an explicit fact")
@@ -164,11 +173,21 @@ class Command(BaseCommand):
         verb("inspect", "everything stored at SCOPE and whether its chain verifies")
         propose = verb("propose", "propose facts from a JSON file (they land quarantined)")
         propose.add_argument("file", help='JSON: [{"content", "evidence": [ids], "fact_key"?}]')
+        conversation = verb("import", "import a conversation's turns from a JSON file")
+        conversation.add_argument(
+            "file",
+            help='JSON: [{"text", "role"?, "speaker"?, "occurred_at"?, "turn_id"?, '
+            '"session_id"?}] or {"turns": [...]}; "-" for standard input',
+        )
+        conversation.add_argument("--actor")
         capture = verb("capture", "a host turn hook: user turns are remembered")
         capture.add_argument("role", help="user, assistant, tool_call or tool_result")
         capture.add_argument("content")
         capture.add_argument("--session")
         capture.add_argument("--turn")
+        capture.add_argument(
+            "--occurred-at", dest="occurred_at", help="when a user turn was said (ISO 8601)"
+        )
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -225,6 +244,7 @@ class Command(BaseCommand):
                 turn_id=options["turn"],
                 source_type=options["source_type"],
                 force=options["force"],
+                occurred_at=options["occurred_at"],
                 actor=options["actor"],
             )
         lines = [f"episode {result.episode_id or '-'} ({result.source_type}, {result.trust_tier})"]
@@ -447,6 +467,28 @@ class Command(BaseCommand):
         lines += [f"rejected #{r['index']}: {r['message']}" for r in result.rejected]
         self._emit(result.as_dict(), "\n".join(lines))
 
+    def _import(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        name = options["file"]
+        try:
+            raw = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            data = json.loads(raw)
+        except OSError as exc:
+            raise refuse(f"cannot read {name}: {exc.strerror}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise refuse(f"{name} is not JSON: {exc}") from exc
+        turns = data.get("turns") if isinstance(data, dict) else data
+        if not isinstance(turns, list):
+            raise refuse('the file must hold a JSON list of turns or {"turns": [...]}')
+        result = services.import_conversation(
+            principal=SYSTEM, scope=scope, turns=turns, actor=options["actor"]
+        )
+        lines = [f"imported {len(result.turns)} turn(s), {result.records_stored} record(s) stored"]
+        for turn in result.turns:
+            label = f"{turn.turn_id or '-'} ({turn.role})"
+            lines += [f"  {label} {r.record_id} {r.status}: {r.content}" for r in turn.records]
+        self._emit(result.as_dict(), "\n".join(lines))
+
     def _capture(self, options: dict[str, Any]) -> None:
         result = services.capture(
             principal=SYSTEM,
@@ -455,6 +497,7 @@ class Command(BaseCommand):
             content=options["content"],
             session_id=options["session"],
             turn_id=options["turn"],
+            occurred_at=options["occurred_at"],
         )
         if result.remembered is not None:
             text = f"remembered: {len(result.remembered.records)} record(s)"
