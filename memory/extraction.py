@@ -369,9 +369,12 @@ def value_attribute(value: str) -> str:
         return "time"
     if _PLACE_VALUE.match(text):
         return "place"
-    if _AMOUNT_VALUE.match(text) or words[0] in _NUMBER_WORDS:
+    # The first whitespace-separated word, not the first token: "a@example.com"
+    # starts with the token "a" but is no "a/an" + noun.
+    first = text.split()[0].lower()
+    if _AMOUNT_VALUE.match(text) or first in _NUMBER_WORDS:
         return "amount"
-    if words[0] in ("a", "an"):
+    if first in ("a", "an"):
         return "kind"
     if _STATE_VALUE.match(text):
         return "state"

@@ -32,6 +32,13 @@ SUPERSEDE: list[tuple[Any, Any, str, str]] = [
     ("My flight is at 9am.", "My flight is at 11am.", P, P),
     ("My flight is delayed.", "My flight is cancelled.", P, P),
     ("My backup email is bob@example.com.", "My backup email is carol@example.org.", P, P),
+    # a value whose first token is "a" (a@...) is still an address, not "a" + noun
+    (
+        "My backup email is a@example.com.",
+        "Use b@example.com as my backup email from now on.",
+        P,
+        P,
+    ),
     ("My sister is Maja.", "My sister is Maria.", P, P),
     ("My car is in the garage.", "My car is at the office.", P, P),
     ("My dog is a beagle.", "My dog is a poodle.", P, P),
