@@ -292,3 +292,35 @@ def test_an_untouched_history_passes_every_check():
     assert "chain: verifies" in inspect_text()
     assert all(not selectors.content_binding(r).broken for r in Record.objects.all())
     assert Episode.objects.filter(purged_at__isnull=False).count() == 2
+
+
+@committed
+def test_an_imported_conversation_passes_every_check(tmp_path):
+    # Given a conversation imported with every role, a confirmation, a correction,
+    # a negation, a name, a dated turn, and then one of its facts forgotten
+    turns = [
+        {"text": "My editor is vim.", "role": "user", "speaker": "Alice", "turn_id": "t1"},
+        {"text": "So you prefer morning meetings?", "role": "assistant", "session_id": "s1"},
+        {"text": "Yes, exactly.", "role": "user", "session_id": "s1", "turn_id": "t3"},
+        {"text": "Actually, my editor is helix, not vim.", "role": "user", "turn_id": "t4"},
+        {"text": "I am vegetarian.", "role": "user", "turn_id": "t5"},
+        {"text": "I'm no longer vegetarian.", "role": "user", "turn_id": "t6"},
+        {"text": "Call me Sam.", "role": "user", "turn_id": "t7"},
+        {"text": "Lee said the flight is next Tuesday.", "role": "other", "speaker": "Lee"},
+        {"text": "The build passed.", "role": "tool", "speaker": "ci"},
+        {
+            "text": "My bank PIN is 4821.",
+            "role": "user",
+            "turn_id": "t10",
+            "occurred_at": "2026-03-02T09:00:00+00:00",
+        },
+    ]
+    services.import_conversation(principal=SYSTEM, scope=SCOPE, turns=turns)
+    receipt = services.forget(principal=SYSTEM, scope=SCOPE, utterance="forget my bank PIN")
+    assert receipt["purged_record_ids"] and receipt["purged_episode_ids"]
+    # Then the chain check, inspect, each record's binding and the tool all agree with the rows
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
+    assert "chain: verifies" in inspect_text()
+    assert all(not selectors.content_binding(r).broken for r in Record.objects.all())
+    if connection.vendor == "sqlite":
+        assert run_tool(str(database_file(tmp_path))).returncode == 0
