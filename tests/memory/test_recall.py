@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from aetnaweb.access import SYSTEM, AccessDenied
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
-from memory import search, services
+from memory import ranking, search, services
 from memory.errors import InvalidInput
 from memory.models import RetrievalEvent, RetrievalHit
 
@@ -31,16 +31,22 @@ def test_recall_returns_matching_active_records_with_score_parts():
     ).record_ids[0]
     services.remember(principal=SYSTEM, scope=S, text="My editor is helix.")
     result = services.recall(principal=SYSTEM, scope=S, query="what's my backup email address?")
-    # Then the email fact, scored as weight * (0.75 relevance + 0.15 trust + 0.10 recency)
+    # Then the email fact, scored as relevance x weight x trust x the recency factor
     assert result.record_ids == [email]
     top = result.candidates[0]
     parts = top.parts
     assert parts["weight"] == 1.0 and parts["trust"] == 1.0
-    expected = parts["weight"] * (
-        0.75 * parts["relevance"] + 0.15 * parts["trust"] + 0.10 * parts["recency"]
+    expected = (
+        parts["relevance"]
+        * parts["weight"]
+        * parts["trust"]
+        * (1 - services.RECENCY_BONUS * (1 - parts["recency"]))
     )
     assert top.score == pytest.approx(expected, abs=1e-6)
     assert 0 < parts["relevance"] <= 1
+    # And its relevance is its calibrated confidence, at or above the default threshold
+    assert top.confidence == parts["relevance"] >= ranking.DEFAULT_MIN_CONFIDENCE
+    assert result.abstained is False
 
 
 @pytest.mark.django_db
@@ -223,9 +229,9 @@ def test_recall_block_formats_bounds_and_audits():
     one = services.recall_block(principal=SYSTEM, scope=S, query="backup email phone", max_items=1)
     assert len(one.record_ids) == 1
     tight = services.recall_block(
-        principal=SYSTEM, scope=S, query="backup email phone", max_chars=120
+        principal=SYSTEM, scope=S, query="backup email phone", max_chars=130
     )
-    assert len(tight.text) <= 120 and len(tight.record_ids) == 1
+    assert len(tight.text) <= 130 and len(tight.record_ids) == 1
 
 
 @pytest.mark.django_db
@@ -238,8 +244,7 @@ def test_recall_block_threshold_means_trust_and_recency_alone_never_inject():
     block = services.recall_block(principal=SYSTEM, scope=S, query="quarterly forecast")
     assert block.text == "" and block.record_ids == ()
     assert not AuditEvent.objects.filter(event_type="memory.context_injected").exists()
-    # The most trust and recency can add is 0.25, below the default 0.3
-    assert services.TRUST_WEIGHT + services.RECENCY_WEIGHT < services.RECALL_BLOCK_MIN_SCORE
+    assert block.abstained is True
 
 
 @pytest.mark.django_db
@@ -252,10 +257,11 @@ def test_a_record_matching_one_word_of_many_is_weakly_relevant(settings):
         scope=S,
         query="folder alpha beta gamma delta epsilon zeta theta iota kappa",
     )
-    assert result.candidates[0].parts["lexical"] == pytest.approx(0.1)
-    # 1 of 16 words: 0.75 * 1/16 + 0.15 + 0.10 < 0.3, so it is not injected on
-    # words alone (a meaning match, when on, is scored on its own: tests/memory/test_semantic.py)
+    # Then its share of the question's word weight is small (nine words no record holds)
+    assert 0 < result.candidates[0].parts["word_share"] < 0.15
+    # And on words alone it is not confident enough to return or inject
     settings.AETNAWEB_SEMANTIC_RECALL = False
+    assert services.recall(principal=SYSTEM, scope=S, query="folder alpha beta gamma").abstained
     many = "folder alpha beta gamma delta epsilon zeta theta iota kappa lambda mu nu xi pi rho"
     assert services.recall_block(principal=SYSTEM, scope=S, query=many).record_ids == ()
 
@@ -339,7 +345,13 @@ def test_a_row_outside_the_lineage_is_dropped_even_if_the_index_returned_it(monk
 
     row = Record.objects.get(record_id=foreign)
     monkeypatch.setattr(
-        search, "search", lambda **kwargs: [search.IndexHit(row.pk, row.record_id, 1.0, 1)]
+        search,
+        "lexical_matches",
+        lambda **kwargs: search.LexicalMatches(
+            [search.IndexHit(row.pk, row.record_id, 1.0, 1, frozenset({"salary"}), 2)],
+            {"salary": 1},
+            1,
+        ),
     )
     # When recalled at alice's project / Then the segment-wise re-check drops it
     assert services.recall(principal=SYSTEM, scope=S, query="salary").candidates == ()
@@ -364,7 +376,7 @@ def test_common_words_in_a_dense_scope_are_bounded_and_rare_words_still_decide(
     )
     # Then the record holding the rare word is first and holds all three words
     assert result.record_ids[0] == ids[2]
-    assert result.candidates[0].parts["lexical"] == 1.0
+    assert result.candidates[0].parts["word_share"] == 1.0
     # When the query holds only common words
     result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
     # Then only the newest COMMON_POSTINGS matches are ranked, not the whole scope
@@ -384,8 +396,8 @@ def test_only_common_words_rank_the_newest_matches_by_the_words_they_hold(monkey
     result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
     # Then the newest three matches are ranked, the one holding both words first
     assert [c.record_id for c in result.candidates] == [ids[3], ids[5], ids[4]]
-    assert result.candidates[0].parts["lexical"] == 1.0
-    assert result.candidates[1].parts["lexical"] < 1.0
+    assert result.candidates[0].parts["word_share"] == 1.0
+    assert result.candidates[1].parts["word_share"] < 1.0
 
 
 def _posting_counts(queries: list[dict[str, str]]) -> tuple[int, int]:
@@ -413,7 +425,7 @@ def test_the_words_each_candidate_holds_are_counted_in_one_statement(settings):
     with CaptureQueriesContext(connection) as captured:
         result = services.recall(principal=SYSTEM, scope=S, query="heron lake dawn", limit=10)
     # Then each candidate's share of the words orders them: all three, two, one
-    lexical = {c.record_id: c.parts["lexical"] for c in result.candidates}
+    lexical = {c.record_id: c.parts["word_share"] for c in result.candidates}
     assert lexical[ids[2]] == 1.0
     assert lexical[ids[2]] > lexical[ids[1]] > lexical[ids[0]]
     assert lexical[ids[1]] > lexical[ids[3]]
