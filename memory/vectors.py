@@ -701,19 +701,25 @@ def _similarities(vector: bytes, pks: Sequence[int]) -> dict[int, float]:
     """Exact cosine similarity of ``pks``' stored vectors with ``vector`` (one statement)."""
     if not pks:
         return {}
-    marks = ", ".join(["%s"] * len(pks))
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute(
+            # One point lookup per record, in one statement: vec0 answers
+            # "record_pk = ?" from its rowid index but "IN (...)" by scanning
+            # every vector of the table (105 ms against 0.7 ms for 50 records
+            # at 100k vectors).
+            branch = (
                 f"SELECT record_pk, vec_distance_cosine(embedding, %s) FROM {TABLE} "  # noqa: S608  (placeholders only)
-                f"WHERE record_pk IN ({marks})",
-                [vector, *pks],
+                "WHERE record_pk = %s"
+            )
+            cursor.execute(
+                " UNION ALL ".join([branch] * len(pks)),
+                [value for pk in pks for value in (vector, pk)],
             )
         else:
             cursor.execute(
-                f"SELECT record_pk, embedding <=> %s::vector FROM {TABLE} "  # noqa: S608  (placeholders only)
-                f"WHERE record_pk IN ({marks})",
-                [_pg_literal(vector), *pks],
+                f"SELECT record_pk, embedding <=> %s::vector FROM {TABLE} "  # noqa: S608  (constant table)
+                "WHERE record_pk = ANY(%s)",
+                [_pg_literal(vector), list(pks)],
             )
         return {int(pk): 1.0 - float(distance) for pk, distance in cursor.fetchall()}
 

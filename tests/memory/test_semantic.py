@@ -349,3 +349,26 @@ def test_forget_is_refused_rather_than_leave_a_vector_it_cannot_reach(monkeypatc
         services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
     monkeypatch.undo()
     assert rows() == before
+
+
+@pytest.mark.django_db
+def test_full_text_candidates_get_their_exact_cosine_beside_the_neighbours():
+    # Given three facts, and a neighbour pool of one
+    ids = [
+        services.remember(principal=SYSTEM, scope=ALICE, text=text).record_ids[0]
+        for text in (BEEF, "My editor is helix.", "My preferred airline is KLM.")
+    ]
+    pks = [pk_of(record_id) for record_id in ids]
+    visible = ["acme:alice:*", "acme:*:*", "platform:*:*"]
+    full = {
+        hit.pk: hit.similarity
+        for hit in vectors.search(visible_scopes=visible, query="Am I vegetarian?", limit=3)
+    }
+    # When asked for one neighbour and the exact cosine of every record
+    near, also = vectors.neighbours(
+        visible_scopes=visible, query="Am I vegetarian?", limit=1, also=pks
+    )
+    # Then the others' cosines are exactly what a full search measures
+    assert len(near) == 1 and set(also) == set(pks) - {near[0].pk}
+    for pk, similarity in also.items():
+        assert similarity == pytest.approx(full[pk], abs=1e-5)
