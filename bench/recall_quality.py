@@ -528,6 +528,11 @@ def main() -> None:
     parser.add_argument("--min-score", type=float, default=0.0)
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
+        "--min-confidence",
+        type=float,
+        help="another confidence threshold than the default (0: rank only, never abstain)",
+    )
+    parser.add_argument(
         "--calibrate",
         action="store_true",
         help="fit the confidence model on half the questions and test it on the other half",
@@ -563,7 +568,11 @@ def main() -> None:
         )
         results = {
             mode: evaluate(
-                ids, semantic=mode == "hybrid", min_score=args.min_score, verbose=args.verbose
+                ids,
+                semantic=mode == "hybrid",
+                min_score=args.min_score,
+                verbose=args.verbose,
+                min_confidence=args.min_confidence,
             )
             for mode in ("lexical", "hybrid")
         }
