@@ -554,12 +554,16 @@ def _search_postgresql(
         cursor.execute(
             CUSTOM_PLAN + f"SELECT c.record_pk, c.record_id, ({score_sql}) / "  # noqa: S608  (placeholders only)
             f"(1 + %s * (1 - %s + %s * c.length / GREATEST(c.average, 1))), c.length, {held_sql} "
-            "FROM (SELECT f.record_pk, f.record_id, f.document, length(f.document) AS length, "
-            "avg(length(f.document)) OVER () AS average "
+            # The average length is taken outside the matching query: a
+            # window function inside it is computed before its LIMIT, so
+            # the common-words window would read every match (201 ms at
+            # 100k records, against the window's own few ms).
+            "FROM (SELECT m.*, avg(m.length) OVER () AS average FROM ("
+            "SELECT f.record_pk, f.record_id, f.document, length(f.document) AS length "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
             "JOIN memory_record r ON r.id = f.record_pk "
             f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
-            f"AND {condition} {window}) c "
+            f"AND {condition} {window}) m) c "
             "ORDER BY 3 DESC, c.record_pk DESC LIMIT %s",
             [
                 *[value for term in ranked for value in (weight[term], term)],
