@@ -317,23 +317,31 @@ def seed() -> dict[tuple[str, str], str]:
 
 
 def evaluate(
-    ids: dict[tuple[str, str], str], *, semantic: bool, min_score: float, verbose: bool
+    ids: dict[tuple[str, str], str],
+    *,
+    semantic: bool,
+    min_score: float,
+    verbose: bool,
+    min_confidence: float | None = None,
+    questions: list[list[str]] | None = None,
 ) -> dict[str, float]:
     from django.test import override_settings
 
     from aetnaweb.access import SYSTEM
-    from memory import services
+    from memory import ranking, services
 
     owner = {record_id: user for (user, _), record_id in ids.items()}
     at1 = at3 = positives = negatives = false_positives = leaks = 0
+    confident = ranking.DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence
     with override_settings(AETNAWEB_SEMANTIC_RECALL=semantic):
-        for user, project, question, key in rows(QUESTIONS):
+        for user, project, question, key in questions or rows(QUESTIONS):
             result = services.recall(
                 principal=SYSTEM,
                 scope=scope_of(user, project),
                 query=question,
                 limit=3,
                 min_score=min_score,
+                min_confidence=confident,
             )
             returned = result.record_ids
             leaks += sum(1 for rid in returned if owner.get(rid) != user)
@@ -360,8 +368,145 @@ def evaluate(
         "false_positive_rate": false_positives / negatives,
         "positives": positives,
         "negatives": negatives,
+        "false_positives": false_positives,
         "cross_user_leaks": leaks,
     }
+
+
+Table = list[tuple[bool, str | None, list[tuple[str, float]]]]
+
+
+def candidate_table(ids: dict[tuple[str, str], str], questions: list[list[str]]) -> Table:
+    """Each question's candidates in rank order, as (record ID, the evidence its confidence calibrates).
+
+    Recalled with no thresholds, so every candidate is seen. The evidence is
+    :func:`memory.ranking.match` with semantic recall on, the word share
+    with it off.
+    """
+    from django.conf import settings
+
+    from aetnaweb.access import SYSTEM
+    from memory import ranking, services
+
+    table = []
+    for user, project, question, key in questions:
+        result = services.recall(
+            principal=SYSTEM,
+            scope=scope_of(user, project),
+            query=question,
+            limit=3,
+            min_score=0.0,
+            min_confidence=0.0,
+        )
+        table.append(
+            (
+                key == "-",
+                None if key == "-" else ids[(user, key)],
+                [
+                    (
+                        c.record_id,
+                        ranking.match(c.parts["semantic"], c.parts["word_share"])
+                        if settings.AETNAWEB_SEMANTIC_RECALL
+                        else c.parts["word_share"],
+                    )
+                    for c in result.candidates
+                ],
+            )
+        )
+    return table
+
+
+def fit_logistic(samples: list[tuple[float, int]]) -> tuple[float, float]:
+    """Platt scaling: (intercept, slope) by Newton's method on the log loss, lightly ridged."""
+    import numpy as np
+
+    x = np.array([[1.0, value] for value, _ in samples])
+    y = np.array([label for _, label in samples], dtype=float)
+    beta = np.zeros(2)
+    ridge = 1e-3 * np.eye(2)
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-x @ beta))
+        gradient = x.T @ (p - y) + ridge @ beta
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + ridge
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(beta[0]), float(beta[1])
+
+
+def answer_at(
+    table: Table, intercept: float, slope: float, threshold: float
+) -> tuple[int, int, int, int]:
+    """(no-answer questions answered, no-answer questions, correct top-1 kept, correct top-1 unthresholded)."""
+    import math
+
+    answered = negatives = kept = correct = 0
+    for negative, want, candidates in table:
+        returned = [
+            rid
+            for rid, value in candidates
+            if 1.0 / (1.0 + math.exp(-(intercept + slope * value))) >= threshold
+        ][:3]
+        if negative:
+            negatives += 1
+            answered += int(bool(returned))
+        elif candidates and candidates[0][0] == want:
+            correct += 1
+            kept += int(returned[:1] == [want])
+    return answered, negatives, kept, correct
+
+
+def calibrate(ids: dict[tuple[str, str], str]) -> None:
+    """Fit the confidence on the even-numbered questions; choose the threshold there; test on the odd ones.
+
+    Run twice: semantic recall on (the hybrid pair) and off (the lexical pair).
+    """
+    from django.test import override_settings
+
+    from memory import ranking
+
+    questions = rows(QUESTIONS)
+    halves = {"calibration": questions[0::2], "held-out": questions[1::2]}
+    for semantic in (True, False):
+        with override_settings(AETNAWEB_SEMANTIC_RECALL=semantic):
+            tables = {name: candidate_table(ids, half) for name, half in halves.items()}
+        samples = [
+            (value, int(rid == want))
+            for _negative, want, candidates in tables["calibration"]
+            for rid, value in candidates[:10]
+        ]
+        intercept, slope = fit_logistic(samples)
+        prefix = "" if semantic else "LEXICAL_"
+        print(
+            f"{'hybrid' if semantic else 'lexical'}: fitted on {len(samples)} candidates "
+            f"of {len(halves['calibration'])} questions (LEXICAL_WEIGHT {ranking.LEXICAL_WEIGHT}):"
+        )
+        print(f"  {prefix}CONFIDENCE_INTERCEPT = {intercept:.2f}")
+        print(f"  {prefix}CONFIDENCE_SLOPE = {slope:.2f}")
+        best: tuple[int, float] | None = None
+        for step in range(1, 100):
+            threshold = step / 100
+            answered, negatives, kept, _ = answer_at(
+                tables["calibration"], intercept, slope, threshold
+            )
+            if answered <= 0.10 * negatives and (best is None or kept > best[0]):
+                best = (kept, threshold)
+        if best is None:
+            print("  no threshold keeps the no-answer rate at or under 10%")
+            continue
+        print(f"  threshold (most correct top-1 kept, <=10% no-answers answered): {best[1]:.2f}")
+        for name, table in tables.items():
+            for label, threshold in (
+                ("chosen", best[1]),
+                ("default", ranking.DEFAULT_MIN_CONFIDENCE),
+            ):
+                answered, negatives, kept, correct = answer_at(table, intercept, slope, threshold)
+                print(
+                    f"  {name:12} at {label} {threshold:.2f}: no-answer questions answered "
+                    f"{answered}/{negatives} ({answered / negatives:.3f}); correct top-1 kept "
+                    f"{kept}/{correct} ({kept / max(correct, 1):.3f})"
+                )
 
 
 def embedding_cost(samples: int = 100) -> tuple[float, float]:
@@ -380,8 +525,18 @@ def embedding_cost(samples: int = 100) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-score", type=float, default=0.3)
+    parser.add_argument("--min-score", type=float, default=0.0)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        help="another confidence threshold than the default (0: rank only, never abstain)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="fit the confidence model on half the questions and test it on the other half",
+    )
     parser.add_argument("--floor", type=float, help="try another SEMANTIC_FLOOR (calibration)")
     parser.add_argument("--full", type=float, help="try another SEMANTIC_FULL (calibration)")
     args = parser.parse_args()
@@ -401,6 +556,9 @@ def main() -> None:
         if not state.available:
             raise SystemExit(f"semantic recall unavailable: {state.detail}")
         ids = seed()
+        if args.calibrate:
+            calibrate(ids)
+            return
         facts, questions = rows(FACTS), rows(QUESTIONS)
         print(
             f"{len(facts)} facts, {len({r[0] for r in facts})} users, "
@@ -410,7 +568,11 @@ def main() -> None:
         )
         results = {
             mode: evaluate(
-                ids, semantic=mode == "hybrid", min_score=args.min_score, verbose=args.verbose
+                ids,
+                semantic=mode == "hybrid",
+                min_score=args.min_score,
+                verbose=args.verbose,
+                min_confidence=args.min_confidence,
             )
             for mode in ("lexical", "hybrid")
         }

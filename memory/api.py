@@ -253,8 +253,10 @@ def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, A
     summary="Recall the most relevant active memories visible from a scope",
 )
 def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
-    """Top ``limit`` active records at ``scope`` and its ancestors, weighted by distance
-    (capability ``read``). Every recall is logged and audited (the query only as a digest)."""
+    """Top ``limit`` active records at ``scope`` and its ancestors, weighted by distance,
+    whose calibrated match ``confidence`` reaches ``min_confidence``; ``abstained`` is true
+    (with ``abstain_reason``) when no memory fits (capability ``read``). Every recall is
+    logged and audited (the query only as a digest)."""
     require(request, access.READ, payload.scope)
     with refusals_about("query"):
         result = services.recall(
@@ -262,6 +264,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
             query=payload.query,
             limit=payload.limit,
             min_score=payload.min_score,
+            min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
             principal=principal_of(request),
@@ -275,9 +278,9 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     summary="A <relevant_memories> block to inject into a prompt",
 )
 def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]:
-    """At most ``max_items`` lines and ``max_chars`` characters of memories scoring at
-    least ``min_score`` (0.3 by default, so trust and recency alone never inject);
-    ``text`` is empty when nothing qualifies. Capability ``read``."""
+    """At most ``max_items`` lines and ``max_chars`` characters of memories whose calibrated
+    match confidence reaches ``min_confidence`` (and whose score reaches ``min_score``);
+    ``text`` is empty and ``abstained`` true when no memory fits. Capability ``read``."""
     require(request, access.READ, payload.scope)
     with refusals_about("query"):
         block = services.recall_block(
@@ -286,6 +289,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
             max_items=payload.max_items,
             max_chars=payload.max_chars,
             min_score=payload.min_score,
+            min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
             principal=principal_of(request),

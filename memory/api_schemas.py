@@ -34,6 +34,7 @@ from memory.limits import (
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
 )
+from memory.ranking import DEFAULT_MIN_CONFIDENCE
 from memory.services import (
     MAX_UNPREVIEWED_FORGET,
     PERSONA_MAX_CHARS,
@@ -258,6 +259,11 @@ class RecallIn(Schema):
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     limit: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
     min_score: Score = 0.0
+    min_confidence: Score = Field(
+        DEFAULT_MIN_CONFIDENCE,
+        description="Return only candidates whose calibrated match confidence reaches this; "
+        "when none does the answer says abstained (no memory fits).",
+    )
     session_id: ContextStr | None = None
     filters: MetadataFilterIn | None = Field(
         None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
@@ -270,6 +276,10 @@ class RecallBlockIn(Schema):
     max_items: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
     max_chars: int = Field(2000, ge=1, le=MAX_BLOCK_CHARS)
     min_score: Score = RECALL_BLOCK_MIN_SCORE
+    min_confidence: Score = Field(
+        DEFAULT_MIN_CONFIDENCE,
+        description="Inject only memories whose calibrated match confidence reaches this.",
+    )
     session_id: ContextStr | None = None
     filters: MetadataFilterIn | None = Field(
         None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
@@ -349,15 +359,22 @@ class RememberOut(HotOut):
 
 
 class ScorePartsOut(HotOut):
-    """score = weight x (0.75 relevance + 0.15 trust + 0.10 recency);
-    relevance = 1 - (1 - lexical) x (1 - semantic)."""
+    """score = relevance x weight x trust x (1 - 0.005 x (1 - recency)); relevance is the
+    calibrated confidence of the fused evidence (cosine + 0.5 x word_share)."""
 
     weight: float
     relevance: float
-    lexical: float = Field(description="full-text match, 0 to 1")
+    lexical: float = Field(description="BM25 of the query words the record holds (0: none)")
+    lexical_rank: float = Field(0.0, description="place in the full-text list (0: not in it)")
+    word_share: float = Field(
+        0.0, description="share of the query's BM25 word weight the record holds, 0 to 1"
+    )
     semantic: float = Field(
-        description="meaning match (embedding similarity above the floor), 0 to 1; "
+        description="cosine similarity of the query and the record; "
         "0 when semantic recall is unavailable"
+    )
+    semantic_rank: float = Field(
+        0.0, description="place among the nearest neighbours (0: not among them)"
     )
     trust: float
     recency: float
@@ -370,6 +387,11 @@ class RecallCandidateOut(HotOut):
     fact_key: str
     trust_tier: str
     score: float
+    confidence: float = Field(
+        0.0,
+        description="calibrated probability that this is the memory asked for, 0 to 1 "
+        "(not the record's extraction confidence)",
+    )
     parts: ScorePartsOut
     rank: int
     above_threshold: bool
@@ -397,13 +419,16 @@ class RecallOut(HotOut):
                             "fact_key": "backup email",
                             "trust_tier": "trusted_user",
                             "score": 0.82,
-                            "parts": {"lexical": 0.9, "trust": 1.0, "recency": 0.7},
+                            "confidence": 0.83,
+                            "parts": {"lexical": 3.1, "semantic": 0.71, "trust": 1.0},
                             "rank": 1,
                             "above_threshold": True,
                             "returned": True,
                         }
                     ],
                     "returned_ids": ["mem_9a1e…"],
+                    "abstained": False,
+                    "abstain_reason": "",
                 }
             ]
         }
@@ -414,6 +439,11 @@ class RecallOut(HotOut):
     audit_event_id: str
     candidates: list[RecallCandidateOut]
     returned_ids: list[str]
+    min_confidence: float = 0.0
+    abstained: bool = Field(
+        False, description="true when no memory fits: nothing reached min_confidence"
+    )
+    abstain_reason: str = Field("", description="why nothing fits, in words (empty otherwise)")
 
 
 class RecallBlockOut(HotOut):
@@ -422,6 +452,7 @@ class RecallBlockOut(HotOut):
     record_ids: list[str]
     retrieval_id: str
     audit_event_id: str | None
+    abstained: bool = Field(False, description="true when no memory fits (text is empty)")
 
 
 class CaptureOut(Schema):

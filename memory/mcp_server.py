@@ -45,7 +45,7 @@ from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from audit.services import MAX_EVENT_TYPE_LENGTH
-from memory import selectors, services
+from memory import ranking, selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
 from memory.limits import (
     MAX_BLOCK_CHARS,
@@ -89,6 +89,15 @@ INSTRUCTIONS = (
 
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Context = Annotated[str | None, Field(default=None, min_length=1, max_length=MAX_CONTEXT_CHARS)]
+MinConfidence = Annotated[
+    float,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Return only memories whose calibrated match confidence reaches this; "
+        "when none does, the answer says abstained (no memory fits).",
+    ),
+]
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
 EpisodeIds = Annotated[
     list[RecordId] | None,
@@ -221,7 +230,8 @@ RECALL_BEHAVIOUR = (
     "Recall searches the session's scope and its ancestors (e.g. acme:alice:proj also sees "
     "acme:alice:*, acme:*:* and platform:*:*, each level weighted half the one below), returns "
     "active records only (never quarantined, superseded or forgotten ones) and is recorded in "
-    "the audit chain."
+    "the audit chain. Each memory carries a calibrated confidence (0 to 1); when none reaches "
+    "min_confidence the answer says abstained: no memory fits, so do not guess from memory."
 )
 REMEMBER_BEHAVIOUR = (
     "remember stores the message as an episode and keeps what the user states about themselves: "
@@ -390,6 +400,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         ],
         limit: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
         min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0,
+        min_confidence: MinConfidence = ranking.DEFAULT_MIN_CONFIDENCE,
         session_id: Context = None,
         filters: FiltersArg = None,
     ) -> dict[str, Any]:
@@ -399,6 +410,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 query=query,
                 limit=limit,
                 min_score=min_score,
+                min_confidence=min_confidence,
                 session_id=session_id,
                 metadata=_metadata_filter(filters),
                 principal=principal,
@@ -416,7 +428,8 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS)],
         max_items: Annotated[int, Field(ge=1, le=MAX_RECALL_LIMIT)] = 5,
         max_chars: Annotated[int, Field(ge=1, le=MAX_BLOCK_CHARS)] = 2000,
-        min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
+        min_score: Annotated[float, Field(ge=0.0, le=1.0)] = services.RECALL_BLOCK_MIN_SCORE,
+        min_confidence: MinConfidence = ranking.DEFAULT_MIN_CONFIDENCE,
         session_id: Context = None,
         filters: FiltersArg = None,
     ) -> dict[str, Any]:
@@ -427,6 +440,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 max_items=max_items,
                 max_chars=max_chars,
                 min_score=min_score,
+                min_confidence=min_confidence,
                 session_id=session_id,
                 metadata=_metadata_filter(filters),
                 principal=principal,

@@ -38,7 +38,7 @@ from django.db import connection
 from aetnaweb.postgresql import CUSTOM_PLAN
 from aetnaweb.sql import execute_rows
 from memory import metadata as record_metadata
-from memory import vectors
+from memory import ranking, vectors
 from memory.extraction import word_tokens
 
 MAX_QUERY_TERMS = 16
@@ -63,12 +63,33 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 @dataclass(frozen=True)
 class IndexHit:
-    """One candidate from the index: the record, its raw text score and matched query terms."""
+    """One candidate from the index: the record, its raw text score and matched query terms.
+
+    ``terms`` names the query words it holds and ``length`` counts its indexed
+    words (stop words dropped): BM25's term presence and document length
+    (:func:`memory.ranking.bm25`).
+    """
 
     pk: int
     record_id: str
     raw: float
     matched_terms: int
+    terms: frozenset[str] = frozenset()
+    length: int = 0
+
+
+@dataclass(frozen=True)
+class LexicalMatches:
+    """The full-text candidates and the statistics BM25 weighs them by.
+
+    ``postings`` is how many visible active records hold each query word
+    (counted up to COMMON_POSTINGS + 1); ``visible`` is how many active
+    records the visible scopes hold (the per-scope counters).
+    """
+
+    hits: list[IndexHit]
+    postings: dict[str, int]
+    visible: int
 
 
 def query_terms(query: str) -> list[str]:
@@ -199,12 +220,40 @@ def search(
     (checked by :func:`memory.metadata.check_filter`) keeps only records
     holding those typed values, inside the ranked query itself.
     """
+    return lexical_matches(
+        visible_scopes=visible_scopes, terms=terms, limit=limit, metadata=metadata
+    ).hits
+
+
+def lexical_matches(
+    *,
+    visible_scopes: Sequence[str],
+    terms: Sequence[str],
+    limit: int,
+    metadata: Mapping[str, Any] | None = None,
+) -> LexicalMatches:
+    """:func:`search`'s hits with each word's posting count and the visible record count."""
     if not terms or not visible_scopes or limit <= 0:
-        return []
+        return LexicalMatches([], {}, 0)
     wanted = record_metadata.sql_condition("r", metadata or {})
     if connection.vendor == "sqlite":
         return _search_sqlite(visible_scopes, terms, limit, wanted)
     return _search_postgresql(visible_scopes, terms, limit, wanted)
+
+
+# How many active records the visible scopes hold: BM25's N, from the
+# per-scope counters the services keep in step (never a count of records).
+_VISIBLE_SQL = "SELECT COALESCE(SUM(active), 0) FROM memory_scopestats WHERE scope IN ({marks})"
+
+
+def _visible_count(cursor: Any, scopes: Sequence[str]) -> int:
+    cursor.execute(_VISIBLE_SQL.format(marks=", ".join(["%s"] * len(scopes))), list(scopes))
+    return int(cursor.fetchone()[0])
+
+
+def _indexed_length(terms: str) -> int:
+    """How many words the SQLite index holds for a record (its stored ``terms``)."""
+    return len(terms.split())
 
 
 # A query word found in more records than this (in the visible scopes) is
@@ -312,7 +361,7 @@ def _search_sqlite(
     terms: Sequence[str],
     limit: int,
     wanted: tuple[str, list[Any]] = ("1 = 1", []),
-) -> list[IndexHit]:
+) -> LexicalMatches:
     condition, condition_params = wanted
     keys = [scope_key(scope) for scope in visible_scopes]
     scope_marks = ", ".join(["%s"] * len(visible_scopes))
@@ -329,7 +378,8 @@ def _search_sqlite(
         postings = posting_counts.counts("sqlite", visible_scopes, terms, count)
         present = [term for term in terms if postings[term]]
         if not present:
-            return []
+            return LexicalMatches([], postings, 0)
+        visible = _visible_count(cursor, visible_scopes)
         rare = [term for term in present if postings[term] <= COMMON_POSTINGS]
         join = (
             "JOIN memory_record r ON r.id = f.rowid AND r.record_id = f.record_id "
@@ -337,26 +387,41 @@ def _search_sqlite(
             f"AND {condition} "
         )
         if not rare:
-            return _newest_common_matches(
+            hits = _newest_common_matches(
                 cursor, keys, present, limit, join, [*visible_scopes, *condition_params]
             )
-        # Ranked by the rare words only: their postings bound the work.
-        # rank is FTS5's bm25 (lower is better); the join re-checks status,
-        # scope and identity on the record row itself.
+            return LexicalMatches(hits, postings, visible)
+        # The candidate pool: ranked by the rare words only, whose postings
+        # bound the work. rank is FTS5's bm25 (lower is better; its word
+        # weights are per scope, since every indexed word carries its scope's
+        # prefix); recall weighs the pool again by every present word
+        # (memory.ranking.bm25). The join re-checks status, scope and
+        # identity on the record row itself.
         cursor.execute(
-            f"SELECT f.rowid, f.record_id, -f.rank FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+            f"SELECT f.rowid, f.record_id, -f.rank, f.terms FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
             "ORDER BY f.rank, f.rowid DESC LIMIT %s",
             [_fts_any(keys, rare), *visible_scopes, *condition_params, limit],
         )
         rows = cursor.fetchall()
         if not rows:
-            return []
+            return LexicalMatches([], postings, visible)
         # Asked for the candidates only: bounded by the candidate list.
         pks = [row[0] for row in rows]
-        matched = _words_held(
+        held = _words_held(
             cursor, keys, present, pks, (f"rowid IN ({', '.join(['%s'] * len(pks))})", pks)
         )
-    return [IndexHit(pk, record_id, float(raw), matched[pk]) for pk, record_id, raw in rows]
+    hits = [
+        IndexHit(
+            pk,
+            record_id,
+            float(raw),
+            len(held[pk]),
+            frozenset(held[pk]),
+            _indexed_length(indexed),
+        )
+        for pk, record_id, raw, indexed in rows
+    ]
+    return LexicalMatches(hits, postings, visible)
 
 
 def _words_held(
@@ -365,27 +430,33 @@ def _words_held(
     present: Sequence[str],
     pks: Sequence[int],
     rowids: tuple[str, Sequence[Any]],
-) -> dict[int, int]:
-    """How many of the ``present`` words each of ``pks`` holds: one MATCH per word over ``rowids``.
+) -> dict[int, set[str]]:
+    """Which of the ``present`` words each of ``pks`` holds: one MATCH per word over ``rowids``.
 
     ``rowids`` is a condition on the full-text rowid (and its parameters)
     that takes in every one of ``pks``. Every candidate came from a MATCH on
     some of these words, so with one word present each holds it.
     """
     if len(present) == 1:
-        return dict.fromkeys(pks, 1)
-    held = dict.fromkeys(pks, 0)
+        return {pk: {present[0]} for pk in pks}
+    held: dict[int, set[str]] = {pk: set() for pk in pks}
     condition, params = rowids
     # One MATCH per word (each reads only its own word's postings), all in
     # one statement: a row per (word, record holding it).
-    branch = f"SELECT rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s AND {condition}"  # noqa: S608  (placeholders only)
+    branch = (
+        f"SELECT %s, rowid FROM memory_record_fts WHERE memory_record_fts MATCH %s AND {condition}"  # noqa: S608  (placeholders only)
+    )
     cursor.execute(
         " UNION ALL ".join([branch] * len(present)),
-        [value for term in present for value in (_fts_any(keys, [term]), *params)],
+        [
+            value
+            for index, term in enumerate(present)
+            for value in (index, _fts_any(keys, [term]), *params)
+        ],
     )
-    for (pk,) in cursor.fetchall():
+    for index, pk in cursor.fetchall():
         if pk in held:
-            held[pk] += 1
+            held[pk].add(present[int(index)])
     return held
 
 
@@ -409,7 +480,7 @@ def _newest_common_matches(
     matches (anything newer or in between that matches is in the window).
     """
     cursor.execute(
-        f"SELECT f.rowid, f.record_id FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
+        f"SELECT f.rowid, f.record_id, f.terms FROM memory_record_fts f {join}"  # noqa: S608  (placeholders only)
         "ORDER BY f.rowid DESC LIMIT %s",
         [_fts_any(keys, present), *join_params, COMMON_POSTINGS],
     )
@@ -420,11 +491,21 @@ def _newest_common_matches(
         cursor,
         keys,
         present,
-        [pk for pk, _record_id in window],
+        [pk for pk, _record_id, _terms in window],
         ("rowid BETWEEN %s AND %s", [window[-1][0], window[0][0]]),
     )
-    best = sorted(window, key=lambda row: (-held[row[0]], -row[0]))[:limit]
-    return [IndexHit(pk, record_id, float(held[pk]), held[pk]) for pk, record_id in best]
+    best = sorted(window, key=lambda row: (-len(held[row[0]]), -row[0]))[:limit]
+    return [
+        IndexHit(
+            pk,
+            record_id,
+            float(len(held[pk])),
+            len(held[pk]),
+            frozenset(held[pk]),
+            _indexed_length(indexed),
+        )
+        for pk, record_id, indexed in best
+    ]
 
 
 def _search_postgresql(
@@ -432,7 +513,7 @@ def _search_postgresql(
     terms: Sequence[str],
     limit: int,
     wanted: tuple[str, list[Any]] = ("1 = 1", []),
-) -> list[IndexHit]:
+) -> LexicalMatches:
     scopes = list(visible_scopes)
     condition, condition_params = wanted
     with connection.cursor() as cursor:
@@ -449,12 +530,18 @@ def _search_postgresql(
         postings = posting_counts.counts("postgresql", scopes, terms, count)
         present = [term for term in terms if postings[term]]
         if not present:
-            return []
+            return LexicalMatches([], postings, 0)
+        visible = _visible_count(cursor, scopes)
         rare = [term for term in present if postings[term] <= COMMON_POSTINGS]
         ranked = rare or present
         query_sql = " || ".join(["plainto_tsquery('english', %s)"] * len(ranked))
-        matched_sql = " + ".join(
-            ["(f.document @@ plainto_tsquery('english', %s))::int"] * len(present)
+        # The pool is ordered by BM25 over the ranked words with each word's
+        # presence (ts_rank knows no word rarity); the average length is the
+        # matching records'. memory.ranking.bm25 weighs the pool again in Python.
+        held_sql = ", ".join(["(c.document @@ plainto_tsquery('english', %s))"] * len(present))
+        weight = ranking.bm25_weights(postings, visible)
+        score_sql = " + ".join(
+            ["%s * (c.document @@ plainto_tsquery('english', %s))::int"] * len(ranked)
         )
         # Only common words: the newest COMMON_POSTINGS matches are ranked.
         window = "" if rare else "ORDER BY f.record_pk DESC LIMIT %s"
@@ -465,15 +552,24 @@ def _search_postgresql(
         # backwards); PostgreSQL never reuses a primary key, and recall
         # re-checks each candidate's record ID against this row anyway.
         cursor.execute(
-            CUSTOM_PLAN
-            + f"SELECT c.record_pk, c.record_id, ts_rank(c.document, c.query), ({matched_sql.replace('f.', 'c.')}) "  # noqa: S608  (placeholders only)
-            "FROM (SELECT f.record_pk, f.record_id, f.document, q.query "
+            CUSTOM_PLAN + f"SELECT c.record_pk, c.record_id, ({score_sql}) / "  # noqa: S608  (placeholders only)
+            f"(1 + %s * (1 - %s + %s * c.length / GREATEST(c.average, 1))), c.length, {held_sql} "
+            # The average length is taken outside the matching query: a
+            # window function inside it is computed before its LIMIT, so
+            # the common-words window would read every match (201 ms at
+            # 100k records, against the window's own few ms).
+            "FROM (SELECT m.*, avg(m.length) OVER () AS average FROM ("
+            "SELECT f.record_pk, f.record_id, f.document, length(f.document) AS length "
             f"FROM (SELECT ({query_sql}) AS query) q, memory_record_fts f "
             "JOIN memory_record r ON r.id = f.record_pk "
             f"WHERE f.scope = ANY(%s) AND r.status = 'active' AND f.document @@ q.query "
-            f"AND {condition} {window}) c "
+            f"AND {condition} {window}) m) c "
             "ORDER BY 3 DESC, c.record_pk DESC LIMIT %s",
             [
+                *[value for term in ranked for value in (weight[term], term)],
+                ranking.BM25_K1,
+                ranking.BM25_B,
+                ranking.BM25_B,
                 *present,
                 *ranked,
                 scopes,
@@ -483,4 +579,8 @@ def _search_postgresql(
             ],
         )
         rows = cursor.fetchall()
-    return [IndexHit(pk, record_id, float(raw), int(n)) for pk, record_id, raw, n in rows]
+    hits = []
+    for pk, record_id, raw, length, *flags in rows:
+        held = frozenset(term for term, flag in zip(present, flags, strict=True) if flag)
+        hits.append(IndexHit(pk, record_id, float(raw), len(held), held, int(length)))
+    return LexicalMatches(hits, postings, visible)

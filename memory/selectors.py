@@ -654,6 +654,8 @@ class RetrievalCandidate:
     above_threshold: bool
     returned: bool
     record: Record | None  # None: outside the viewer's grants, or gone
+    # The calibrated match confidence (None in recalls logged before it existed).
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -682,6 +684,12 @@ def _stored_candidate(stored: dict[str, Any], records: dict[str, Record]) -> Ret
         above_threshold=bool(stored.get("above_threshold")),
         returned=bool(stored.get("returned")),
         record=records.get(record_id),
+        confidence=(
+            float(stored["confidence"])
+            if isinstance(stored.get("confidence"), int | float)
+            and not isinstance(stored.get("confidence"), bool)
+            else None
+        ),
     )
 
 

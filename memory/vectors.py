@@ -668,11 +668,68 @@ def search(
     only records holding those typed values, inside the query (see
     :func:`_filtered_sqlite` and :func:`_filtered_postgresql`).
     """
+    return neighbours(visible_scopes=visible_scopes, query=query, limit=limit, metadata=metadata)[0]
+
+
+def neighbours(
+    *,
+    visible_scopes: Sequence[str],
+    query: str,
+    limit: int,
+    metadata: Mapping[str, Any] | None = None,
+    also: Sequence[int] = (),
+) -> tuple[list[VectorHit], dict[int, float]]:
+    """:func:`search`'s hits, and the exact cosine of each record in ``also`` that is not one.
+
+    ``also`` names records found another way (the full-text candidates):
+    recall weighs every candidate by its meaning, not only the nearest few.
+    One point lookup by primary key per record; a record without a vector
+    is left out. Both empty when semantic recall is unavailable.
+    """
     if not visible_scopes or limit <= 0 or not query.strip() or not _usable():
-        return []
+        return [], {}
     vector = embeddings.embed(query)
     if vector is None:
-        return []
+        return [], {}
+    hits = _nearest(vector, visible_scopes, limit, metadata)
+    found = {hit.pk for hit in hits}
+    wanted = [pk for pk in dict.fromkeys(also) if pk not in found]
+    return hits, _similarities(vector, wanted)
+
+
+def _similarities(vector: bytes, pks: Sequence[int]) -> dict[int, float]:
+    """Exact cosine similarity of ``pks``' stored vectors with ``vector`` (one statement)."""
+    if not pks:
+        return {}
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            # One point lookup per record, in one statement: vec0 answers
+            # "record_pk = ?" from its rowid index but "IN (...)" by scanning
+            # every vector of the table (105 ms against 0.7 ms for 50 records
+            # at 100k vectors).
+            branch = (
+                f"SELECT record_pk, vec_distance_cosine(embedding, %s) FROM {TABLE} "  # noqa: S608  (placeholders only)
+                "WHERE record_pk = %s"
+            )
+            cursor.execute(
+                " UNION ALL ".join([branch] * len(pks)),
+                [value for pk in pks for value in (vector, pk)],
+            )
+        else:
+            cursor.execute(
+                f"SELECT record_pk, embedding <=> %s::vector FROM {TABLE} "  # noqa: S608  (constant table)
+                "WHERE record_pk = ANY(%s)",
+                [_pg_literal(vector), list(pks)],
+            )
+        return {int(pk): 1.0 - float(distance) for pk, distance in cursor.fetchall()}
+
+
+def _nearest(
+    vector: bytes,
+    visible_scopes: Sequence[str],
+    limit: int,
+    metadata: Mapping[str, Any] | None,
+) -> list[VectorHit]:
     k = min(limit, MAX_K)
     literal = _pg_literal(vector) if connection.vendor != "sqlite" else ""
     condition, condition_params = record_metadata.sql_condition("r", metadata or {})

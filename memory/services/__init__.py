@@ -79,10 +79,8 @@ from memory.services.review import (
 )
 from memory.services.scoring import (
     CANDIDATE_LIMIT,
-    RECENCY_WEIGHT,
-    RELEVANCE_WEIGHT,
+    RECENCY_BONUS,
     TRUST_SCORES,
-    TRUST_WEIGHT,
 )
 
 # Lower-case names are the verbs (tests/aetnaweb/test_actor_rule.py checks each
@@ -94,13 +92,11 @@ __all__ = [
     "PERSONA_MAX_CHARS",
     "PERSONA_MAX_LINES",
     "RECALL_BLOCK_MIN_SCORE",
-    "RECENCY_WEIGHT",
-    "RELEVANCE_WEIGHT",
+    "RECENCY_BONUS",
     "SCENES_LIMIT",
     "SCENE_ITEMS_LIMIT",
     "SOURCE_DECISIONS",
     "TRUST_SCORES",
-    "TRUST_WEIGHT",
     "CaptureResult",
     "ConsolidateResult",
     "ForgetPreview",

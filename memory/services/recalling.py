@@ -43,9 +43,10 @@ from memory.services import scoring
 from memory.services._common import _audit, _check_limit, _context, _new_id
 from memory.services.results import RecallBlock, RecallCandidate, RecallResult
 
-# recall_block injects only candidates scoring at least this (memory-engine.md
-# "Recall"): above what trust and recency alone can reach (0.25).
-RECALL_BLOCK_MIN_SCORE = 0.3
+# recall_block's score floor. Trust and recency now multiply relevance, so
+# alone they score 0 and cannot inject; what decides injection is the match
+# confidence (ranking.DEFAULT_MIN_CONFIDENCE), the same threshold as recall's.
+RECALL_BLOCK_MIN_SCORE = 0.0
 
 
 def _check_query(query: Any) -> str:
@@ -58,9 +59,9 @@ def _check_query(query: Any) -> str:
     return query
 
 
-def _check_min_score(value: Any) -> float:
+def _check_min_score(value: Any, field: str = "min_score") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InvalidInput("min_score must be a number from 0 to 1", field="min_score")
+        raise InvalidInput(f"{field} must be a number from 0 to 1", field=field)
     return float(value)
 
 
@@ -129,10 +130,11 @@ def _score_candidates(
     limit: int,
     min_score: float,
     wanted: Mapping[str, Any] | None = None,
+    min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
 ) -> list[RecallCandidate]:
     terms = search.query_terms(query)
     rows, evidence = _gather(scope, query, terms, wanted or {})
-    ranked = scoring.rank(evidence, term_count=len(terms))
+    ranked = scoring.rank(evidence)
     return [
         RecallCandidate(
             record_id=rows[item.scored.pk].record_id,
@@ -141,6 +143,7 @@ def _score_candidates(
             fact_key=rows[item.scored.pk].fact_key,
             trust_tier=rows[item.scored.pk].trust_tier,
             score=item.scored.score,
+            confidence=item.scored.confidence,
             parts=item.scored.parts,
             rank=item.rank,
             above_threshold=item.above_threshold,
@@ -149,7 +152,9 @@ def _score_candidates(
             created_at=rows[item.scored.pk].created_at,
             occurred_at=rows[item.scored.pk].occurred_at,
         )
-        for item in scoring.place(ranked, limit=limit, min_score=min_score)
+        for item in scoring.place(
+            ranked, limit=limit, min_score=min_score, min_confidence=min_confidence
+        )
     ]
 
 
@@ -161,27 +166,32 @@ def _gather(
     A metadata filter (``wanted``) runs inside both index queries.
     """
     visible = scope.visible_strings()
-    hits = {
-        hit.pk: hit
-        for hit in search.search(
-            visible_scopes=visible, terms=terms, limit=scoring.CANDIDATE_LIMIT, metadata=wanted
-        )
-    }
+    lexical = search.lexical_matches(
+        visible_scopes=visible, terms=terms, limit=scoring.CANDIDATE_LIMIT, metadata=wanted
+    )
+    hits = {hit.pk: hit for hit in lexical.hits}
+    weights = ranking.bm25_weights(lexical.postings, lexical.visible)
+    average_length = (
+        sum(hit.length for hit in lexical.hits) / len(lexical.hits) if lexical.hits else 1.0
+    )
     # Semantic candidates beside the full-text ones (empty when the model or
-    # the vector index is unavailable: recall is then exactly lexical).
-    # A query of stop words only means nothing, by words or by meaning.
+    # the vector index is unavailable: recall is then exactly lexical), and
+    # the cosine of every full-text candidate. A query of stop words only
+    # means nothing, by words or by meaning.
+    neighbours, similarities = (
+        vectors.neighbours(
+            visible_scopes=visible,
+            query=query,
+            limit=scoring.SEMANTIC_CANDIDATES,
+            metadata=wanted,
+            also=list(hits),
+        )
+        if terms
+        else ([], {})
+    )
     near = {
         hit.pk: hit
-        for hit in (
-            vectors.search(
-                visible_scopes=visible,
-                query=query,
-                limit=scoring.SEMANTIC_CANDIDATES,
-                metadata=wanted,
-            )
-            if terms
-            else []
-        )
+        for hit in neighbours
         if ranking.semantic_part(hit.similarity) > 0 or hit.pk in hits
     }
     if not hits and not near:
@@ -189,26 +199,33 @@ def _gather(
     rows = _candidate_rows([*hits, *near])
     # Segment-wise re-check of what the database returned (scopes.md): a row
     # outside the lineage is dropped. The exact IN makes this unreachable.
-    weights: dict[str, float] = {}
+    scope_weights: dict[str, float] = {}
     for name in {row.scope for row in rows.values()}:
-        weights[name] = scope.weight(Scope.parse(name))
+        scope_weights[name] = scope.weight(Scope.parse(name))
     evidence = []
     for pk in dict.fromkeys([*hits, *near]):
         record = rows.get(pk)
         expected_id = hits[pk].record_id if pk in hits else near[pk].record_id
         if record is None or record.record_id != expected_id or record.status != Status.ACTIVE:
             continue
-        if not weights[record.scope]:
+        if not scope_weights[record.scope]:
             continue
         hit, neighbour = hits.get(pk), near.get(pk)
         evidence.append(
             scoring.Evidence(
                 pk=pk,
                 trust_tier=record.trust_tier,
-                weight=weights[record.scope],
-                raw=hit.raw if hit is not None else None,
-                matched_terms=hit.matched_terms if hit is not None else 0,
-                similarity=neighbour.similarity if neighbour is not None else None,
+                weight=scope_weights[record.scope],
+                bm25=(
+                    ranking.bm25(hit.terms, hit.length, average_length, weights)
+                    if hit is not None
+                    else None
+                ),
+                share=ranking.coverage(hit.terms, weights) if hit is not None else 0.0,
+                similarity=(
+                    neighbour.similarity if neighbour is not None else similarities.get(pk)
+                ),
+                neighbour=neighbour is not None,
             )
         )
     return rows, evidence
@@ -221,6 +238,7 @@ def _still_current(
     min_score: float,
     candidates: list[RecallCandidate],
     wanted: Mapping[str, Any] | None = None,
+    min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
 ) -> list[RecallCandidate]:
     """``candidates``, or a fresh scoring if one of them is no longer active.
 
@@ -248,7 +266,7 @@ def _still_current(
         active = sum(status == Status.ACTIVE for (status,) in cursor.fetchall())
     if active == len(record_ids):
         return candidates
-    return _score_candidates(scope, query, limit, min_score, wanted)
+    return _score_candidates(scope, query, limit, min_score, wanted, min_confidence)
 
 
 def _log_retrieval(
@@ -309,6 +327,7 @@ def _log_retrieval(
                     "scope": c.scope,
                     "rank": c.rank,
                     "score": c.score,
+                    "confidence": c.confidence,
                     "parts": c.parts,
                     "above_threshold": c.above_threshold,
                     "returned": c.returned,
@@ -337,6 +356,7 @@ def recall(
     query: str,
     limit: int = 5,
     min_score: float = 0.0,
+    min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
     session_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     principal: Principal,
@@ -348,17 +368,22 @@ def recall(
     in the chain of ``scope`` itself; so an operator recalls only inside their own
     subtree (an ancestor they may read is reached by recalling from below it).
     ``metadata`` keeps only records holding every one of those typed values.
+    Only candidates whose match ``confidence`` reaches ``min_confidence``
+    return; when none does, the result says so (``abstained``).
     """
     parsed = access.require_act(principal, access.READ, scope)
     query = _check_query(query)
     limit = _check_limit("limit", limit, MAX_RECALL_LIMIT)
     threshold = _check_min_score(min_score)
+    confident = _check_min_score(min_confidence, "min_confidence")
     session = _context("session_id", session_id)
     wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, limit, threshold, wanted)  # no lock held
+    candidates = _score_candidates(
+        parsed, query, limit, threshold, wanted, confident
+    )  # no lock held
     with transaction.atomic(), pipelined():
-        candidates = _still_current(parsed, query, limit, threshold, candidates, wanted)
+        candidates = _still_current(parsed, query, limit, threshold, candidates, wanted, confident)
         event, audit_event = _log_retrieval(
             scope=parsed,
             query=query,
@@ -370,7 +395,13 @@ def recall(
             candidates=candidates,
             wanted=wanted,
         )
-    return RecallResult(str(parsed), event.retrieval_id, audit_event.event_id, tuple(candidates))
+    return RecallResult(
+        str(parsed),
+        event.retrieval_id,
+        audit_event.event_id,
+        tuple(candidates),
+        min_confidence=confident,
+    )
 
 
 def _block_line(candidate: RecallCandidate) -> str:
@@ -420,6 +451,7 @@ def recall_block(
     max_items: int = 5,
     max_chars: int = 2000,
     min_score: float = RECALL_BLOCK_MIN_SCORE,
+    min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
     session_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     principal: Principal,
@@ -435,12 +467,17 @@ def recall_block(
     max_items = _check_limit("max_items", max_items, MAX_RECALL_LIMIT)
     max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
     threshold = _check_min_score(min_score)
+    confident = _check_min_score(min_confidence, "min_confidence")
     session = _context("session_id", session_id)
     wanted = record_metadata.check_filter(metadata)
     actor_label = access.audit_actor(principal, actor, default="agent")
-    candidates = _score_candidates(parsed, query, max_items, threshold, wanted)  # no lock held
+    candidates = _score_candidates(
+        parsed, query, max_items, threshold, wanted, confident
+    )  # no lock held
     with transaction.atomic(), pipelined():
-        candidates = _still_current(parsed, query, max_items, threshold, candidates, wanted)
+        candidates = _still_current(
+            parsed, query, max_items, threshold, candidates, wanted, confident
+        )
         text, injected, candidates = _fill_block(candidates, max_chars)
         event, _ = _log_retrieval(
             scope=parsed,

@@ -107,16 +107,42 @@ class RecallCandidate(_AsDict):
     # When the record was stored, and when its source message was said (None: not stated).
     created_at: datetime | None = None
     occurred_at: datetime | None = None
+    # The calibrated probability that this is the memory asked for
+    # (memory.ranking.confidence), not the record's extraction confidence.
+    confidence: float = 0.0
 
 
 @dataclass(frozen=True)
 class RecallResult(_AsDict):
-    """Every candidate considered (best first) and the ones returned."""
+    """Every candidate considered (best first) and the ones returned.
+
+    ``abstained`` is the explicit "no memory fits": nothing reached the
+    confidence threshold, and ``abstain_reason`` says why in words.
+    """
 
     scope: str
     retrieval_id: str
     audit_event_id: str
     candidates: tuple[RecallCandidate, ...]
+    min_confidence: float = 0.0
+
+    @property
+    def abstained(self) -> bool:
+        return not self.returned
+
+    @property
+    def abstain_reason(self) -> str:
+        if self.returned:
+            return ""
+        if not self.candidates:
+            return "no memory fits: nothing visible matches the question by words or meaning"
+        best = max(candidate.confidence for candidate in self.candidates)
+        if best < self.min_confidence:
+            return (
+                f"no memory fits: the best match's confidence {best:.2f} is below "
+                f"the threshold {self.min_confidence:.2f}"
+            )
+        return "no memory fits: no candidate reached the requested min_score"
 
     @property
     def returned(self) -> list[RecallCandidate]:
@@ -129,18 +155,29 @@ class RecallResult(_AsDict):
     def as_dict(self) -> dict[str, Any]:
         data = super().as_dict()
         data["returned_ids"] = self.record_ids
+        data["abstained"] = self.abstained
+        data["abstain_reason"] = self.abstain_reason
         return data
 
 
 @dataclass(frozen=True)
 class RecallBlock(_AsDict):
-    """The ``<relevant_memories>`` block for a prompt ("" when nothing qualifies)."""
+    """The ``<relevant_memories>`` block for a prompt ("" when nothing qualifies: ``abstained``)."""
 
     scope: str
     text: str
     record_ids: tuple[str, ...]
     retrieval_id: str
     audit_event_id: str | None
+
+    @property
+    def abstained(self) -> bool:
+        return not self.record_ids
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["abstained"] = self.abstained
+        return data
 
 
 @dataclass(frozen=True)

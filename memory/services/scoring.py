@@ -1,12 +1,18 @@
 """How recall scores and ranks its candidates: pure arithmetic, no database.
 
-memory-engine.md "Recall": ``score = weight x (0.75 relevance + 0.15 trust +
-0.10 recency)``, relevance fusing the full-text and semantic parts
-(:mod:`memory.ranking`). :mod:`memory.services.recalling` gathers each
-candidate's evidence from the indexes and the records table; this module
-turns that evidence into scores, the ranked list and which candidates are
-returned. Inputs in, numbers out: every rule here is unit-testable without
-Django.
+memory-engine.md "Recall": relevance fuses the full-text (BM25) and semantic
+evidence into a calibrated match confidence (:mod:`memory.ranking`); scope
+weight, trust and recency apply after it, as factors:
+
+    score = relevance x weight x trust x (1 - RECENCY_BONUS x (1 - recency))
+
+so trust and recency without relevance score 0, and recency only orders
+near-ties. Each candidate carries its ``confidence`` (the relevance before
+the factors), which decides whether it is returned at all.
+:mod:`memory.services.recalling` gathers each candidate's evidence from the
+indexes and the records table; this module turns that evidence into scores,
+the ranked list and which candidates are returned. Inputs in, numbers out:
+every rule here is unit-testable without Django.
 """
 
 from __future__ import annotations
@@ -16,16 +22,15 @@ from dataclasses import dataclass
 
 from memory import ranking
 
-# Candidates asked of each index, and kept (and logged) per recall.
+# Candidates asked of the full-text index, and kept (and logged) per recall.
 CANDIDATE_LIMIT = 50
-# Nearest-by-meaning candidates asked of the vector index per recall. Fewer
-# than the full-text ones: only those above the semantic floor count, a
-# question rarely has more than a handful, and on SQLite the vector scan's
-# cost grows with k (memory.vectors.COARSE_FACTOR; docs/memory-engine-notes.md).
+# Nearest-by-meaning candidates asked of the vector index per recall (the
+# neighbour pool; docs/memory-engine-notes.md measures its recall of the
+# exact nearest neighbours).
 SEMANTIC_CANDIDATES = 12
-RELEVANCE_WEIGHT = 0.75
-TRUST_WEIGHT = 0.15
-RECENCY_WEIGHT = 0.10
+# Recency's most: half a percent (the oldest candidate loses it), so it
+# orders near-ties and nothing more; a score stays within [0, 1].
+RECENCY_BONUS = 0.005
 # Keyed by the trust tiers' stored values (memory.models.TrustTier), so this
 # module needs no model import.
 TRUST_SCORES: dict[str, float] = {
@@ -42,23 +47,27 @@ class Evidence:
     """What the indexes and the records table said about one usable candidate.
 
     ``pk`` orders candidates by age (a larger key is newer) and breaks score
-    ties; ``raw`` and ``matched_terms`` are the full-text hit's (``raw`` is
-    None when only the semantic index found it); ``similarity`` is the
-    semantic neighbour's cosine (None when only the full-text index found it).
+    ties; ``bm25`` is the full-text weight (None when only the semantic index
+    found it) and ``share`` the part of the query's word weight it holds;
+    ``similarity`` is the query's cosine with it (None when semantic recall
+    is unavailable or the record has no vector); ``neighbour`` says whether
+    it was among the nearest neighbours (the semantic list).
     """
 
     pk: int
     trust_tier: str
     weight: float
-    raw: float | None = None
-    matched_terms: int = 0
+    bm25: float | None = None
+    share: float = 0.0
     similarity: float | None = None
+    neighbour: bool = False
 
 
 @dataclass(frozen=True)
 class Scored:
     pk: int
     score: float
+    confidence: float
     parts: dict[str, float]
 
 
@@ -72,17 +81,6 @@ class Placed:
     returned: bool
 
 
-def lexical_part(raw: float, matched_terms: int, best_raw: float, term_count: int) -> float:
-    """How much of the query the record holds, scaled by the index's rank against the best.
-
-    A record that matches one word of many stays weakly relevant even when it
-    is the only match.
-    """
-    share = raw / best_raw if best_raw > 0 else 0.0
-    coverage = matched_terms / term_count
-    return round(min(1.0, coverage * (0.5 + 0.5 * share)), 6)
-
-
 def recency_parts(pks: Sequence[int]) -> dict[int, float]:
     """Each candidate's age rank among the candidates, oldest 0.0, newest 1.0 (alone: 1.0)."""
     by_age = sorted(pks)
@@ -90,52 +88,63 @@ def recency_parts(pks: Sequence[int]) -> dict[int, float]:
     return {pk: round(index / span, 6) if span else 1.0 for index, pk in enumerate(by_age)}
 
 
-def score_one(evidence: Evidence, *, best_raw: float, term_count: int, recency: float) -> Scored:
-    lexical = 0.0
-    if evidence.raw is not None:
-        lexical = lexical_part(evidence.raw, evidence.matched_terms, best_raw, term_count)
-    semantic = (
-        round(ranking.semantic_part(evidence.similarity), 6)
-        if evidence.similarity is not None
-        else 0.0
+def list_ranks(candidates: Sequence[Evidence]) -> tuple[dict[int, int], dict[int, int]]:
+    """Each candidate's 1-based place in the lexical list and in the semantic list.
+
+    Lexical: by BM25, best first. Semantic: the nearest neighbours by
+    cosine, best first. Ties go to the newer record. (Logged with each
+    candidate's parts, and the input of :func:`memory.ranking.fuse`.)
+    """
+    lexical = sorted(
+        (c for c in candidates if c.bm25 is not None and c.bm25 > 0),
+        key=lambda c: (-(c.bm25 or 0.0), -c.pk),
     )
-    relevance = ranking.fuse(lexical, semantic)
-    trust = TRUST_SCORES.get(evidence.trust_tier, UNKNOWN_TRUST)
-    score = round(
-        evidence.weight
-        * (RELEVANCE_WEIGHT * relevance + TRUST_WEIGHT * trust + RECENCY_WEIGHT * recency),
-        6,
+    semantic = sorted(
+        (c for c in candidates if c.neighbour and c.similarity is not None),
+        key=lambda c: (-(c.similarity or 0.0), -c.pk),
     )
-    parts = {
-        "weight": evidence.weight,
-        "relevance": relevance,
-        "lexical": lexical,
-        "semantic": semantic,
-        "trust": trust,
-        "recency": recency,
-    }
-    return Scored(evidence.pk, score, parts)
+    return (
+        {c.pk: place for place, c in enumerate(lexical, start=1)},
+        {c.pk: place for place, c in enumerate(semantic, start=1)},
+    )
 
 
-def rank(candidates: Sequence[Evidence], *, term_count: int) -> list[Scored]:
+def rank(candidates: Sequence[Evidence]) -> list[Scored]:
     """Score every candidate; best first (newest first on a tie), at most CANDIDATE_LIMIT."""
-    best_raw = max((c.raw for c in candidates if c.raw is not None), default=0.0)
+    lexical_rank, semantic_rank = list_ranks(candidates)
     recency = recency_parts([c.pk for c in candidates])
-    scored = [
-        score_one(c, best_raw=best_raw, term_count=term_count, recency=recency[c.pk])
-        for c in candidates
-    ]
+    scored = []
+    for c in candidates:
+        relevance = ranking.confidence(c.similarity, c.share)
+        trust = TRUST_SCORES.get(c.trust_tier, UNKNOWN_TRUST)
+        score = round(
+            relevance * c.weight * trust * (1.0 - RECENCY_BONUS * (1.0 - recency[c.pk])), 6
+        )
+        parts = {
+            "weight": c.weight,
+            "relevance": relevance,
+            "lexical": round(c.bm25 or 0.0, 6),
+            "lexical_rank": float(lexical_rank.get(c.pk, 0)),
+            "word_share": round(c.share, 6),
+            "semantic": round(c.similarity, 6) if c.similarity is not None else 0.0,
+            "semantic_rank": float(semantic_rank.get(c.pk, 0)),
+            "trust": trust,
+            "recency": recency[c.pk],
+        }
+        scored.append(Scored(c.pk, score, relevance, parts))
     scored.sort(key=lambda item: (-item.score, -item.pk))
-    # Two sources of up to 50 each: still at most 50 considered (and logged).
+    # Two sources: still at most CANDIDATE_LIMIT considered (and logged).
     return scored[:CANDIDATE_LIMIT]
 
 
-def place(scored: Sequence[Scored], *, limit: int, min_score: float) -> list[Placed]:
-    """Number the ranked candidates; the first ``limit`` scoring at least ``min_score`` return."""
+def place(
+    scored: Sequence[Scored], *, limit: int, min_score: float, min_confidence: float
+) -> list[Placed]:
+    """Number the ranked candidates; the first ``limit`` reaching both thresholds return."""
     placed = []
     returned = 0
     for position, item in enumerate(scored, start=1):
-        above = item.score >= min_score
+        above = item.score >= min_score and item.confidence >= min_confidence
         is_returned = above and returned < limit
         returned += int(is_returned)
         placed.append(Placed(item, position, above, is_returned))

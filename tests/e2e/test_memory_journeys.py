@@ -154,7 +154,7 @@ def test_reviewer_promotes_a_fact_and_sees_it_in_the_recall_tester(page, alice_m
     page.goto(f"/memory/scope/{SCOPE}/")
     page.locator("#chain-status .banner-ok").wait_for()  # the chain check loaded by htmx
     page.get_by_label("Query").fill("which terminal font, editor and timezone do I use?")
-    page.get_by_label("Min. score").fill("0.4")
+    page.get_by_label("Min. score").fill("0.5")
     page.get_by_role("button", name="Run recall").click()
     page.locator("#recall-results table").wait_for()
     row = page.locator("#recall-results tr.returned", has_text="Iosevka Term")

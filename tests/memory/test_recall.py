@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from aetnaweb.access import SYSTEM, AccessDenied
 from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
-from memory import search, services
+from memory import ranking, search, services
 from memory.errors import InvalidInput
 from memory.models import RetrievalEvent, RetrievalHit
 
@@ -31,16 +31,22 @@ def test_recall_returns_matching_active_records_with_score_parts():
     ).record_ids[0]
     services.remember(principal=SYSTEM, scope=S, text="My editor is helix.")
     result = services.recall(principal=SYSTEM, scope=S, query="what's my backup email address?")
-    # Then the email fact, scored as weight * (0.75 relevance + 0.15 trust + 0.10 recency)
+    # Then the email fact, scored as relevance x weight x trust x the recency factor
     assert result.record_ids == [email]
     top = result.candidates[0]
     parts = top.parts
     assert parts["weight"] == 1.0 and parts["trust"] == 1.0
-    expected = parts["weight"] * (
-        0.75 * parts["relevance"] + 0.15 * parts["trust"] + 0.10 * parts["recency"]
+    expected = (
+        parts["relevance"]
+        * parts["weight"]
+        * parts["trust"]
+        * (1 - services.RECENCY_BONUS * (1 - parts["recency"]))
     )
     assert top.score == pytest.approx(expected, abs=1e-6)
     assert 0 < parts["relevance"] <= 1
+    # And its relevance is its calibrated confidence, at or above the default threshold
+    assert top.confidence == parts["relevance"] >= ranking.DEFAULT_MIN_CONFIDENCE
+    assert result.abstained is False
 
 
 @pytest.mark.django_db
@@ -223,10 +229,10 @@ def test_recall_block_formats_bounds_and_audits():
     one = services.recall_block(principal=SYSTEM, scope=S, query="backup email phone", max_items=1)
     assert len(one.record_ids) == 1
     tight = services.recall_block(
-        principal=SYSTEM, scope=S, query="backup email phone", max_chars=140
+        principal=SYSTEM, scope=S, query="backup email phone", max_chars=150
     )
-    # (each line ends with its date, "[stored YYYY-MM-DD]": one line fits in 140)
-    assert len(tight.text) <= 140 and len(tight.record_ids) == 1
+    # (each line ends with its date, "[stored YYYY-MM-DD]": one line fits in 150)
+    assert len(tight.text) <= 150 and len(tight.record_ids) == 1
 
 
 @pytest.mark.django_db
@@ -239,8 +245,7 @@ def test_recall_block_threshold_means_trust_and_recency_alone_never_inject():
     block = services.recall_block(principal=SYSTEM, scope=S, query="quarterly forecast")
     assert block.text == "" and block.record_ids == ()
     assert not AuditEvent.objects.filter(event_type="memory.context_injected").exists()
-    # The most trust and recency can add is 0.25, below the default 0.3
-    assert services.TRUST_WEIGHT + services.RECENCY_WEIGHT < services.RECALL_BLOCK_MIN_SCORE
+    assert block.abstained is True
 
 
 @pytest.mark.django_db
@@ -253,10 +258,11 @@ def test_a_record_matching_one_word_of_many_is_weakly_relevant(settings):
         scope=S,
         query="folder alpha beta gamma delta epsilon zeta theta iota kappa",
     )
-    assert result.candidates[0].parts["lexical"] == pytest.approx(0.1)
-    # 1 of 16 words: 0.75 * 1/16 + 0.15 + 0.10 < 0.3, so it is not injected on
-    # words alone (a meaning match, when on, is scored on its own: tests/memory/test_semantic.py)
+    # Then its share of the question's word weight is small (nine words no record holds)
+    assert 0 < result.candidates[0].parts["word_share"] < 0.15
+    # And on words alone it is not confident enough to return or inject
     settings.AETNAWEB_SEMANTIC_RECALL = False
+    assert services.recall(principal=SYSTEM, scope=S, query="folder alpha beta gamma").abstained
     many = "folder alpha beta gamma delta epsilon zeta theta iota kappa lambda mu nu xi pi rho"
     assert services.recall_block(principal=SYSTEM, scope=S, query=many).record_ids == ()
 
@@ -340,7 +346,13 @@ def test_a_row_outside_the_lineage_is_dropped_even_if_the_index_returned_it(monk
 
     row = Record.objects.get(record_id=foreign)
     monkeypatch.setattr(
-        search, "search", lambda **kwargs: [search.IndexHit(row.pk, row.record_id, 1.0, 1)]
+        search,
+        "lexical_matches",
+        lambda **kwargs: search.LexicalMatches(
+            [search.IndexHit(row.pk, row.record_id, 1.0, 1, frozenset({"salary"}), 2)],
+            {"salary": 1},
+            1,
+        ),
     )
     # When recalled at alice's project / Then the segment-wise re-check drops it
     assert services.recall(principal=SYSTEM, scope=S, query="salary").candidates == ()
@@ -365,7 +377,7 @@ def test_common_words_in_a_dense_scope_are_bounded_and_rare_words_still_decide(
     )
     # Then the record holding the rare word is first and holds all three words
     assert result.record_ids[0] == ids[2]
-    assert result.candidates[0].parts["lexical"] == 1.0
+    assert result.candidates[0].parts["word_share"] == 1.0
     # When the query holds only common words
     result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
     # Then only the newest COMMON_POSTINGS matches are ranked, not the whole scope
@@ -385,8 +397,8 @@ def test_only_common_words_rank_the_newest_matches_by_the_words_they_hold(monkey
     result = services.recall(principal=SYSTEM, scope=S, query="project codename", limit=50)
     # Then the newest three matches are ranked, the one holding both words first
     assert [c.record_id for c in result.candidates] == [ids[3], ids[5], ids[4]]
-    assert result.candidates[0].parts["lexical"] == 1.0
-    assert result.candidates[1].parts["lexical"] < 1.0
+    assert result.candidates[0].parts["word_share"] == 1.0
+    assert result.candidates[1].parts["word_share"] < 1.0
 
 
 def _posting_counts(queries: list[dict[str, str]]) -> tuple[int, int]:
@@ -414,7 +426,7 @@ def test_the_words_each_candidate_holds_are_counted_in_one_statement(settings):
     with CaptureQueriesContext(connection) as captured:
         result = services.recall(principal=SYSTEM, scope=S, query="heron lake dawn", limit=10)
     # Then each candidate's share of the words orders them: all three, two, one
-    lexical = {c.record_id: c.parts["lexical"] for c in result.candidates}
+    lexical = {c.record_id: c.parts["word_share"] for c in result.candidates}
     assert lexical[ids[2]] == 1.0
     assert lexical[ids[2]] > lexical[ids[1]] > lexical[ids[0]]
     assert lexical[ids[1]] > lexical[ids[3]]
@@ -460,3 +472,31 @@ def test_a_word_that_was_absent_is_found_as_soon_as_a_record_holds_it(settings):
     stored = services.remember(principal=SYSTEM, scope=S, text="Remember that my zebra is Ziggy.")
     # Then the very next recall finds it (absent and rare words are never cached)
     assert services.recall(principal=SYSTEM, scope=S, query="zebra").record_ids == stored.record_ids
+
+
+@pytest.mark.django_db
+def test_a_frequent_name_weighs_less_than_a_rare_word_on_either_database(settings):
+    # Given a scope where a name is in most records and "dentist" in two, the
+    # dentist-only record the oldest (so recency cannot lift it)
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    texts = ["Remember that the dentist moved."]
+    texts += [f"Remember that Maria likes {thing}." for thing in ("tea", "chess", "jazz", "rain")]
+    texts += ["Remember that Maria visits the dentist on Fridays."]
+    ids = [services.remember(principal=SYSTEM, scope=S, text=text).record_ids[0] for text in texts]
+    dentist, marias, both = ids[0], ids[1:5], ids[5]
+    # When asked with both words, lexically only
+    result = services.recall(
+        principal=SYSTEM, scope=S, query="Maria dentist", limit=10, min_confidence=0.0
+    )
+    order = [c.record_id for c in result.candidates]
+    share = {c.record_id: c.parts["word_share"] for c in result.candidates}
+    # Then the record holding both leads, and the rare word alone outranks the name alone
+    assert order[0] == both
+    assert order.index(dentist) < min(order.index(i) for i in marias)
+    # And the shares are BM25 word weights among the six visible records (no word list):
+    # ln(1 + 4.5/2.5) against ln(1 + 1.5/5.5), so "dentist" holds 0.81 of the question
+    assert share[dentist] == pytest.approx(0.8102, abs=1e-3)
+    assert share[both] == 1.0 and share[marias[0]] == pytest.approx(0.1898, abs=1e-3)
+    # And every candidate's lexical part is BM25: the rare word outweighs the name there too
+    lexical = {c.record_id: c.parts["lexical"] for c in result.candidates}
+    assert min(lexical[both], lexical[dentist]) > max(lexical[i] for i in marias) > 0

@@ -51,7 +51,7 @@ def _spy(
 
 
 def _spy_on_search() -> tuple[Any, list[bool]]:
-    return _spy(search, "search")
+    return _spy(search, "lexical_matches")
 
 
 @pytest.mark.django_db(transaction=True)

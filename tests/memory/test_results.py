@@ -62,10 +62,14 @@ def test_a_recall_result_becomes_plain_json_data():
                 "metadata": {"channel": "email"},
                 "created_at": None,
                 "occurred_at": None,
+                "confidence": 0.0,
             }
             for record_id, returned in (("mem_1", True), ("mem_2", False))
         ],
+        "min_confidence": 0.0,
         "returned_ids": ["mem_1"],
+        "abstained": False,
+        "abstain_reason": "",
     }
     assert type(data["candidates"][0]["trust_tier"]) is str
     assert json.loads(json.dumps(data)) == data

@@ -31,13 +31,63 @@ def test_the_module_imports_nothing_but_the_standard_library_and_ranking():
     assert "django" not in Path(ranking.__file__).read_text()
 
 
-def test_lexical_part_is_coverage_scaled_by_the_rank_against_the_best():
-    # A record holding every query word with the best index score is fully relevant
-    assert scoring.lexical_part(4.0, 2, best_raw=4.0, term_count=2) == 1.0
-    # One word of two, at half the best score: 0.5 x (0.5 + 0.25)
-    assert scoring.lexical_part(2.0, 1, best_raw=4.0, term_count=2) == 0.375
-    # No positive best score: coverage alone, halved
-    assert scoring.lexical_part(0.0, 1, best_raw=0.0, term_count=1) == 0.5
+def test_a_rare_word_outweighs_a_common_one_without_any_word_list():
+    # Given a scope of 1000 records where a name is in 500 and a topic word in 3
+    weights = ranking.bm25_weights({"maria": 500, "dentist": 3, "absent": 0}, 1000)
+    # Then the rare word weighs several times the common one, and an absent word weighs the most
+    assert weights["dentist"] > 5 * weights["maria"]
+    assert weights["absent"] > weights["dentist"]
+    # And no weight is negative, even for a word every record holds
+    assert ranking.idf(1000, 1000) > 0
+    assert ranking.idf(2001, 1000) > 0  # a capped count above the visible count
+
+
+def test_bm25_normalises_by_length():
+    # Given two records holding the same word, one short and one long
+    weights = {"bicycle": 2.0}
+    short = ranking.bm25({"bicycle"}, 4, 8.0, weights)
+    long = ranking.bm25({"bicycle"}, 32, 8.0, weights)
+    # Then the shorter one scores higher, and a record of average length scores the bare weight
+    assert short > long
+    assert ranking.bm25({"bicycle"}, 8, 8.0, weights) == pytest.approx(2.0)
+    # And a record holding none of the words scores 0
+    assert ranking.bm25(set(), 4, 8.0, weights) == 0.0
+
+
+def test_the_word_share_is_the_held_part_of_the_query_weight():
+    weights = {"dentist": 3.0, "go": 1.0}
+    assert ranking.coverage({"dentist"}, weights) == pytest.approx(0.75)
+    assert ranking.coverage({"go"}, weights) == pytest.approx(0.25)
+    assert ranking.coverage({"dentist", "go"}, weights) == 1.0
+    assert ranking.coverage({"go"}, {}) == 0.0
+
+
+def test_confidence_is_a_probability_rising_with_the_evidence():
+    # Given the fused evidence of cosine and word share
+    low = ranking.confidence(0.1, 0.0)
+    mid = ranking.confidence(0.4, 0.5)
+    high = ranking.confidence(0.8, 1.0)
+    # Then confidence stays in [0, 1] and rises with either part
+    assert 0.0 <= low < mid < high <= 1.0
+    assert ranking.confidence(0.4, 0.8) > ranking.confidence(0.4, 0.2)
+    # And without a cosine (semantic recall off) the lexical calibration applies
+    assert ranking.confidence(None, 1.0) > ranking.confidence(None, 0.1)
+    assert ranking.confidence(None, 0.5) != ranking.confidence(0.0, 0.5)
+
+
+def test_an_unrelated_neighbour_falls_below_the_default_confidence():
+    # A cosine typical of unrelated sentences, holding no word of the question
+    assert ranking.confidence(0.15, 0.0) < ranking.DEFAULT_MIN_CONFIDENCE
+    # A close paraphrase holding the question's key word reaches it
+    assert ranking.confidence(0.6, 0.6) >= ranking.DEFAULT_MIN_CONFIDENCE
+
+
+def test_reciprocal_rank_fusion_scales_to_one_for_first_everywhere():
+    # Kept for the measured comparison (docs/memory-engine-notes.md)
+    assert ranking.fuse((1, 1), 2) == 1.0
+    assert ranking.fuse((1, None), 2) == 0.5
+    assert ranking.fuse((None, None), 2) == 0.0
+    assert ranking.fuse((2, 3), 2) < ranking.fuse((1, 3), 2)
 
 
 def test_recency_runs_from_the_oldest_zero_to_the_newest_one():
@@ -46,32 +96,41 @@ def test_recency_runs_from_the_oldest_zero_to_the_newest_one():
     assert scoring.recency_parts([7]) == {7: 1.0}
 
 
-def test_the_score_is_weight_times_the_weighted_parts():
-    # Given a trusted, newest, fully matching record at the scope itself
-    scored = scoring.score_one(
-        Evidence(pk=1, trust_tier="trusted_user", weight=1.0, raw=3.0, matched_terms=1),
-        best_raw=3.0,
-        term_count=1,
-        recency=1.0,
+def _one(evidence: Evidence) -> scoring.Scored:
+    return scoring.rank([evidence])[0]
+
+
+def test_the_score_is_relevance_times_weight_trust_and_recency():
+    # Given a trusted record at the scope itself, found by both indexes
+    evidence = Evidence(
+        pk=1,
+        trust_tier="trusted_user",
+        weight=1.0,
+        bm25=2.0,
+        share=0.8,
+        similarity=0.7,
+        neighbour=True,
     )
-    # Then 0.75 + 0.15 + 0.10, and every part is reported
-    assert scored.score == 1.0
-    assert scored.parts == {
-        "weight": 1.0,
-        "relevance": 1.0,
-        "lexical": 1.0,
-        "semantic": 0.0,
-        "trust": 1.0,
-        "recency": 1.0,
+    scored = _one(evidence)
+    # Then its relevance is its confidence and, alone (the newest), its score is the relevance
+    assert scored.parts["relevance"] == scored.confidence == ranking.confidence(0.7, 0.8)
+    assert scored.score == pytest.approx(scored.confidence, abs=1e-6)
+    assert scored.parts["lexical_rank"] == 1.0 and scored.parts["semantic_rank"] == 1.0
+    assert set(scored.parts) == {
+        "weight",
+        "relevance",
+        "lexical",
+        "lexical_rank",
+        "word_share",
+        "semantic",
+        "semantic_rank",
+        "trust",
+        "recency",
     }
-    # And at an ancestor of weight 0.5 the same record scores half
-    half = scoring.score_one(
-        Evidence(pk=1, trust_tier="trusted_user", weight=0.5, raw=3.0, matched_terms=1),
-        best_raw=3.0,
-        term_count=1,
-        recency=1.0,
-    )
-    assert half.score == 0.5
+    # And at an ancestor of weight 0.5 the same record scores half, with the same confidence
+    half = _one(Evidence(**{**evidence.__dict__, "weight": 0.5}))
+    assert half.score == pytest.approx(scored.score / 2, abs=1e-6)
+    assert half.confidence == scored.confidence
 
 
 @pytest.mark.parametrize(
@@ -79,78 +138,94 @@ def test_the_score_is_weight_times_the_weighted_parts():
     [("trusted_user", 1.0), ("user_confirmed", 0.9), ("untrusted_content", 0.4), ("odd", 0.4)],
 )
 def test_trust_comes_from_the_tier_and_an_unknown_tier_counts_as_untrusted(tier, trust):
-    scored = scoring.score_one(
-        Evidence(pk=1, trust_tier=tier, weight=1.0), best_raw=0.0, term_count=1, recency=0.0
-    )
+    scored = _one(Evidence(pk=1, trust_tier=tier, weight=1.0, share=1.0, bm25=1.0))
     assert scored.parts["trust"] == trust
-    assert scored.score == round(scoring.TRUST_WEIGHT * trust, 6)
+    assert scored.score == round(scored.parts["relevance"] * trust, 6)
 
 
-def test_trust_and_recency_alone_stay_under_the_injection_threshold():
-    # Given the best possible record that is not relevant at all
-    scored = scoring.score_one(
-        Evidence(pk=1, trust_tier="trusted_user", weight=1.0),
-        best_raw=0.0,
-        term_count=1,
-        recency=1.0,
+def test_trust_and_recency_alone_score_nothing():
+    # Given the best possible record that matches nothing at all (no word, no meaning)
+    scored = _one(Evidence(pk=1, trust_tier="trusted_user", weight=1.0, similarity=-0.2))
+    # Then it scores (almost) nothing and is far below any confidence threshold
+    assert scored.score < 0.01
+    assert scored.confidence < ranking.DEFAULT_MIN_CONFIDENCE
+
+
+def test_trust_and_recency_apply_after_relevance():
+    # Given a more relevant older untrusted-but-confirmed record and a less relevant newer trusted one
+    relevant = Evidence(pk=1, trust_tier="user_confirmed", weight=1.0, similarity=0.7, share=0.6)
+    weaker = Evidence(pk=2, trust_tier="trusted_user", weight=1.0, similarity=0.45, share=0.2)
+    # When ranked
+    ranked = scoring.rank([weaker, relevant])
+    # Then relevance decides; trust and recency do not lift the weaker one above it
+    assert [item.pk for item in ranked] == [1, 2]
+    # And recency alone moves a score by at most RECENCY_BONUS
+    assert (
+        ranked[0].score >= ranked[0].parts["relevance"] * 0.9 * (1 - scoring.RECENCY_BONUS) - 1e-6
     )
-    # Then it cannot reach recall_block's 0.3
-    assert scored.score == 0.25
-    assert scored.score < 0.3
 
 
-def test_a_semantic_neighbour_is_fused_with_the_lexical_part():
-    # Given a record found by meaning only, at a similarity halfway up the useful range
-    similarity = (ranking.SEMANTIC_FLOOR + ranking.SEMANTIC_FULL) / 2
-    scored = scoring.score_one(
-        Evidence(pk=1, trust_tier="trusted_user", weight=1.0, similarity=similarity),
-        best_raw=0.0,
-        term_count=1,
-        recency=0.0,
-    )
-    assert scored.parts["lexical"] == 0.0
-    assert scored.parts["semantic"] == 0.5
-    assert scored.parts["relevance"] == 0.5
+def test_lexical_and_semantic_lists_are_ranked_apart():
+    # Given one record found by words only and one found by meaning only
+    words = Evidence(pk=1, trust_tier="trusted_user", weight=1.0, bm25=3.0, share=1.0)
+    meaning = Evidence(pk=2, trust_tier="trusted_user", weight=1.0, similarity=0.5, neighbour=True)
+    lexical, semantic = scoring.list_ranks([words, meaning])
+    # Then each list holds only its own record
+    assert lexical == {1: 1} and semantic == {2: 1}
 
 
 def test_rank_puts_the_best_first_breaks_ties_newest_first_and_keeps_at_most_the_limit():
     # Given more equally scored candidates than the limit, and one better one
     same = [
-        Evidence(pk=pk, trust_tier="untrusted_content", weight=1.0)
+        Evidence(pk=pk, trust_tier="trusted_user", weight=1.0, similarity=0.3)
         for pk in range(1, scoring.CANDIDATE_LIMIT + 5)
     ]
-    best = Evidence(pk=0, trust_tier="trusted_user", weight=1.0, raw=1.0, matched_terms=1)
+    best = Evidence(
+        pk=0, trust_tier="trusted_user", weight=1.0, similarity=0.3, bm25=1.0, share=1.0
+    )
     # When ranked
-    ranked = scoring.rank([*same, best], term_count=1)
+    ranked = scoring.rank([*same, best])
     # Then the matching one leads, the rest follow by recency (newest first), cut at the limit
     assert ranked[0].pk == 0
     assert len(ranked) == scoring.CANDIDATE_LIMIT
     assert [item.pk for item in ranked[1:4]] == [54, 53, 52]
 
 
-def test_place_returns_the_first_limit_above_the_threshold():
+def test_place_returns_the_first_limit_reaching_both_thresholds():
     ranked = [
-        scoring.Scored(pk, score, {}) for pk, score in [(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.2)]
+        scoring.Scored(pk, score, confidence, {})
+        for pk, score, confidence in [
+            (1, 0.9, 0.9),
+            (2, 0.8, 0.3),
+            (3, 0.7, 0.8),
+            (4, 0.2, 0.9),
+            (5, 0.6, 0.7),
+        ]
     ]
-    # When two may be returned at a 0.5 threshold
-    placed = scoring.place(ranked, limit=2, min_score=0.5)
-    # Then ranks count from 1; the third is above the threshold but not returned; the last neither
+    # When two may be returned at a 0.5 score and 0.5 confidence threshold
+    placed = scoring.place(ranked, limit=2, min_score=0.5, min_confidence=0.5)
+    # Then ranks count from 1; the low-confidence second and the low-score fourth are skipped
     assert [(p.rank, p.above_threshold, p.returned) for p in placed] == [
         (1, True, True),
-        (2, True, True),
-        (3, True, False),
+        (2, False, False),
+        (3, True, True),
         (4, False, False),
+        (5, True, False),
     ]
+
+
+def test_place_returns_nothing_when_no_candidate_is_confident_enough():
+    ranked = [scoring.Scored(1, 0.9, 0.1, {}), scoring.Scored(2, 0.8, 0.2, {})]
+    placed = scoring.place(ranked, limit=5, min_score=0.0, min_confidence=0.5)
+    assert not any(p.returned for p in placed)
 
 
 def test_an_exact_tie_goes_to_the_newer_record():
-    # Given an older trusted record and a newer untrusted one at a nearer-weighted scope,
-    # scoring exactly the same: 1 x 0.15 x 1.0 == 0.9375 x (0.15 x 0.4 + 0.10 x 1.0)
-    older = Evidence(pk=1, trust_tier="trusted_user", weight=1.0)
-    newer = Evidence(pk=2, trust_tier="untrusted_content", weight=0.9375)
+    # Given two records with the same evidence
+    older = Evidence(pk=1, trust_tier="trusted_user", weight=1.0, similarity=0.5)
+    newer = Evidence(pk=2, trust_tier="trusted_user", weight=1.0, similarity=0.5)
     # When ranked (in either input order)
     for given in ([older, newer], [newer, older]):
-        ranked = scoring.rank(given, term_count=1)
-        # Then the scores tie and the newer record comes first
-        assert [item.score for item in ranked] == [0.15, 0.15]
+        ranked = scoring.rank(given)
+        # Then the newer record comes first
         assert [item.pk for item in ranked] == [2, 1]

@@ -13,7 +13,7 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from aetnaweb.access import SYSTEM
-from memory import embeddings, search, services, vectors
+from memory import embeddings, ranking, search, services, vectors
 from memory.models import Record, RetrievalEvent
 from memory.services import remembering
 
@@ -48,31 +48,38 @@ def test_am_i_vegetarian_recalls_the_beef_record_with_a_semantic_part():
     services.remember(principal=SYSTEM, scope=ALICE, text="My editor is helix.")
     # When the agent asks whether they are vegetarian
     result = services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?")
-    # Then the beef record comes back first, found by meaning alone
-    assert result.record_ids[0] == beef
+    # Then the beef record is the first candidate, found by meaning alone
     top = result.candidates[0]
+    assert top.record_id == beef
     assert top.parts["semantic"] > 0 and top.parts["lexical"] == 0
-    assert top.parts["relevance"] == pytest.approx(top.parts["semantic"])
-    # And its score is the spec's formula over the fused relevance
-    expected = top.parts["weight"] * (
-        0.75 * top.parts["relevance"] + 0.15 * top.parts["trust"] + 0.10 * top.parts["recency"]
-    )
-    assert top.score == pytest.approx(expected, abs=1e-6)
+    assert top.parts["semantic_rank"] == 1 and top.parts["lexical_rank"] == 0
+    # And its relevance is the calibrated confidence of its cosine alone
+    assert top.parts["relevance"] == top.confidence
+    assert top.confidence == pytest.approx(ranking.confidence(top.parts["semantic"], 0.0), abs=1e-5)
+    # And it is returned exactly when that confidence reaches the default threshold
+    assert (result.record_ids[:1] == [beef]) == (top.confidence >= ranking.DEFAULT_MIN_CONFIDENCE)
+    assert services.recall(
+        principal=SYSTEM, scope=ALICE, query="Am I vegetarian?", min_confidence=0.0
+    ).record_ids[:1] == [beef]
     # And the retrieval record carries the semantic part too
     event = RetrievalEvent.objects.get(retrieval_id=result.retrieval_id)
     assert event.candidates[0]["parts"]["semantic"] == top.parts["semantic"]
 
 
 @pytest.mark.django_db
-def test_lexical_and_semantic_parts_fuse_by_noisy_or():
+def test_lexical_and_semantic_evidence_fuse_into_the_confidence():
     # Given a fact the query matches both by words and by meaning
     services.remember(principal=SYSTEM, scope=ALICE, text="My preferred airline is KLM.")
     # When recalled with the same words
     [top] = services.recall(principal=SYSTEM, scope=ALICE, query="preferred airline").candidates
-    # Then both parts are present and fused as 1 - (1 - lexical)(1 - semantic)
-    lexical, semantic = top.parts["lexical"], top.parts["semantic"]
-    assert lexical > 0 and semantic > 0
-    assert top.parts["relevance"] == pytest.approx(1 - (1 - lexical) * (1 - semantic), abs=1e-6)
+    # Then both parts are present, first in both lists, and fused by the calibrated combination
+    assert top.parts["lexical"] > 0 and top.parts["semantic"] > 0
+    assert top.parts["lexical_rank"] == 1 and top.parts["semantic_rank"] == 1
+    expected = ranking.confidence(top.parts["semantic"], top.parts["word_share"])
+    assert top.parts["relevance"] == top.confidence == pytest.approx(expected, abs=1e-5)
+    # And the words add to what the meaning alone would say
+    assert top.confidence > ranking.confidence(top.parts["semantic"], 0.0)
+    assert top.returned
 
 
 @pytest.mark.django_db
@@ -235,9 +242,12 @@ def test_semantic_recall_can_be_turned_off():
             services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").candidates
             == ()
         )
-    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").record_ids == [
-        beef
-    ]
+    assert [
+        c.record_id
+        for c in services.recall(
+            principal=SYSTEM, scope=ALICE, query="Am I vegetarian?", min_confidence=0.0
+        ).returned
+    ] == [beef]
 
 
 # -- reindex ------------------------------------------------------------------------------------
@@ -269,9 +279,12 @@ def test_reindex_backfills_resumably_with_a_progress_bar():
     out, _ = reindex("--json")
     # Then the second run has nothing left to do, and the paraphrase is found
     assert json.loads(out)["indexed"] == 0
-    assert services.recall(principal=SYSTEM, scope=ALICE, query="Am I vegetarian?").record_ids == [
-        beef
-    ]
+    assert [
+        c.record_id
+        for c in services.recall(
+            principal=SYSTEM, scope=ALICE, query="Am I vegetarian?", min_confidence=0.0
+        ).returned
+    ] == [beef]
 
 
 @pytest.mark.django_db
@@ -336,3 +349,66 @@ def test_forget_is_refused_rather_than_leave_a_vector_it_cannot_reach(monkeypatc
         services.forget(principal=SYSTEM, scope=ALICE, selector="beef")
     monkeypatch.undo()
     assert rows() == before
+
+
+@pytest.mark.django_db
+def test_full_text_candidates_get_their_exact_cosine_beside_the_neighbours():
+    # Given three facts, and a neighbour pool of one
+    ids = [
+        services.remember(principal=SYSTEM, scope=ALICE, text=text).record_ids[0]
+        for text in (BEEF, "My editor is helix.", "My preferred airline is KLM.")
+    ]
+    pks = [pk_of(record_id) for record_id in ids]
+    visible = ["acme:alice:*", "acme:*:*", "platform:*:*"]
+    full = {
+        hit.pk: hit.similarity
+        for hit in vectors.search(visible_scopes=visible, query="Am I vegetarian?", limit=3)
+    }
+    # When asked for one neighbour and the exact cosine of every record
+    near, also = vectors.neighbours(
+        visible_scopes=visible, query="Am I vegetarian?", limit=1, also=pks
+    )
+    # Then the others' cosines are exactly what a full search measures
+    assert len(near) == 1 and set(also) == set(pks) - {near[0].pk}
+    for pk, similarity in also.items():
+        assert similarity == pytest.approx(full[pk], abs=1e-5)
+
+
+@pytest.mark.django_db
+def test_the_neighbour_pool_holds_the_exact_nearest_records():
+    # Given a scope of 120 distinct facts
+    import numpy as np
+
+    from memory.services import scoring
+
+    colours = ["red", "green", "blue", "yellow", "black", "white"]
+    things = ["bicycle", "kettle", "piano", "umbrella", "notebook"]
+    places = ["garage", "attic", "office", "kitchen"]
+    texts = [
+        f"Remember that the {colour} {thing} is in the {place}."
+        for colour in colours
+        for thing in things
+        for place in places
+    ]
+    for text in texts:
+        services.remember(principal=SYSTEM, scope=ALICE, text=text)
+    records = list(Record.objects.filter(scope=ALICE).values_list("id", "content"))
+    matrix = np.stack(
+        [
+            np.frombuffer(embeddings.embed(vectors.embedding_text(content)) or b"", dtype="<f4")
+            for _, content in records
+        ]
+    )
+    pks = np.array([pk for pk, _ in records])
+    visible = [ALICE, "acme:*:*", "platform:*:*"]
+    k = scoring.SEMANTIC_CANDIDATES
+    found = total = 0
+    for query in ("where is the piano?", "something blue", "what is in the attic?", "my kettle"):
+        vector = np.frombuffer(embeddings.embed(query) or b"", dtype="<f4")
+        truth = set(pks[np.argsort(-(matrix @ vector), kind="stable")[:k]].tolist())
+        # When recall's neighbour pool is asked for
+        pool = {hit.pk for hit in vectors.search(visible_scopes=visible, query=query, limit=k)}
+        found += len(truth & pool)
+        total += k
+    # Then it holds at least 98% of the exact nearest k (measured by cosine over every vector)
+    assert found / total >= 0.98

@@ -223,8 +223,9 @@ def test_recall_tester_runs_a_logged_and_audited_recall(viewer, facts):
     assert response.status_code == 200
     assert text.lstrip().startswith('<section id="recall-results"')
     assert "User&#x27;s editor is helix." in text
-    for part in ("weight 1.000", "relevance", "lexical", "semantic", "trust 1.00", "recency"):
+    for part in ("weight 1.000", "relevance", "words", "meaning", "trust 1.00", "recency"):
         assert part in text
+    assert "confidence" in text and "No memory fits" not in text
     assert "returned" in text
     # And the recall left its evidence: a retrieval event and a memory.recall audit event by the operator
     assert RetrievalEvent.objects.count() == before + 1
@@ -828,3 +829,17 @@ def test_a_forgotten_records_page_shows_no_metadata(viewer):
     text = body(viewer.get(reverse("memory:record", args=[record_id])))
     assert "s3cr3t" not in text
     assert "Purged with the content" in text
+
+
+def test_recall_tester_says_no_memory_fits_when_nothing_is_confident(viewer, facts):
+    # When the tester asks about something never stored
+    response = viewer.post(
+        scope_url(name="memory:recall"),
+        {"query": "what is my blood type?", "limit": 5, "min_score": 0},
+        headers=htmx_headers("recall-results"),
+    )
+    text = body(response)
+    # Then it says so explicitly, with the reason, and returns nothing
+    assert response.status_code == 200
+    assert "No memory fits.</strong> No memory fits: " in text
+    assert 'class="badge badge-ok">returned' not in text

@@ -409,18 +409,22 @@ class Client:
         *,
         limit: int | None = None,
         min_score: float | None = None,
+        min_confidence: float | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> RecallResult:
         """The most relevant active memories visible from ``scope`` (audited).
 
         ``metadata`` keeps only records holding exactly those typed values.
+        ``min_confidence`` left out means the server's one default threshold;
+        ``abstained`` in the answer is true when no memory fits.
         """
         call = _Calls.recall(
             scope,
             query,
             limit=limit,
             min_score=min_score,
+            min_confidence=min_confidence,
             session_id=session_id,
             metadata=metadata,
         )
@@ -434,16 +438,18 @@ class Client:
         max_items: int | None = None,
         max_chars: int | None = None,
         min_score: float | None = None,
+        min_confidence: float | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> RecallBlock:
-        """A ``<relevant_memories>`` block for a prompt (empty text when nothing qualifies)."""
+        """A ``<relevant_memories>`` block for a prompt (empty text, ``abstained``, when nothing fits)."""
         call = _Calls.recall_block(
             scope,
             query,
             max_items=max_items,
             max_chars=max_chars,
             min_score=min_score,
+            min_confidence=min_confidence,
             session_id=session_id,
             metadata=metadata,
         )

@@ -65,10 +65,18 @@ def memory_tools(
             found = client.recall(scope, query, limit=limit, session_id=session_id)
             return {
                 "memories": [
-                    {"record_id": c["record_id"], "content": c["content"], "score": c["score"]}
+                    {
+                        "record_id": c["record_id"],
+                        "content": c["content"],
+                        "score": c["score"],
+                        "confidence": c["confidence"],
+                    }
                     for c in found["candidates"]
                     if c["returned"]
-                ]
+                ],
+                # "No memory fits" is an answer, not an empty list that looks like an error.
+                "abstained": found["abstained"],
+                "abstain_reason": found["abstain_reason"],
             }
 
         return _answer(run)

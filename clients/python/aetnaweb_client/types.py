@@ -48,6 +48,8 @@ class RecallCandidate(TypedDict):
     fact_key: str
     trust_tier: str
     score: float
+    # The calibrated probability that this is the memory asked for.
+    confidence: float
     parts: dict[str, float]
     rank: int
     above_threshold: bool
@@ -61,6 +63,10 @@ class RecallResult(TypedDict):
     audit_event_id: str
     candidates: list[RecallCandidate]
     returned_ids: list[str]
+    min_confidence: float
+    # "No memory fits": nothing reached min_confidence; the reason in words.
+    abstained: bool
+    abstain_reason: str
 
 
 class RecallBlock(TypedDict):
@@ -69,6 +75,7 @@ class RecallBlock(TypedDict):
     record_ids: list[str]
     retrieval_id: str
     audit_event_id: str | None
+    abstained: bool
 
 
 class Record(TypedDict):
