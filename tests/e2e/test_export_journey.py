@@ -21,7 +21,7 @@ def test_request_an_export_then_watch_progress_then_download(page, tmp_path: Pat
 
     # When they open Exports from the top bar and ask for acme's subtree
     page.get_by_role("link", name="Exports").click()
-    page.get_by_label("Scope").fill("acme:*:*")
+    page.get_by_label("Scope", exact=True).fill("acme:*:*")
     page.get_by_role("button", name="Start export").click()
 
     # Then the job's page shows it queued or running, then done with a digest (polled by htmx)

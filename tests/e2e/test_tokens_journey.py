@@ -33,7 +33,7 @@ def test_admin_creates_uses_and_revokes_a_token(page, live_server):
     page.get_by_role("link", name="API tokens").click()
     page.wait_for_url("**/access/tokens/")
     page.get_by_label("Name").fill("support-bot")
-    page.get_by_label("Scope").fill("acme:alice:*")
+    page.get_by_label("Scope", exact=True).fill("acme:alice:*")
     page.get_by_label("read: list and show records", exact=False).check()
     page.get_by_label("write: remember", exact=False).check()
     page.get_by_label("Expires in (days)").fill("30")

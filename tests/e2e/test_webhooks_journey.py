@@ -30,7 +30,7 @@ def test_admin_registers_tests_and_retries_a_webhook(page, receiver):  # noqa: F
     page.get_by_role("link", name="Webhooks").click()
     page.wait_for_url("**/webhooks/")
     page.get_by_label("URL").fill(receiver.url)
-    page.get_by_label("Scope").fill("acme:alice:*")
+    page.get_by_label("Scope", exact=True).fill("acme:alice:*")
     page.get_by_label("A fact is waiting in quarantine", exact=False).check()
     page.get_by_label("A guarded-action plan is awaiting approval", exact=False).check()
     page.get_by_label("Description").fill("On-call pager bridge")
