@@ -280,6 +280,10 @@ RECEIPT_FIELDS = (
     "created_at",
     "format",
 )
+# Every field an action receipt may hold: each is a field of its
+# ``action.receipt_issued`` event or recomputed from it (issue 29), so a field
+# outside this set is a claim nothing binds and verification refuses it.
+ALLOWED_RECEIPT_FIELDS = frozenset(RECEIPT_FIELDS) | {"log_proof", "receipt_sha256"}
 
 
 def receipt_sha256(receipt: Mapping[str, Any]) -> str:

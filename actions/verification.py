@@ -213,6 +213,13 @@ def _receipt_failures(txn: ActionTransaction, row: ActionReceipt) -> list[str]:
     ):
         return ["action receipt digest is invalid"]
     failures: list[str] = []
+    # receipt_sha256 is unkeyed: a field added with the digest recomputed is
+    # caught only by refusing fields the format does not define.
+    extra = sorted(str(name) for name in receipt if name not in formats.ALLOWED_RECEIPT_FIELDS)
+    if extra:
+        failures.append(
+            f"action receipt holds fields its format does not define: {', '.join(extra)}"
+        )
     event = AuditEvent.objects.filter(
         event_id=receipt.get("audit_event_id"), subject_id=txn.subject_id
     ).first()
@@ -233,6 +240,8 @@ def _receipt_failures(txn: ActionTransaction, row: ActionReceipt) -> list[str]:
             payload.get(key) != value for key, value in expected.items()
         ):
             failures.append("action receipt content does not match its audit event")
+        if receipt.get("created_at") != event.created_at:
+            failures.append("action receipt created_at is not the time of its audit event")
     if "log_proof" in receipt:
         failures.extend(
             server_log_proof_failures(receipt["log_proof"], str(receipt.get("audit_event_hash")))

@@ -72,6 +72,30 @@ RECEIPT_FIELDS: dict[str, type] = {
 }
 
 
+# Every field a receipt may hold: those above and the optional log proof. Each
+# one is a field of the bound event (or its payload) or recomputed from it, so
+# the event's hash binds them all; anything else is a claim nothing binds.
+ALLOWED_RECEIPT_FIELDS = frozenset(RECEIPT_FIELDS) | {"log_proof"}
+
+
+def unknown_field_failures(receipt: dict[str, Any]) -> list[str]:
+    """A field the format does not define (a "note", a second date): refused, not ignored."""
+    extra = sorted(str(name) for name in receipt if name not in ALLOWED_RECEIPT_FIELDS)
+    if not extra:
+        return []
+    return [f"receipt holds fields its format does not define: {', '.join(extra)}"]
+
+
+def created_at_failure(receipt_time: Any, event_id: str, event_time: Any) -> list[str]:
+    """``created_at`` is the bound event's time, exactly: a receipt cannot be backdated."""
+    if receipt_time == event_time:
+        return []
+    return [
+        f"receipt created_at {receipt_time} is not the time of audit event {event_id} "
+        f"({event_time}): the receipt was changed after it was issued"
+    ]
+
+
 def build_deletion_receipt(
     *,
     event: AuditEvent,
@@ -116,7 +140,7 @@ def receipt_shape_failures(receipt: Any) -> list[str]:
         well_typed = _id_list(value) is not None if kind is list else isinstance(value, kind)
         if not well_typed:
             failures.append(f"receipt field {name} is missing or has the wrong type")
-    return failures
+    return failures or unknown_field_failures(receipt)
 
 
 def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
@@ -128,7 +152,10 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
     same purged record and episode IDs; and, through the registered checks,
     each named record is tombstoned and each episode purged. An altered
     receipt digest skips the remaining checks: the rest of an altered receipt
-    proves nothing.
+    proves nothing. ``receipt_sha256`` is unkeyed, so the receipt is bound
+    field by field to the event instead: its ``created_at`` is the event's
+    time, its ``selector_sha256`` the one the payload commits, and a field
+    the format does not define is refused.
     """
     failures = receipt_shape_failures(receipt)
     if failures:
@@ -178,8 +205,11 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
         if _id_list(payload.get(field)) != _id_list(receipt[field]):
             noun = field.removeprefix("purged_").removesuffix("_ids")
             failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
-    if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
+    # Every purge event commits its selector digest; one that does not (or
+    # names another) leaves the receipt's selector_sha256 bound to nothing.
+    if payload.get("selector_sha256") != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    failures.extend(created_at_failure(receipt["created_at"], event_id, row["created_at"]))
     for check in _purge_checks:
         failures.extend(
             check(

@@ -36,6 +36,7 @@ from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.errors import DomainError
 from aetnaweb.scopes import Scope, ScopeError
+from audit import notes
 from audit.canonical import canonical_json
 from audit.checkpoints import CHECKPOINT_FORMAT, CheckpointError, LogHead, prove_consistency
 from audit.models import (
@@ -552,3 +553,18 @@ def consistency_bundle(principal: Principal, *, old_id: int, new_id: int | None)
             field="old",
         )
     return prove_consistency(old, new).bundle(old, new)
+
+
+def published_verifier_key() -> str | None:
+    """The checkpoint verifier key to publish (``NAME+KEYID+BASE64``), or None without one.
+
+    Public by design: an auditor needs it to check receipts and consistency
+    bundles offline, and it is worth the most when copied somewhere this
+    server cannot change. An unreadable key file shows as no key: the pages
+    that publish it must still render.
+    """
+    try:
+        signer = notes.configured_signer()
+    except notes.NoteError:
+        return None
+    return None if signer is None else signer.verifier.text()

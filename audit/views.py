@@ -538,6 +538,7 @@ def _checkpoints_page(
         "next_url": page.next_url(request),
         "upload_form": upload_form or EvidenceUploadForm(),
         "results": results,
+        "verifier_key": selectors.published_verifier_key(),
     }
     partial = "results" if results is not None else "list"
     return render_page(request, "audit/checkpoints.html", context, partial=partial, status=status)

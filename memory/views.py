@@ -38,6 +38,7 @@ from aetnaweb.dashboard import (
     render_page,
 )
 from aetnaweb.scopes import Scope
+from audit import selectors as audit_selectors
 from audit.chain import row_event_hash
 from audit.models import AuditEvent
 from audit.readable import event_summary
@@ -973,6 +974,7 @@ def receipt(request: HttpRequest, event_id: str) -> HttpResponse:
             "scope": Scope.parse(document["subject_id"]),
             "failures": failures,
             "receipt_json": json.dumps(document, indent=2, sort_keys=True),
+            "verifier_key": audit_selectors.published_verifier_key(),
         },
     )
 

@@ -10,8 +10,9 @@ database read-only and, for one transaction (or every one with ``--all``):
 - checks every approval: it binds the plan hash, its digest recomputes, and
   (with ``--approval-key-file``) its HMAC signature verifies (no time window);
 - checks every receipt: its digest recomputes, it names an
-  ``action.receipt_issued`` event in the subject's chain with that hash and
-  the same content, and it agrees with the transaction;
+  ``action.receipt_issued`` event in the subject's chain with that hash, the
+  same content and the same time (``created_at``), it holds no field its
+  format does not define, and it agrees with the transaction;
 - checks every unpurged payload against its stored digest, and each prepared
   payload against the digests the plan hash binds (an edit after approval);
 - checks the subject's audit hash chain;
@@ -256,8 +257,14 @@ def receipt_failures(connection: sqlite3.Connection, txn: sqlite3.Row) -> tuple[
         if digest(body) != receipt.get("receipt_sha256"):
             failures.append("action receipt digest is invalid")
             continue
+        allowed = verify_audit.RECEIPT_FIELD_SETS[verify_audit.ACTION_RECEIPT_FORMAT]
+        extra = sorted(str(name) for name in receipt if name not in allowed)
+        if extra:
+            failures.append(
+                f"action receipt holds fields its format does not define: {', '.join(extra)}"
+            )
         event = connection.execute(
-            "SELECT event_type, payload, event_hash FROM audit_log "
+            "SELECT event_type, payload, event_hash, created_at FROM audit_log "
             "WHERE event_id = ? AND subject_id = ?",
             (receipt.get("audit_event_id"), txn["subject_id"]),
         ).fetchone()
@@ -281,6 +288,8 @@ def receipt_failures(connection: sqlite3.Connection, txn: sqlite3.Row) -> tuple[
                 or receipt.get("transaction_id") != txn["id"]
             ):
                 failures.append("action receipt content does not match its audit event")
+            if receipt.get("created_at") != event["created_at"]:
+                failures.append("action receipt created_at is not the time of its audit event")
         if receipt.get("plan_hash") != txn["plan_hash"]:
             failures.append("receipt plan hash does not match transaction")
         if receipt.get("terminal_state") != txn["state"]:

@@ -5,8 +5,8 @@ Usage::
 
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
-    python tools/verify_audit.py --offline-receipt RECEIPT.json [--public-key KEY]
-    python tools/verify_audit.py --consistency BUNDLE.json [--public-key KEY]   (from the API,
+    python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
+    python tools/verify_audit.py --consistency BUNDLE.json --public-key KEY   (from the API,
         the checkpoints page or audit prove-consistency --json)
 
 Opens the SQLite database read-only (or loads a ``manage.py audit export``
@@ -17,7 +17,19 @@ checkpoint file, and the receipt rule for each deletion receipt. Prints
 ``OK <subject>`` or ``FAIL <subject>`` followed by indented reasons, then the
 same for each checkpoint line and receipt. Exit status: 0 when everything
 verified, 1 when anything failed, 2 for a usage error (bad arguments, a file
-that cannot be read, a database without ``audit_log``).
+that cannot be read, a database without ``audit_log``), 3 offline when the
+proofs hold but no ``--public-key`` was given, so nothing proves who made the
+artefacts (``--no-signature-check`` accepts that and exits 0 instead).
+
+Offline, with ``--public-key``, exit 0 means every checkpoint the artefacts
+rely on is present and signed by that key: a receipt whose ``log_proof`` has
+no checkpoint, a bundle with an unsigned or mixed head, or a signature that
+cannot be checked (no ``cryptography`` package) is a failure. A receipt holds
+only when each of its fields agrees with the audit event it names (its
+subject, its time, its selector digest and purged IDs, or for an action
+receipt its transaction, plan hash, state and operations) and it holds no
+other field: editing ``created_at`` or adding a ``note`` and recomputing
+``receipt_sha256`` fails.
 
 This file imports nothing from aetnaweb, so an auditor can read all of it and
 trust none of the application. Sibling tools may import it
@@ -55,8 +67,8 @@ also checked by recomputing the RFC 6962 root of the first ``tree_size``
 events (sequence order) from ``audit_log``; a receipt's ``log_proof`` is
 checked by its inclusion proof. ``--offline-receipt`` and ``--consistency``
 need no database. Ed25519 signatures on checkpoint notes are checked with the
-``cryptography`` package when it is importable and ``--public-key`` is given;
-otherwise the output says "signature not checked" and why.
+``cryptography`` package when ``--public-key`` is given; without the package
+that is a failure (the signature cannot be checked), never a pass.
 
 Failure strings are worded exactly as the application's own verifier words
 them, so the two can be compared line by line.
@@ -812,6 +824,30 @@ def note_signature_verdict(text: str, key: tuple[str, bytes] | None) -> str:
     return "invalid"
 
 
+NO_CHECKPOINT = "absent"
+# The verdict of a receipt refused before its log proof was looked at.
+NOT_REACHED = "not checked: the receipt failed before its proof"
+
+
+def key_failures(verdict: str, what: str) -> list[str]:
+    """Why ``what`` fails when a key was given and its verdict is not "verified".
+
+    With ``--public-key`` the only pass is a signature by that key: a missing
+    checkpoint, an unsigned head, or a signature this Python cannot check
+    proves nothing about who made the artefact.
+    """
+    if verdict == "verified":
+        return []
+    if verdict == "invalid":
+        return [f"{what} is not signed by the given key"]
+    if verdict == NO_CHECKPOINT:
+        return [f"{what} is missing: nothing signed by the given key vouches for this root"]
+    if verdict == "not signed":
+        return [f"{what} is not signed: with --public-key it must be signed by that key"]
+    reason = verdict.removeprefix("not checked: ")
+    return [f"{what} signature cannot be checked ({reason}): nothing proves the key signed it"]
+
+
 def log_proof_failures(
     proof: Any, event_hash: str, key: tuple[str, bytes] | None
 ) -> tuple[list[str], str]:
@@ -843,7 +879,7 @@ def log_proof_failures(
         path = [base64.b64decode(node, validate=True) for node in nodes]
     except (binascii.Error, ValueError):
         return [*failures, "log_proof holds a hash that is not base64"], "not signed"
-    verdict = "not signed"
+    verdict = "not signed" if key is None or "checkpoint" in proof else NO_CHECKPOINT
     if "checkpoint" in proof:
         try:
             _, note_size, note_root, _, _ = parse_note(proof["checkpoint"])
@@ -852,8 +888,10 @@ def log_proof_failures(
         if note_size != size or note_root != root:
             failures.append("log_proof checkpoint names a different tree size or root")
         verdict = note_signature_verdict(proof["checkpoint"], key)
-        if verdict == "invalid":
-            failures.append("log_proof checkpoint is not signed by the given key")
+    if key is not None:
+        # Given a key, a root the key did not sign is a failure, never a pass:
+        # anyone can build a one-leaf tree around an event they made up.
+        failures.extend(key_failures(verdict, "log_proof checkpoint"))
     try:
         verify_inclusion(index, size, event_leaf_hash(event_hash), path, root)
     except (ProofError, UnicodeEncodeError) as exc:
@@ -897,6 +935,8 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
         well_typed = _id_list(value) is not None if kind is list else isinstance(value, kind)
         if not well_typed:
             failures.append(f"receipt field {name} is missing or has the wrong type")
+    if not failures:
+        failures = unknown_field_failures(receipt)
     if failures:
         return failures
     claimed = {key: value for key, value in receipt.items() if key != "receipt_sha256"}
@@ -938,8 +978,9 @@ def verify_receipt(conn: sqlite3.Connection, receipt: Any) -> list[str]:
     for name, noun in (("purged_record_ids", "record"), ("purged_episode_ids", "episode")):
         if _id_list(payload.get(name)) != _id_list(receipt[name]):
             failures.append(f"audit event {event_id} payload lists different purged {noun} IDs")
-    if "selector_sha256" in payload and payload["selector_sha256"] != receipt["selector_sha256"]:
+    if payload.get("selector_sha256") != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
+    failures.extend(created_at_failure(receipt["created_at"], event_id, row[4]))
     failures.extend(
         purge_failures(
             conn, subject_id, sorted(receipt["purged_record_ids"]), receipt["purged_episode_ids"]
@@ -995,45 +1036,125 @@ def purge_failures(
     return failures
 
 
+ACTION_RECEIPT_FORMAT = "aetna-action-receipt-v1"
+
+# Every field each receipt format may hold. Each one is either a field of the
+# bound audit event (or its payload) or recomputed from it, so a holder can
+# change none of them without the event, whose hash is a leaf under a signed
+# root; a field outside this list is a claim nothing binds, and is refused.
+RECEIPT_FIELD_SETS: dict[str, frozenset[str]] = {
+    DELETION_RECEIPT_FORMAT: frozenset(
+        {
+            "format",
+            "subject_id",
+            "created_at",
+            "selector_sha256",
+            "purged_record_ids",
+            "purged_episode_ids",
+            "audit_event_id",
+            "audit_event_hash",
+            "log_proof",
+            "receipt_sha256",
+        }
+    ),
+    ACTION_RECEIPT_FORMAT: frozenset(
+        {
+            "format",
+            "transaction_id",
+            "subject_id",
+            "plan_hash",
+            "terminal_state",
+            "operation_receipts",
+            "audit_event_id",
+            "audit_event_hash",
+            "created_at",
+            "log_proof",
+            "receipt_sha256",
+        }
+    ),
+}
+
+
+def unknown_field_failures(receipt: dict[str, Any]) -> list[str]:
+    """A receipt field its format does not define: a claim no event binds."""
+    allowed = RECEIPT_FIELD_SETS.get(receipt.get("format"))  # type: ignore[arg-type]
+    if allowed is None:
+        return []
+    extra = sorted(str(name) for name in receipt if name not in allowed)
+    if not extra:
+        return []
+    return [f"receipt holds fields its format does not define: {', '.join(extra)}"]
+
+
+def created_at_failure(receipt_time: Any, event_id: Any, event_time: Any) -> list[str]:
+    """``created_at`` is the bound event's time, exactly: a receipt cannot be backdated."""
+    if receipt_time == event_time:
+        return []
+    return [
+        f"receipt created_at {receipt_time} is not the time of audit event {event_id} "
+        f"({event_time}): the receipt was changed after it was issued"
+    ]
+
+
 def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
     """A deletion or action receipt from the receipt alone: digest, bound event, log proof.
 
-    The event inside ``log_proof`` must recompute to ``audit_event_hash`` and
-    say what the receipt says (the purged IDs; the transaction, plan hash,
-    terminal state and operations digest); its leaf must be included under
-    the proof's root, which the signed checkpoint must name.
+    Every field must agree with the event inside ``log_proof`` (the subject,
+    the time, the selector digest and purged IDs; the transaction, plan hash,
+    terminal state and operations digest), no other field is allowed, the
+    event must recompute to ``audit_event_hash``, and its leaf must be
+    included under the proof's root. With ``key``, that root must be named by
+    a checkpoint signed by ``key``; without one, nothing proves who made the
+    tree, and the verdict says so.
     """
     if not isinstance(receipt, dict):
-        return ["receipt is not a JSON object"], "not signed"
+        return ["receipt is not a JSON object"], NOT_REACHED
+    if receipt.get("format") not in RECEIPT_FIELD_SETS:
+        return ["receipt format is neither a deletion nor an action receipt"], NOT_REACHED
+    unknown = unknown_field_failures(receipt)
+    if unknown:
+        return unknown, NOT_REACHED
     claimed = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
     try:
         recomputed = digest(claimed)
     except (TypeError, ValueError):
         recomputed = None
     if recomputed != receipt.get("receipt_sha256"):
-        return ["receipt_sha256 does not match the receipt's content"], "not signed"
+        return ["receipt_sha256 does not match the receipt's content"], NOT_REACHED
     proof = receipt.get("log_proof")
     if proof is None:
         return ["receipt has no log_proof: it can only be verified against the database"], (
-            "not signed"
+            NOT_REACHED
         )
     event_hash = receipt.get("audit_event_hash")
     if not isinstance(event_hash, str):
-        return ["receipt field audit_event_hash is missing or has the wrong type"], "not signed"
+        return ["receipt field audit_event_hash is missing or has the wrong type"], NOT_REACHED
     failures, verdict = log_proof_failures(proof, event_hash, key)
     event = proof.get("event") if isinstance(proof, dict) else None
     payload = event.get("payload") if isinstance(event, dict) else None
-    if not isinstance(payload, dict):
+    if not isinstance(event, dict) or not isinstance(payload, dict):
         return [*failures, "log_proof event payload is not a JSON object"], verdict
     if event.get("event_id") != receipt.get("audit_event_id") or event.get(
         "subject_id"
     ) != receipt.get("subject_id"):
         failures.append("log_proof event is not the event the receipt names")
-    if receipt.get("format") == DELETION_RECEIPT_FORMAT:
+    failures.extend(
+        created_at_failure(
+            receipt.get("created_at"), event.get("event_id"), event.get("created_at")
+        )
+    )
+    if receipt["format"] == DELETION_RECEIPT_FORMAT:
+        if event.get("event_type") not in PURGE_EVENT_TYPES:
+            failures.append(
+                f"log_proof event is a {event.get('event_type')} event, not a purge "
+                f"({' or '.join(PURGE_EVENT_TYPES)})"
+            )
         for name, noun in (("purged_record_ids", "record"), ("purged_episode_ids", "episode")):
             if _id_list(payload.get(name)) != _id_list(receipt.get(name)):
                 failures.append(f"log_proof event payload lists different purged {noun} IDs")
-    elif receipt.get("format") == "aetna-action-receipt-v1":
+        if payload.get("selector_sha256") != receipt.get("selector_sha256"):
+            failures.append("log_proof event payload names a different selector_sha256")
+    else:
         expected = {
             "transaction_id": receipt.get("transaction_id"),
             "plan_hash": receipt.get("plan_hash"),
@@ -1044,8 +1165,6 @@ def verify_receipt_offline(receipt: Any, key: tuple[str, bytes] | None) -> tuple
             payload.get(k) != v for k, v in expected.items()
         ):
             failures.append("log_proof event does not record this action receipt")
-    else:
-        failures.append("receipt format is neither a deletion nor an action receipt")
     return failures, verdict
 
 
@@ -1087,14 +1206,18 @@ def verify_consistency_bundle(bundle: Any, key: tuple[str, bytes] | None) -> tup
         proof = [base64.b64decode(item, validate=True) for item in bundle["proof"]]
     except (ValueError, TypeError, binascii.Error) as exc:
         return [f"consistency bundle is malformed: {exc}"], "not signed"
-    verdicts = {
-        "not signed" if note is None else note_signature_verdict(note, key)
-        for note in (old_note, new_note)
-    }
+    side_verdicts = [
+        (side, "not signed" if note is None else note_signature_verdict(note, key))
+        for side, note in (("old", old_note), ("new", new_note))
+    ]
+    verdicts = {verdict for _, verdict in side_verdicts}
     verdict = verdicts.pop() if len(verdicts) == 1 else "mixed: " + ", ".join(sorted(verdicts))
     failures = []
-    if "invalid" in verdict:
-        failures.append("a checkpoint in the bundle is not signed by the given key")
+    if key is not None:
+        # Given a key, both heads must be signed by it: a real old note beside
+        # an invented unsigned "new" head proves nothing about the new one.
+        for side, side_verdict in side_verdicts:
+            failures.extend(key_failures(side_verdict, f"the {side} checkpoint"))
     try:
         verify_consistency(old_size, new_size, old_root, new_root, proof)
     except ProofError as exc:
@@ -1171,8 +1294,21 @@ def _load_key(value: str | None) -> tuple[str, bytes] | None:
     return parse_verifier_key(text)
 
 
-def run_offline(args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """Receipts and consistency bundles checked with no database at all."""
+# Exit statuses: everything verified; something failed; a usage error; the
+# proofs hold but no signature was checked (no --public-key), so nothing says
+# who made the artefacts.
+EXIT_VERIFIED, EXIT_FAILED, EXIT_USAGE, EXIT_UNSIGNED = 0, 1, 2, 3
+
+UNSIGNED_NOTICE = (
+    "no --public-key was given, so no signature was checked and nothing proves who made "
+    "these artefacts (anyone can build a tree around an event they made up)"
+)
+
+
+def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Receipts and consistency bundles checked with no database at all; (exit status, lines)."""
+    if args.public_key is not None and args.no_signature_check:
+        raise UsageError("--public-key and --no-signature-check contradict each other")
     key = _load_key(args.public_key)
     out: list[str] = []
     ok = True
@@ -1192,16 +1328,29 @@ def run_offline(args: argparse.Namespace) -> tuple[bool, list[str]]:
             continue
         failures, verdict = verify_consistency_bundle(bundle, key)
         ok &= _report(out, not failures, f"consistency {path} (signatures {verdict})", failures)
-    out.append("verified offline" if ok else "FAILED offline")
-    return ok, out
+    if not ok:
+        out.append("FAILED offline")
+        return EXIT_FAILED, out
+    if key is not None:
+        # key_failures made every unsigned or uncheckable checkpoint a failure,
+        # so reaching here means each one is signed by the given key.
+        out.append("verified offline: every checkpoint is signed by the given key")
+        return EXIT_VERIFIED, out
+    if args.no_signature_check:
+        out.append(f"proofs hold offline (--no-signature-check): {UNSIGNED_NOTICE}")
+        return EXIT_VERIFIED, out
+    out.append(f"NOT VERIFIED offline: the proofs hold, but {UNSIGNED_NOTICE}")
+    return EXIT_UNSIGNED, out
 
 
-def run(args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """Everything the command line asked for; returns (all verified, output lines)."""
+def run(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Everything the command line asked for; returns (exit status, output lines)."""
     if args.offline_receipt or args.consistency:
         if args.database is not None or args.export is not None or args.checkpoints:
             raise UsageError("--offline-receipt and --consistency take no database")
         return run_offline(args)
+    if args.no_signature_check:
+        raise UsageError("--no-signature-check applies to --offline-receipt and --consistency")
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
     if (args.database is None) == (args.export is None):
@@ -1240,7 +1389,7 @@ def run(args: argparse.Namespace) -> tuple[bool, list[str]]:
         conn.close()
     events = sum(chain.events_checked for chain in chains)
     out.append(f"{'verified' if ok else 'FAILED'}: {events} events in {len(chains)} chains")
-    return ok, out
+    return (EXIT_VERIFIED if ok else EXIT_FAILED), out
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1280,18 +1429,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--public-key",
         metavar="KEY",
-        help="the log's verifier key (NAME+KEYID+BASE64, or a file holding it)",
+        help="the log's verifier key (NAME+KEYID+BASE64, or a file holding it); offline, "
+        "every checkpoint must then be signed by it",
+    )
+    parser.add_argument(
+        "--no-signature-check",
+        action="store_true",
+        help="offline without a key: exit 0 when the proofs hold, accepting that nothing "
+        "proves who made the artefacts (otherwise that case exits 3)",
     )
     try:
         args = parser.parse_args(argv)
         args.receipt = [path for group in args.receipt for path in group]
         args.offline_receipt = [path for group in args.offline_receipt for path in group]
-        ok, lines = run(args)
+        status, lines = run(args)
     except UsageError as exc:
         print(f"verify_audit.py: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     print("\n".join(lines))
-    return 0 if ok else 1
+    return status
 
 
 if __name__ == "__main__":

@@ -155,6 +155,16 @@ def test_receipt_digest_and_binding_checks(committed):
     forged["receipt_sha256"] = formats.receipt_sha256(forged)
     ActionReceipt.objects.filter(pk=row.pk).update(receipt_json=json.dumps(forged))
     assert "action receipt plan hash does not match transaction" in _failures(committed)
+    # A receipt re-hashed with an earlier date (issue 29): bound to its event's time
+    forged = {**receipt, "created_at": "2025-01-01T00:00:00.000000Z"}
+    forged["receipt_sha256"] = formats.receipt_sha256(forged)
+    ActionReceipt.objects.filter(pk=row.pk).update(receipt_json=json.dumps(forged))
+    assert _failures(committed) == ["action receipt created_at is not the time of its audit event"]
+    # A receipt re-hashed with a field its format does not define
+    forged = {**receipt, "note": "Approved by the board"}
+    forged["receipt_sha256"] = formats.receipt_sha256(forged)
+    ActionReceipt.objects.filter(pk=row.pk).update(receipt_json=json.dumps(forged))
+    assert _failures(committed) == ["action receipt holds fields its format does not define: note"]
 
 
 def test_state_edited_after_the_receipt_is_caught(committed):

@@ -72,11 +72,13 @@ def fork(checkpoint: Checkpoint, signer: notes.SignerKey) -> None:
     )
 
 
-def check_offline(bundle: dict, signer: notes.SignerKey | None, tmp_path: Path) -> tuple[int, str]:
+def check_offline(
+    bundle: dict, signer: notes.SignerKey | None, tmp_path: Path, *extra: str
+) -> tuple[int, str]:
     """The standalone tool on the bundle as a file, the way an auditor runs it."""
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(bundle))
-    argv = ["--consistency", str(path)]
+    argv = ["--consistency", str(path), *extra]
     if signer is not None:
         argv += ["--public-key", signer.verifier.text()]
     import contextlib
@@ -106,9 +108,10 @@ def test_bundle_is_self_contained_and_verifies_offline(signer, tmp_path):
     code, out = check_offline(bundle, signer, tmp_path)
     assert code == 0, out
     assert out.splitlines()[0].endswith("(signatures verified)")
-    # And without the key it says plainly what it did not check
+    # And without the key it says plainly what it did not check, and exits 3, not 0
     code, out = check_offline(bundle, None, tmp_path)
-    assert code == 0 and "(signatures not checked: no --public-key given)" in out
+    assert code == 3 and "(signatures not checked: no --public-key given)" in out
+    assert "nothing proves who made these artefacts" in out
 
 
 def test_new_defaults_to_the_newest_visible_checkpoint(signer):
@@ -160,7 +163,11 @@ def test_unsigned_checkpoints_give_a_bundle_the_tool_checks_as_not_signed(tmp_pa
     bundle = selectors.consistency_bundle(SYSTEM, old_id=old.pk, new_id=new.pk)
     assert bundle["old"] is None and bundle["old_head"]["signed"] is False
     code, out = check_offline(bundle, None, tmp_path)
-    assert code == 0 and "(signatures not signed)" in out
+    assert code == 3 and "(signatures not signed)" in out
+    # Only an explicit --no-signature-check accepts unsigned proofs with exit 0
+    code, out = check_offline(bundle, None, tmp_path, "--no-signature-check")
+    assert code == 0 and "nothing proves who made these artefacts" in out
+    assert "verified" not in out
 
 
 def test_requests_no_proof_can_answer_are_refused_naming_the_argument(signer):

@@ -76,6 +76,9 @@ def test_a_receipt_bound_to_the_wrong_event_is_refused():
         f"audit event {other.event_id} has a different event_hash than the receipt names",
         f"audit event {other.event_id} payload lists different purged record IDs",
         f"audit event {other.event_id} payload lists different purged episode IDs",
+        f"audit event {other.event_id} payload names a different selector_sha256",
+        f"receipt created_at {receipt['created_at']} is not the time of audit event "
+        f"{other.event_id} ({other.created_at}): the receipt was changed after it was issued",
     ]
     forged_hash = resign(receipt | {"audit_event_hash": "0" * 64})
     failures = verify_deletion_receipt(forged_hash, principal=SYSTEM)
@@ -128,6 +131,7 @@ def test_a_tampered_purge_event_fails_its_receipt():
     assert verify_deletion_receipt(receipt, principal=SYSTEM) == [
         f"audit event {event.event_id} does not recompute to its event_hash",
         f"audit event {event.event_id} payload lists different purged record IDs",
+        f"audit event {event.event_id} payload names a different selector_sha256",
     ]
 
 

@@ -41,7 +41,11 @@ def forget(subject="acme:alice:proj"):
             subject=subject,
             event_type="memory.forget",
             actor="alice",
-            payload={"purged_record_ids": ["rec_1"], "purged_episode_ids": []},
+            payload={
+                "selector_sha256": "0" * 64,
+                "purged_record_ids": ["rec_1"],
+                "purged_episode_ids": [],
+            },
         )
         return build_deletion_receipt(
             event=event,
@@ -188,9 +192,14 @@ def test_the_tool_says_when_it_cannot_check_a_signature(signer, monkeypatch):
     key = tool.parse_verifier_key(signer.verifier.text())
     monkeypatch.setitem(sys.modules, "cryptography", None)
     monkeypatch.setitem(sys.modules, "cryptography.exceptions", None)
+    # When the tool cannot check the signature (no cryptography package) but was given a key
     failures, verdict = tool.verify_receipt_offline(receipt, key)
-    assert failures == []
+    # Then that is a failure, never a pass, and it says why
     assert verdict == "not checked: the 'cryptography' package is not installed"
+    assert failures == [
+        "log_proof checkpoint signature cannot be checked (the 'cryptography' package is not "
+        "installed): nothing proves the key signed it"
+    ]
 
 
 # -- consistency and forks ---------------------------------------------------------------------

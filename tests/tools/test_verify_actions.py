@@ -154,6 +154,14 @@ def _edit_prepared_payload(txn: str, *, fresh_digest: bool) -> None:
     ActionPayload.objects.filter(pk=row.pk).update(**fields)
 
 
+def _rewrite_receipt(txn: str, **changes: str) -> None:
+    """A holder's edit to the stored receipt, its unkeyed digest recomputed (issue 29)."""
+    row = ActionReceipt.objects.get(transaction_id=txn)
+    receipt = {**json.loads(row.receipt_json), **changes}
+    receipt["receipt_sha256"] = formats.receipt_sha256(receipt)
+    ActionReceipt.objects.filter(pk=row.pk).update(receipt_json=json.dumps(receipt))
+
+
 TAMPERS = {
     "untouched": lambda txn: None,
     "prepared payload edited, digest refreshed": lambda txn: _edit_prepared_payload(
@@ -175,6 +183,12 @@ TAMPERS = {
         receipt_json='{"format":"aetna-action-receipt-v1"}'
     ),
     "receipt deleted": lambda txn: ActionReceipt.objects.filter(transaction_id=txn).delete(),
+    "receipt backdated, digest recomputed": lambda txn: _rewrite_receipt(
+        txn, created_at="2025-01-01T00:00:00.000000Z"
+    ),
+    "receipt given a note, digest recomputed": lambda txn: _rewrite_receipt(
+        txn, note="Deleted under GDPR Art. 17"
+    ),
     "state edited": lambda txn: ActionTransaction.objects.filter(pk=txn).update(
         state="compensated"
     ),
