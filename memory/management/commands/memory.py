@@ -48,6 +48,12 @@ from aetnaweb.cli import refusals_exit, refuse
 from aetnaweb.scopes import Scope, ScopeError
 from memory import selectors, services, vectors
 from memory.errors import ProposalError
+from memory.services.erasure import (
+    erasure_certificate,
+    run_subject_erasure,
+    start_subject_erasure,
+    subject_erasure_preview,
+)
 
 
 def _scope(raw: str) -> Scope:
@@ -169,6 +175,22 @@ class Command(BaseCommand):
         capture.add_argument("content")
         capture.add_argument("--session")
         capture.add_argument("--turn")
+        erase = verb(
+            "erase-subject",
+            "erase everything stored under one person's SCOPE subtree (every scope below it) "
+            "and write the erasure certificate",
+        )
+        erase.add_argument(
+            "--preview", action="store_true", help="only count what would go, per scope"
+        )
+        erase.add_argument("--reference", help="the request's reference (a ticket number)")
+        erase.add_argument("--confirm", help="type SCOPE again to confirm; it cannot be undone")
+        erase.add_argument(
+            "--actor", help="the operator named in the audit chain (default: system)"
+        )
+        erase.add_argument(
+            "--certificate", dest="certificate_out", help="also write the certificate here"
+        )
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -187,7 +209,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = bool(options.get("json") or options.get("json_out"))
-        handler = getattr(self, f"_{options['verb']}")
+        handler = getattr(self, f"_{options['verb'].replace('-', '_')}")
         with refusals_exit():
             handler(options)
 
@@ -461,6 +483,46 @@ class Command(BaseCommand):
         else:
             text = f"logged {result.role} turn as audit event {result.audit_event_id}"
         self._emit(result.as_dict(), text)
+
+    def _erase_subject(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["preview"]:
+            preview = subject_erasure_preview(subtree=scope, principal=SYSTEM)
+            lines = [
+                f"would erase {preview.records} records and {preview.episodes} stored "
+                f"messages under {scope}:"
+            ]
+            lines += [
+                f"  {row['scope']}: {sum(row['records'].values())} records "
+                f"({', '.join(f'{n} {s}' for s, n in sorted(row['records'].items())) or 'none'}), "
+                f"{row['episodes']} stored messages, {row['recall_events']} stored recall queries"
+                for row in preview.scopes
+            ]
+            lines.append(f"to erase, run again with --reference REF --confirm {scope}")
+            self._emit(preview.as_dict(), "\n".join(lines))
+            return
+        job = start_subject_erasure(
+            subtree=scope,
+            reference=options["reference"],
+            confirmation=options["confirm"],
+            principal=SYSTEM,
+            started_by=options["actor"],
+            queue=False,
+        )
+        # At a shell the erasure runs here and now, not on the task queue.
+        job = run_subject_erasure(job.pk)
+        certificate = erasure_certificate(job_id=job.pk, principal=SYSTEM)
+        if options["certificate_out"]:
+            Path(options["certificate_out"]).write_text(
+                json.dumps(certificate, indent=2, sort_keys=True)
+            )
+        self._emit(
+            {"job": job.pk, **job.result},
+            f"erased {job.result['records']} records and {job.result['episodes']} stored "
+            f"messages under {scope} in {job.result['receipts']} receipts (erasure {job.pk}, "
+            f"reference {job.params['reference']}); certificate sha256 "
+            f"{certificate['certificate_sha256']}",
+        )
 
     def _reindex(self, options: dict[str, Any]) -> None:
         scope = str(_scope(options["scope"])) if options.get("scope") else None
