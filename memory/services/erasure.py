@@ -81,8 +81,8 @@ def _subtree(principal: Principal, subtree: Scope | str) -> Scope:
             f"{parsed} is above one person: a subject erasure covers one user's subtree "
             "(tenant:user:* or tenant:user:project)"
         )
-    # An admin-level operation on the whole subtree, like issuing its tokens.
-    if not access.may_administer(principal, parsed):
+    # An admin-level operation on the whole subtree (aetnaweb.access.may_erase_subject).
+    if not access.may_erase_subject(principal, parsed):
         raise AccessDenied(f"{principal.label} may not erase the subject {parsed}")
     return parsed
 
@@ -318,7 +318,7 @@ def _certificate(
 def erasure_certificate(*, job_id: int, principal: Principal) -> dict[str, Any]:
     """The certificate a finished erasure wrote; admins of its subtree only."""
     job = Job.objects.filter(pk=job_id, kind=Job.Kind.ERASURE).first()
-    if job is None or not job.scope or not access.may_administer(principal, job.scope):
+    if job is None or not job.scope or not access.may_erase_subject(principal, job.scope):
         raise AccessDenied(f"no erasure {job_id} that {principal.label} may read")
     if not job.has_file:
         raise SubjectErasureError(
