@@ -409,3 +409,13 @@ class ReceiptVerifyForm(StorableTextMixin, forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"That is not JSON: {exc}") from exc
         return data
+
+
+class EraseSubjectForm(StorableTextMixin, forms.Form):
+    """The request's reference and the subtree typed back; the service checks both again."""
+
+    reference = forms.CharField(
+        max_length=200,
+        help_text="The ticket or letter this erasure answers; kept with the certificate.",
+    )
+    confirm = forms.CharField(max_length=200, help_text="Type the scope exactly to confirm.")

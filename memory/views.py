@@ -260,6 +260,8 @@ def _scope_page(
         may_recall=access.may_act(principal, access.READ, parsed),
         own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
+        # Erasing a person (issue 32): admins of a user's subtree.
+        may_erase=parsed.depth >= 2 and access.may_erase_subject(principal, parsed),
         forgettable=FORGETTABLE,
     )
     if target == "records":
