@@ -222,6 +222,9 @@ def test_a_large_scope_is_erased_in_bounded_receipts(monkeypatch):
 def test_the_erasure_reaches_webhook_bodies_recall_queries_and_export_files(settings):
     # Given stored recall query text, webhook deliveries and an export file about Dana
     settings.AETNAWEB_STORE_RECALL_QUERIES = True
+    # A recall asked before anything was stored: no purged record was its candidate and its
+    # words are no stored value's, so only the subtree-wide clearing reaches its text
+    services.recall(principal=SYSTEM, scope="acme:dana:zeus", query=f"weather in {token()}")
     words = seed()
     services.recall(principal=SYSTEM, scope=APOLLO, query=f"my role {words['apollo']}")
     now = timezone.now()
