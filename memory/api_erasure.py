@@ -1,9 +1,10 @@
-"""Erase a subject over HTTP (see :mod:`memory.services.erasure`).
+"""Erase a subject and hold a subtree over HTTP (see :mod:`memory.services.erasure`, ``holds``).
 
 ``POST /api/v1/memory/erase-subject/preview``, ``POST /api/v1/memory/erase-subject``
 (202: the job is queued), ``GET /api/v1/memory/erasures/{job_id}`` (progress) and
-``GET /api/v1/memory/erasures/{job_id}/certificate``. An erasure is an
-admin-level act on the whole subtree: the service checks it.
+``GET /api/v1/memory/erasures/{job_id}/certificate``; legal holds at
+``/api/v1/memory/legal-holds`` (list, set) and ``/legal-holds/lift``. Both are
+admin-level acts on the whole subtree: the services check it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from aetnaweb import access
@@ -25,6 +26,7 @@ from memory.services.erasure import (
     start_subject_erasure,
     subject_erasure_preview,
 )
+from memory.services.holds import legal_holds, lift_legal_hold, set_legal_hold
 
 
 class EraseSubjectPreviewIn(Schema):
@@ -71,6 +73,38 @@ class ErasureOut(Schema):
     certificate_url: str | None
 
 
+class LegalHoldIn(Schema):
+    model_config = {
+        "json_schema_extra": {"examples": [{"scope": "acme:dana:*", "reference": "CASE-2026-7"}]}
+    }
+
+    scope: ScopeStr = Field(..., description="The subtree to hold (it and every scope below)")
+    reference: str = Field(..., max_length=200, description="The matter or order the hold answers")
+
+
+class LegalHoldLiftIn(Schema):
+    scope: ScopeStr = Field(..., description="The scope whose hold is lifted (exactly)")
+
+
+class LegalHoldOut(Schema):
+    hold_id: str
+    scope: str
+    reference: str
+    set_by: str
+    set_at: str
+    lifted_by: str
+    lifted_at: str | None
+    audit_event_id: str
+
+
+class LegalHoldListOut(Schema):
+    holds: list[dict[str, Any]]
+
+
+class LegalHoldQuery(Schema):
+    scope: ScopeStr
+
+
 def _erasure_out(job: Job) -> dict[str, Any]:
     return {
         "job_id": job.pk,
@@ -96,6 +130,9 @@ def _erasure(request: HttpRequest, job_id: int) -> Job:
     if not access.may_erase_subject(principal_of(request), Scope.parse(job.scope)):
         raise not_found()
     return job
+
+
+CONFLICT_RESPONSES = {**ERROR_RESPONSES, 409: ERROR_RESPONSES[400]}
 
 
 def add_routes(router: Router) -> None:
@@ -159,3 +196,51 @@ def add_routes(router: Router) -> None:
         """The certificate file, as JSON; 400 `subject_erasure_refused` while it has not finished."""
         job = _erasure(request, job_id)
         return erasure_certificate(job_id=job.pk, principal=principal_of(request))
+
+    @router.get(
+        "/legal-holds",
+        response={200: LegalHoldListOut, **ERROR_RESPONSES},
+        summary="Legal holds in force over a scope or inside it",
+    )
+    def list_legal_holds(request: HttpRequest, params: Query[LegalHoldQuery]) -> dict[str, Any]:
+        """Holds that keep ``scope``: at it, at an ancestor, or below it (capability ``read``)."""
+        require(request, access.READ, params.scope)
+        holds = legal_holds(principal=principal_of(request), scope=params.scope)
+        return {
+            "holds": [
+                {
+                    "hold_id": h.hold_id,
+                    "scope": h.scope,
+                    "reference": h.reference,
+                    "set_by": h.set_by,
+                    "set_at": h.set_at.isoformat(),
+                }
+                for h in holds
+            ]
+        }
+
+    @router.post(
+        "/legal-holds",
+        response={201: LegalHoldOut, **CONFLICT_RESPONSES},
+        summary="Set a legal hold: every purge at the scope and below is refused until lifted",
+    )
+    def create_legal_hold(request: HttpRequest, payload: LegalHoldIn) -> Status[dict[str, Any]]:
+        """Forget, reject and erasure at or below ``scope`` answer 409 ``legal_hold`` while it holds."""
+        require(request, access.READ, payload.scope)
+        with refusals_about("scope"):
+            result = set_legal_hold(
+                scope=payload.scope, reference=payload.reference, principal=principal_of(request)
+            )
+        return Status(201, result.as_dict())
+
+    @router.post(
+        "/legal-holds/lift",
+        response={200: LegalHoldOut, **CONFLICT_RESPONSES},
+        summary="Lift the legal hold at exactly one scope",
+    )
+    def lift(request: HttpRequest, payload: LegalHoldLiftIn) -> dict[str, Any]:
+        """Purges at the scope are possible again; the lift is audited."""
+        require(request, access.READ, payload.scope)
+        with refusals_about("scope"):
+            result = lift_legal_hold(scope=payload.scope, principal=principal_of(request))
+        return result.as_dict()

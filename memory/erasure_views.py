@@ -1,5 +1,6 @@
 """Erase a person from the dashboard (issue 32): the preview page with per-scope counts and the
-typed confirmation, the erasure's progress page, and its certificate's download.
+typed confirmation, the erasure's progress page, and its certificate's download; and the
+legal hold page of a scope (set, lift).
 
 Translation only: the service (:mod:`memory.services.erasure`) checks who may
 erase and every rule; a subtree or erasure out of reach is a 404.
@@ -7,6 +8,7 @@ erase and every rule; a subtree or erasure out of reach is a 404.
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
@@ -17,9 +19,10 @@ from aetnaweb.dashboard import dashboard_view, principal_for, render_page
 from aetnaweb.scopes import Scope
 from jobs import selectors as job_selectors
 from jobs.models import Job
-from memory.errors import SubjectErasureError
-from memory.forms import EraseSubjectForm
+from memory.errors import LegalHoldError, SubjectErasureError
+from memory.forms import EraseSubjectForm, LegalHoldForm
 from memory.services.erasure import start_subject_erasure, subject_erasure_preview
+from memory.services.holds import legal_holds, lift_legal_hold, set_legal_hold
 
 
 @never_cache
@@ -93,3 +96,41 @@ def certificate_download(request: HttpRequest, job_id: int) -> FileResponse:
     )
     response["X-Content-SHA256"] = job.file_sha256
     return response
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def legal_hold(request: HttpRequest, scope: str) -> HttpResponse:
+    """The holds keeping this scope; set one here, or lift the one set at exactly this scope."""
+    principal = principal_for(request)
+    parsed = Scope.parse(scope)
+    if not access.may_erase_subject(principal, parsed):  # the services' rule, for the page
+        raise Http404("not found")
+    form = LegalHoldForm(request.POST if request.method == "POST" else None)
+    status = 200
+    if request.method == "POST":
+        try:
+            if request.POST.get("action") == "lift":
+                lift_legal_hold(scope=parsed, principal=principal)
+                messages.success(request, f"The legal hold at {parsed} is lifted.")
+                return redirect("memory:legal_hold", scope=str(parsed))
+            if form.is_valid():
+                set_legal_hold(
+                    scope=parsed, reference=form.cleaned_data["reference"], principal=principal
+                )
+                messages.success(
+                    request, f"Legal hold set at {parsed}: nothing there or below is purged now."
+                )
+                return redirect("memory:legal_hold", scope=str(parsed))
+        except LegalHoldError as exc:
+            form.add_error(None, f"Nothing was changed: {exc}")
+        status = 400
+    holds = legal_holds(principal=principal, scope=parsed)
+    context = {
+        "scope": parsed,
+        "holds": holds,
+        "own": next((h for h in holds if h.scope == str(parsed)), None),
+        "form": form,
+    }
+    return render_page(request, "memory/legal_hold.html", context, status=status)

@@ -153,3 +153,11 @@ class SubjectErasureError(MemoryEngineError):
     code = "subject_erasure_refused"
     status = 400
     meaning = "a subject erasure is refused (see detail); nothing was erased"
+
+
+class LegalHoldError(MemoryEngineError):
+    """A purge under a legal hold, or a hold that cannot be set or lifted as asked."""
+
+    code = "legal_hold"
+    status = 409
+    meaning = "a legal hold is in force here (purges are refused), or the hold request conflicts"

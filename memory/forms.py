@@ -419,3 +419,9 @@ class EraseSubjectForm(StorableTextMixin, forms.Form):
         help_text="The ticket or letter this erasure answers; kept with the certificate.",
     )
     confirm = forms.CharField(max_length=200, help_text="Type the scope exactly to confirm.")
+
+
+class LegalHoldForm(StorableTextMixin, forms.Form):
+    reference = forms.CharField(
+        max_length=200, help_text="The matter or order the hold answers (kept with the hold)."
+    )

@@ -71,6 +71,7 @@ from memory.forms import (
     SourceDecisionForm,
 )
 from memory.models import SourceType, Status, TrustTier
+from memory.services.holds import holds_over
 
 RECORDS_PER_PAGE = 50
 QUEUE_PER_PAGE = 25
@@ -262,6 +263,8 @@ def _scope_page(
         may_review=access.may(principal, access.REVIEW, parsed),
         # Erasing a person (issue 32): admins of a user's subtree.
         may_erase=parsed.depth >= 2 and access.may_erase_subject(principal, parsed),
+        may_hold=not parsed.is_platform and access.may_erase_subject(principal, parsed),
+        legal_holds=holds_over(parsed),
         forgettable=FORGETTABLE,
     )
     if target == "records":

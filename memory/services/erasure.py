@@ -45,6 +45,7 @@ from memory.errors import SubjectErasureError
 from memory.models import Episode, Record, RetrievalEvent, Status
 from memory.services._common import _audit
 from memory.services.forgetting import _forget_recall_queries, _keep_receipt, _purge
+from memory.services.holds import held_error, holds_touching
 from memory.services.results import _AsDict
 
 ERASURE_CERTIFICATE_FORMAT = "aetnaweb-erasure-certificate-v1"
@@ -166,6 +167,9 @@ def start_subject_erasure(
         raise SubjectErasureError(
             f"type the subtree {parsed} exactly to confirm: the erasure cannot be undone"
         )
+    held = holds_touching(parsed)
+    if held:
+        raise held_error(held, f"erasing {parsed}")
     preview = subject_erasure_preview(subtree=parsed, principal=principal)
     if preview.is_empty:
         raise SubjectErasureError(

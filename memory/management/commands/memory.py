@@ -54,6 +54,7 @@ from memory.services.erasure import (
     start_subject_erasure,
     subject_erasure_preview,
 )
+from memory.services.holds import lift_legal_hold, set_legal_hold
 
 
 def _scope(raw: str) -> Scope:
@@ -191,6 +192,14 @@ class Command(BaseCommand):
         erase.add_argument(
             "--certificate", dest="certificate_out", help="also write the certificate here"
         )
+        hold = verb(
+            "legal-hold",
+            "set a legal hold on SCOPE and everything below it (purges there are refused), "
+            "or --lift it",
+        )
+        hold.add_argument("--reference", help="the matter or order the hold answers")
+        hold.add_argument("--lift", action="store_true", help="lift the hold at exactly SCOPE")
+        hold.add_argument("--actor", help="the operator named in the audit chain")
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -523,6 +532,24 @@ class Command(BaseCommand):
             f"reference {job.params['reference']}); certificate sha256 "
             f"{certificate['certificate_sha256']}",
         )
+
+    def _legal_hold(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["lift"]:
+            result = lift_legal_hold(scope=scope, principal=SYSTEM, actor=options["actor"])
+            text = f"lifted legal hold {result.hold_id} at {scope}: purges there are possible again"
+        else:
+            result = set_legal_hold(
+                scope=scope,
+                reference=options["reference"],
+                principal=SYSTEM,
+                actor=options["actor"],
+            )
+            text = (
+                f"legal hold {result.hold_id} set at {scope} (reference {result.reference}): "
+                "forget, reject and erasure are refused there and below until it is lifted"
+            )
+        self._emit(result.as_dict(), text)
 
     def _reindex(self, options: dict[str, Any]) -> None:
         scope = str(_scope(options["scope"])) if options.get("scope") else None
