@@ -79,6 +79,11 @@ def holds_over(scope: Scope | str) -> list[LegalHold]:
     )
 
 
+def is_held(scope: Scope | str) -> bool:
+    """Is a hold in force at ``scope`` or an ancestor? (Retention keeps such a scope's files.)"""
+    return bool(holds_over(scope))
+
+
 def holds_touching(subtree: Scope | str) -> list[LegalHold]:
     """Holds in force over ``subtree`` or inside it: any would keep something an erasure purges."""
     parsed = Scope.parse(subtree)

@@ -159,3 +159,33 @@ def test_the_dashboard_sets_and_lifts_for_admins_only(client):
     assert client.post(url, {"action": "lift"}).status_code == 302
     assert LegalHold.objects.get().lifted_at is not None
     assert Record.objects.filter(user="dana").exists()
+
+
+def test_retention_keeps_the_export_files_of_a_held_scope(settings):
+    # Given two export files past their keep-by, one of a scope under a hold
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from aetnaweb import retention
+    from jobs.services import exports_dir, record_job
+
+    exports_dir().mkdir(parents=True, exist_ok=True)
+    old = timezone.now() - timedelta(days=400)
+    files = {}
+    for scope in (APOLLO, SIBLING):
+        export = record_job(kind=Job.Kind.EXPORT, scope=scope, started_by="t")
+        name = f"export-{export.pk}.jsonl"
+        (exports_dir() / name).write_text("{}")
+        Job.objects.filter(pk=export.pk).update(
+            status=Job.Status.DONE, file_name=name, finished_at=old
+        )
+        files[scope] = exports_dir() / name
+    set_legal_hold(scope=DANA, reference=MATTER, principal=SYSTEM)
+    # When retention runs, Then the held scope's file stays and the other goes
+    retention.run_retention_now(principal=SYSTEM)
+    assert files[APOLLO].exists() and not files[SIBLING].exists()
+    # And once the hold is lifted, the next run removes it
+    lift_legal_hold(scope=DANA, principal=SYSTEM)
+    retention.run_retention_now(principal=SYSTEM)
+    assert not files[APOLLO].exists()
