@@ -1286,6 +1286,7 @@ CERTIFICATE_FIELDS = frozenset(
         "requested_at",
         "created_at",
         "receipts",
+        "closing_proof",
         "certificate_sha256",
     }
 )
@@ -1297,6 +1298,46 @@ def subtree_covers(root: str, subject: str) -> bool:
         if mine != "*" and mine != theirs:
             return False
     return True
+
+
+def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None) -> list[str]:
+    """The ``memory.subject_erased`` event closing the erasure: in the log (under a checkpoint
+    signed by ``key``), of this subtree and job, committing exactly the bundled receipts."""
+    proof = certificate.get("closing_proof")
+    event = proof.get("event") if isinstance(proof, dict) else None
+    if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
+        return ["certificate has no closing_proof event: its receipts are bound to nothing"]
+    try:
+        event_hash = digest(event)
+    except (TypeError, ValueError):
+        return ["closing_proof event is not canonical JSON"]
+    found, _ = log_proof_failures(proof, event_hash, key)
+    failures = [f"closing_proof: {reason}" for reason in found]
+    payload = event["payload"]
+    receipts = certificate.get("receipts")
+    listed = (
+        sorted(r.get("receipt_sha256") for r in receipts if isinstance(r, dict))
+        if isinstance(receipts, list)
+        else None
+    )
+    reference = certificate.get("reference")
+    if (
+        event.get("event_type") != "memory.subject_erased"
+        or event.get("subject_id") != certificate.get("subtree")
+        or payload.get("erasure_job") != certificate.get("erasure_job")
+    ):
+        failures.append("closing_proof event is not this subtree's erasure event")
+    if (
+        not isinstance(reference, str)
+        or payload.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
+    ):
+        failures.append("closing_proof event names a different reference")
+    if payload.get("receipt_sha256s") != listed:
+        failures.append(
+            "the certificate's receipts are not the set its closing event commits "
+            "(a receipt was dropped, added or changed)"
+        )
+    return failures
 
 
 def verify_erasure_certificate(
@@ -1329,7 +1370,7 @@ def verify_erasure_certificate(
         return ["certificate subtree is not one person's scope (tenant:user:...)"], []
     if not isinstance(receipts, list) or not receipts:
         return ["certificate bundles no receipt"], []
-    failures: list[str] = []
+    failures: list[str] = _closing_failures(certificate, key)
     selector = hashlib.sha256(f"erase-subject {subtree}".encode()).hexdigest()
     results: list[tuple[str, list[str], str]] = []
     seen: set[Any] = set()

@@ -9,8 +9,10 @@ as confirmation and the request's reference, then runs as a job
 kept API answers and freed bytes go exactly as a forget's do), one
 ``memory.forget`` event and deletion receipt per scope (per chunk of a large
 scope). It ends in one erasure certificate bundling those receipts, each
-with its inclusion proof under a signed checkpoint, which
-``tools/verify_audit.py --erasure-certificate`` checks offline.
+with its inclusion proof under a signed checkpoint, and closed by a
+``memory.subject_erased`` event in the subtree's chain committing the set of
+receipt digests (so no receipt can be dropped from the certificate unseen);
+``tools/verify_audit.py --erasure-certificate`` checks it all offline.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
+from audit.receipts import log_proof_for
 from audit.services import lock_subject
 from jobs.models import Job
 from jobs.services import (
@@ -214,7 +217,8 @@ def _erase(job: Job, progress: Progress) -> dict[str, Any]:
             tally["episodes"] += len(receipt["purged_episode_ids"])
             progress.add(len(receipt["purged_record_ids"]) + len(receipt["purged_episode_ids"]))
     removed_files = _erase_copies(subtree)
-    certificate = _certificate(job, subtree, reference, receipts)
+    closing = _close(job, subtree, reference, receipts)
+    certificate = _certificate(job, subtree, reference, receipts, closing)
     body = json.dumps(certificate, indent=2, sort_keys=True).encode()
     name = f"erasure-{job.pk}-{secrets.token_hex(8)}.json"
     directory = exports_dir()
@@ -303,8 +307,39 @@ def _covered(subtree: Scope, scope: str | None) -> bool:
         return False
 
 
+@transaction.atomic
+def _close(
+    job: Job, subtree: Scope, reference: str, receipts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Record in the subtree's own chain which receipts make up the erasure; its log proof.
+
+    The certificate's own digest is unkeyed: without this event a holder could
+    drop a receipt and recompute it. The event commits the set of receipt
+    digests, and its inclusion proof under the signed checkpoint lets a
+    verifier check offline that the certificate lists exactly that set.
+    """
+    lock_subject(str(subtree))
+    event = _audit(
+        scope=subtree,
+        event_type="memory.subject_erased",
+        actor=job.started_by,
+        payload={
+            "erasure_job": job.pk,
+            "reference_sha256": sha256_text(reference),
+            "receipt_sha256s": sorted(r["receipt_sha256"] for r in receipts),
+            "purged_record_count": sum(len(r["purged_record_ids"]) for r in receipts),
+            "purged_episode_count": sum(len(r["purged_episode_ids"]) for r in receipts),
+        },
+    )
+    return log_proof_for(event)
+
+
 def _certificate(
-    job: Job, subtree: Scope, reference: str, receipts: Iterable[dict[str, Any]]
+    job: Job,
+    subtree: Scope,
+    reference: str,
+    receipts: Iterable[dict[str, Any]],
+    closing: dict[str, Any],
 ) -> dict[str, Any]:
     certificate: dict[str, Any] = {
         "format": ERASURE_CERTIFICATE_FORMAT,
@@ -314,6 +349,7 @@ def _certificate(
         "requested_at": job.started_at.isoformat(),
         "created_at": timezone.now().isoformat(),
         "receipts": list(receipts),
+        "closing_proof": closing,
     }
     certificate["certificate_sha256"] = digest(certificate)
     return certificate

@@ -331,6 +331,10 @@ def _rewritten(path: Path, change) -> Path:
     ("change", "reason"),
     [
         (lambda c: c["receipts"].clear(), "bundles no receipt"),
+        (lambda c: c["receipts"].pop(), "not the set its closing event commits"),
+        (lambda c: c.update(reference="another request"), "names a different reference"),
+        (lambda c: c.pop("closing_proof"), "no closing_proof"),
+        (lambda c: c.update(erasure_job=c["erasure_job"] + 1), "not this subtree's erasure"),
         (lambda c: c.update(subtree=SIBLING), "outside the erased subtree"),
         (lambda c: c["receipts"].append(c["receipts"][0]), "appears twice"),
         (lambda c: c.update(note="x"), "does not define: note"),
