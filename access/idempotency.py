@@ -31,14 +31,18 @@ import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import BinaryField, F, Func, IntegerField, Q, Value
+from django.db.models.lookups import GreaterThan
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from access import ratelimits, tokens
 from access.models import ApiToken, IdempotencyKey
+from aetnaweb import purges
 from aetnaweb.api import IDEMPOTENCY_HEADER as HEADER
 from aetnaweb.api import IDEMPOTENT_WRITE_METHODS as WRITE_METHODS
 from aetnaweb.purges import PurgedContent
@@ -55,8 +59,28 @@ _RETRYABLE_STATUSES = frozenset({401, 408, 429})
 # the request is not run again (running it would store the forgotten words anew).
 FORGOTTEN_STATUS = 410
 FORGOTTEN_ERROR = "idempotency_answer_forgotten"
-# Kept answers read per query when a purge looks for the ones naming it.
-SCAN_CHUNK = 500
+# IDs searched for per statement when a purge looks for the answers naming them.
+IDS_PER_SEARCH = 50
+
+
+class _BytesPosition(Func):
+    """Where ``needle`` starts in the bytes of ``haystack`` (1-based; 0 when absent).
+
+    SQLite's ``instr`` compares blobs byte by byte; PostgreSQL spells it
+    ``position(needle in haystack)`` for ``bytea``.
+    """
+
+    function = "instr"
+    output_field = IntegerField()
+
+    def __init__(self, haystack: str, needle: Value) -> None:
+        super().__init__(F(haystack), needle)
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        haystack, needle = self.get_source_expressions()
+        swapped = self.copy()
+        swapped.set_source_expressions([needle, haystack])
+        return swapped.as_sql(compiler, connection, function="position", arg_joiner=" in ", **extra)
 
 
 def _json_error(status: int, error: str, detail: str) -> HttpResponse:
@@ -193,12 +217,37 @@ class IdempotencyMiddleware:
         ):
             claimed.delete()
         else:
-            claimed.update(
-                response_status=response.status_code,
-                response_content_type=response.get("Content-Type", "")[:100],
-                response_body=response.content,
-            )
+            _keep(token, key, response)
         return response
+
+
+@transaction.atomic
+def _keep(token: ApiToken, key: str, response: HttpResponse) -> None:
+    """Keep the answer for replays, unless a purge since the claim removed what it names.
+
+    A forget that commits while this request runs rewrites only answers
+    already kept; this one was still in flight, so it is checked here, with
+    the rows it names locked (:func:`aetnaweb.purges.forgotten_in`).
+    """
+    row = (
+        IdempotencyKey.objects.select_for_update()
+        .filter(token=token, key=key, response_status=None)
+        .first()
+    )
+    if row is None:  # taken over as abandoned, or removed: not ours to fill in
+        return
+    status, content_type = response.status_code, response.get("Content-Type", "")[:100]
+    body = response.content
+    forgotten = purges.forgotten_in(body, since=row.created_at)
+    if forgotten:
+        status, content_type, body = (
+            FORGOTTEN_STATUS,
+            "application/json",
+            _forgotten_answer(forgotten),
+        )
+    IdempotencyKey.objects.filter(pk=row.pk).update(
+        response_status=status, response_content_type=content_type, response_body=body
+    )
 
 
 def _forgotten_answer(ids: list[str]) -> bytes:
@@ -226,24 +275,26 @@ def forget_kept_answers(purged: PurgedContent) -> int:
     Rows still in flight hold no answer yet.
     """
     needles = [identifier.encode("ascii") for identifier in purged.ids]
-    rewritten = 0
-    last = 0
-    while True:
-        rows = list(
-            IdempotencyKey.objects.filter(pk__gt=last, response_body__isnull=False)
-            .order_by("pk")
-            .values_list("pk", "response_body")[:SCAN_CHUNK]
+    # The database searches the bytes (no answer travels to Python unless it
+    # names an ID); a bounded number of IDs per statement keeps each one small.
+    holding: set[int] = set()
+    for start in range(0, len(needles), IDS_PER_SEARCH):
+        names_one = Q()
+        for needle in needles[start : start + IDS_PER_SEARCH]:
+            position = _BytesPosition("response_body", Value(needle, BinaryField()))
+            names_one |= Q(GreaterThan(position, 0))
+        holding.update(
+            IdempotencyKey.objects.filter(response_body__isnull=False)
+            .filter(names_one)
+            .values_list("pk", flat=True)
         )
-        for pk, body in rows:
-            stored = bytes(body or b"")
-            named = [n.decode("ascii") for n in needles if n in stored]
-            if named:
-                IdempotencyKey.objects.filter(pk=pk).update(
-                    response_status=FORGOTTEN_STATUS,
-                    response_content_type="application/json",
-                    response_body=_forgotten_answer(named),
-                )
-                rewritten += 1
-        if len(rows) < SCAN_CHUNK:
-            return rewritten
-        last = rows[-1][0]
+    rows = IdempotencyKey.objects.filter(pk__in=holding).values_list("pk", "response_body")
+    for pk, body in rows:
+        stored = bytes(body or b"")
+        named = [n.decode("ascii") for n in needles if n in stored]
+        IdempotencyKey.objects.filter(pk=pk).update(
+            response_status=FORGOTTEN_STATUS,
+            response_content_type="application/json",
+            response_body=_forgotten_answer(named),
+        )
+    return len(holding)

@@ -9,12 +9,18 @@ the engine calls :func:`announce` inside the purging transaction.
 Unlike ``audit.subscribers`` (after commit, errors logged), listeners run *in*
 the transaction and an exception rolls the purge back: a forget that could not
 reach a copy must not return a receipt saying the content is gone.
+
+A copy made *while* a purge runs (an API answer computed before the purge and
+kept after it) is the other half: the engine registers a check with
+:func:`check_answers_with`, and the store asks :func:`forgotten_in` before it
+keeps an answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -31,8 +37,12 @@ class PurgedContent:
 
 
 PurgeListener = Callable[[PurgedContent], object]
+# (an answer's bytes, when the request began) -> the IDs it names whose content was
+# purged since then.
+AnswerCheck = Callable[[bytes, datetime], list[str]]
 
 _listeners: list[PurgeListener] = []
+_answer_checks: list[AnswerCheck] = []
 
 
 def listen(listener: PurgeListener) -> None:
@@ -47,6 +57,25 @@ def announce(purged: PurgedContent) -> None:
         return
     for listener in _listeners:
         listener(purged)
+
+
+def check_answers_with(check: AnswerCheck) -> None:
+    """Register the engine's check of an answer about to be kept (see :func:`forgotten_in`)."""
+    if check not in _answer_checks:
+        _answer_checks.append(check)
+
+
+def forgotten_in(answer: bytes, *, since: datetime) -> list[str]:
+    """The IDs ``answer`` names whose content a purge removed after ``since``, sorted.
+
+    Call it inside the transaction that keeps the answer: a check locks what
+    it reads, so a purge still running either commits first (and is seen
+    here) or waits until the answer is kept (and then rewrites it).
+    """
+    found: set[str] = set()
+    for check in _answer_checks:
+        found.update(check(answer, since))
+    return sorted(found)
 
 
 @dataclass(frozen=True)

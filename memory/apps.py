@@ -11,15 +11,20 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         # The evidence layer imports nothing from the engine; the engine hands it
         # the check that a receipt's records really were purged.
+        from aetnaweb import purges
         from audit.receipts import register_purge_check
         from audit.verification import register_subject_check
         from memory.selectors import content_failures, receipt_purge_failures
 
         register_purge_check(receipt_purge_failures)
+        # Stores of copies (the API's kept answers) ask before keeping one made
+        # while a purge ran (aetnaweb.purges; the engine imports no such store).
+        from memory.services.forgetting import purged_in_answer
+
+        purges.check_answers_with(purged_in_answer)
         # Each record must still hold the content its creation event binds.
         register_subject_check(content_failures)
 
-        from aetnaweb import purges
         from memory.services.holds import refuse_held_purge
 
         # A legal hold refuses every purge under it, inside the purge's transaction.

@@ -867,6 +867,7 @@ def _preview_page(
         # Vague text, nothing matched, an ID that is gone: the form says why.
         form.add_error(None, _sentence(str(exc)))
         return _forget_form_page(request, parsed, form, status=409 if stale else 400)
+    sources = {row["episode_id"] for row in preview.records if row["episode_id"]}
     return render_page(
         request,
         "memory/forget_preview.html",
@@ -883,6 +884,9 @@ def _preview_page(
                 }
                 for row in preview.records
             ],
+            # Messages emptied as a purged record's source are named by ID (the
+            # record's row shows the content); the others are shown with their text.
+            "source_episode_ids": sorted(sources),
             "episodes": [
                 {
                     **row,
@@ -890,6 +894,7 @@ def _preview_page(
                     "created": row["created_at"][:16].replace("T", " "),
                 }
                 for row in preview.episodes
+                if row["episode_id"] not in sources
             ],
             "lineage_count": sum(1 for row in preview.records if not row["matched"]),
             "selector": form.cleaned_data.get("selector") or "",

@@ -10,6 +10,8 @@ record) is forgettable like any other stored word.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +27,7 @@ from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
-from audit.receipts import build_deletion_receipt
+from audit.receipts import DELETION_RECEIPT_FORMAT, build_deletion_receipt
 from audit.services import lock_subject
 from memory import metadata as record_metadata
 from memory import search
@@ -490,12 +492,21 @@ def _purge(
     if records:
         _purge_records(scope, records, now)
     purged_episode_ids = sorted(set(_episode_ids(records)) | set(episode_ids))
+    emptied: list[str] = []
     if purged_episode_ids:
+        # Only messages emptied now are news to copies: one emptied by an earlier
+        # forget is named by that forget's receipt, which holds no content.
+        emptied = list(
+            Episode.objects.filter(
+                episode_id__in=purged_episode_ids, purged_at__isnull=True
+            ).values_list("episode_id", flat=True)
+        )
         # A message's text is cleared even when another fact drawn from it stays
         # active: the text holds the forgotten words too. That fact keeps its own content.
-        Episode.objects.filter(episode_id__in=purged_episode_ids).update(text="", purged_at=now)
+        # One emptied before keeps the time it was emptied.
+        Episode.objects.filter(episode_id__in=emptied).update(text="", purged_at=now)
     record_ids = [r.record_id for r in records]
-    purges.announce(purges.PurgedContent(str(scope), tuple(record_ids), tuple(purged_episode_ids)))
+    purges.announce(purges.PurgedContent(str(scope), tuple(record_ids), tuple(sorted(emptied))))
     transaction.on_commit(_drop_freed_bytes)
     return record_ids, purged_episode_ids
 
@@ -519,6 +530,54 @@ def _purge_records(scope: Scope, records: list[Record], now: datetime) -> None:
     _bump(scope, **_status_deltas(records, Status.TOMBSTONED))
     # A review reason may quote the content: it goes with it.
     ReviewReason.objects.filter(record_id__in=[r.record_id for r in records]).update(reason="")
+
+
+# How record and episode IDs appear in an API answer (memory.services._common._new_id).
+_ANSWER_IDS = re.compile(rb"\b(?:mem|ep)_[0-9a-f]{32}\b")
+
+
+def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
+    """The records and messages an API answer names whose content was purged after ``since``.
+
+    Registered with :mod:`aetnaweb.purges` for the answers kept for
+    ``Idempotency-Key`` replays. The named rows are locked (all of them,
+    purged or not), so a forget running now either committed
+    before this read or waits for the caller's transaction and then finds the
+    kept answer. A deletion receipt names what it purged and holds no content:
+    it names nothing here.
+    """
+    named = sorted({match.decode("ascii") for match in _ANSWER_IDS.findall(answer)})
+    if not named or _is_deletion_receipt(answer):
+        return []
+    # In key order, records before episodes, as a forget takes them: two lockers
+    # then never wait on each other in a cycle. NO KEY UPDATE: the weakest row
+    # lock the ORM offers that a purge's update must wait for.
+    records = (
+        Record.objects.select_for_update(no_key=True)
+        .filter(record_id__in=[i for i in named if i.startswith("mem_")])
+        .order_by("pk")
+    )
+    episodes = (
+        Episode.objects.select_for_update(no_key=True)
+        .filter(episode_id__in=[i for i in named if i.startswith("ep_")])
+        .order_by("pk")
+    )
+    return sorted(
+        [i for i, when in records.values_list("record_id", "deleted_at") if when and when > since]
+        + [
+            i
+            for i, when in episodes.values_list("episode_id", "purged_at")
+            if when and when > since
+        ]
+    )
+
+
+def _is_deletion_receipt(answer: bytes) -> bool:
+    try:
+        data = json.loads(answer)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("format") == DELETION_RECEIPT_FORMAT
 
 
 def _drop_freed_bytes() -> None:

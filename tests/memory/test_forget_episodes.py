@@ -6,8 +6,12 @@ memory-engine.md "L0 episode" and "Forget"; issue 29, item 5.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from aetnaweb.access import SYSTEM, AccessDenied
 from audit.canonical import digest, sha256_text
@@ -22,6 +26,7 @@ pytestmark = pytest.mark.django_db
 S = "acme:carol:proj"
 PARENT = "acme:carol:*"
 WIFI = "The wifi password at the office is tulip-42."
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "verify_audit.py"
 
 
 def payload(event_id: str) -> dict:
@@ -252,3 +257,29 @@ def test_many_messages_need_a_preview(rows):
         expected_episode_ids=list(preview.episode_ids),
     )
     assert len(receipt["purged_episode_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("clean_index")
+def test_a_receipt_for_messages_alone_verifies_with_the_standalone_tool(tmp_path):
+    if connection.vendor != "sqlite":
+        pytest.skip("tools/verify_audit.py reads SQLite files; the receipt rule is checked above")
+    # Given a committed forget of a message that produced no record
+    said = services.remember(principal=SYSTEM, scope=S, text=WIFI)
+    receipt = services.forget(principal=SYSTEM, scope=S, utterance="forget the wifi password")
+    assert receipt["purged_record_ids"] == []
+    path = tmp_path / "receipt.json"
+
+    def verify(claimed: dict) -> subprocess.CompletedProcess[str]:
+        path.write_text(json.dumps(claimed))
+        command = [sys.executable, str(TOOL), connection.settings_dict["NAME"], "--receipt"]
+        return subprocess.run(
+            [*command, str(path)], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    # When the independent verifier checks it against the database, then it verifies
+    run = verify(receipt)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # And the same receipt does not verify once the message's text is back
+    Episode.objects.filter(episode_id=said.episode_id).update(text=WIFI)
+    assert verify(receipt).returncode == 1
