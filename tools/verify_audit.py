@@ -7,6 +7,7 @@ Usage::
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
     python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
+    python tools/verify_audit.py --subject-export EXPORT.json --public-key KEY
     python tools/verify_audit.py --consistency BUNDLE.json --public-key KEY   (from the API,
         the checkpoints page or audit prove-consistency --json)
 
@@ -1394,6 +1395,53 @@ def verify_erasure_certificate(
     return failures, results
 
 
+SUBJECT_EXPORT_FORMAT = "aetnaweb-subject-export-v1"
+
+
+def verify_subject_export(document: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
+    """(failures, signature verdict) for a subject export, from the file alone.
+
+    Each section's count and digest are the manifest's; the manifest's digest
+    is the one the ``memory.subject_exported`` event commits; that event is of
+    the export's subtree and sits in the log under the proof's root (with
+    ``key``, a checkpoint signed by it).
+    """
+    if not isinstance(document, dict) or document.get("format") != SUBJECT_EXPORT_FORMAT:
+        return [f"export format is not {SUBJECT_EXPORT_FORMAT}"], NOT_REACHED
+    manifest, proof = document.get("manifest"), document.get("manifest_proof")
+    event = proof.get("event") if isinstance(proof, dict) else None
+    if not isinstance(manifest, dict) or not isinstance(event, dict):
+        return ["export has no manifest or no manifest_proof event"], NOT_REACHED
+    try:
+        event_hash = digest(event)
+        manifest_sha256 = digest(manifest)
+    except (TypeError, ValueError):
+        return ["export manifest or event is not canonical JSON"], NOT_REACHED
+    failures, verdict = log_proof_failures(proof, event_hash, key)
+    failures = [f"manifest_proof: {reason}" for reason in failures]
+    for section in ("records", "episodes", "audit_events"):
+        rows, claimed = document.get(section), manifest.get(section)
+        if not isinstance(rows, list) or not isinstance(claimed, dict):
+            failures.append(f"export section {section} is missing")
+            continue
+        if claimed.get("count") != len(rows) or claimed.get("sha256") != digest(rows):
+            failures.append(f"export section {section} differs from the manifest")
+    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    if (
+        event.get("event_type") != "memory.subject_exported"
+        or event.get("subject_id") != manifest.get("subtree")
+        or payload.get("manifest_sha256") != manifest_sha256
+    ):
+        failures.append("manifest_proof event does not commit this manifest")
+    reference = document.get("reference")
+    if (
+        not isinstance(reference, str)
+        or manifest.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
+    ):
+        failures.append("export reference is not the manifest's")
+    return failures, verdict
+
+
 def _read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -1454,6 +1502,14 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
         ok &= _report(out, whole, f"erasure certificate {path}", failures)
         for label, found, verdict in receipt_results:
             _report(out, not found, f"  receipt {label} (signature {verdict})", found)
+    for path in args.subject_export:
+        try:
+            document = json.loads(_read_text(path, "export"), parse_constant=_reject_constant)
+        except ValueError:
+            ok &= _report(out, False, f"subject export {path}", ["export file is not JSON"])
+            continue
+        failures, verdict = verify_subject_export(document, key)
+        ok &= _report(out, not failures, f"subject export {path} (signature {verdict})", failures)
     for path in args.consistency:
         try:
             bundle = json.loads(_read_text(path, "bundle"), parse_constant=_reject_constant)
@@ -1479,7 +1535,7 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Everything the command line asked for; returns (exit status, output lines)."""
-    if args.offline_receipt or args.consistency or args.erasure_certificate:
+    if args.offline_receipt or args.consistency or args.erasure_certificate or args.subject_export:
         if args.database is not None or args.export is not None or args.checkpoints:
             raise UsageError(
                 "--offline-receipt, --erasure-certificate and --consistency take no database"
@@ -1564,6 +1620,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="FILE",
         help="a subject erasure's certificate (its bundled receipts), checked without any database",
+    )
+    parser.add_argument(
+        "--subject-export",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a subject export (its manifest bound to the log), checked without any database",
     )
     parser.add_argument(
         "--consistency",

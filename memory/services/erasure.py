@@ -78,7 +78,7 @@ class SubjectErasurePreview(_AsDict):
         return not self.records and not self.episodes
 
 
-def _subtree(principal: Principal, subtree: Scope | str) -> Scope:
+def require_subject_admin(principal: Principal, subtree: Scope | str) -> Scope:
     parsed = Scope.parse(subtree)
     if parsed.depth < 2:
         raise SubjectErasureError(
@@ -126,7 +126,7 @@ def _per_scope(subtree: Scope) -> list[dict[str, Any]]:
 
 def subject_erasure_preview(*, subtree: Scope | str, principal: Principal) -> SubjectErasurePreview:
     """Counts per scope of what erasing ``subtree`` would purge; admins of the subtree only."""
-    parsed = _subtree(principal, subtree)
+    parsed = require_subject_admin(principal, subtree)
     rows = _per_scope(parsed)
     return SubjectErasurePreview(
         subtree=str(parsed),
@@ -137,7 +137,7 @@ def subject_erasure_preview(*, subtree: Scope | str, principal: Principal) -> Su
     )
 
 
-def _reference(reference: Any) -> str:
+def clean_reference(reference: Any) -> str:
     if not isinstance(reference, str) or not reference.strip():
         raise SubjectErasureError(
             "give the request's reference (the ticket or letter this erasure answers); "
@@ -164,8 +164,8 @@ def start_subject_erasure(
 ) -> Job:
     """Record the erasure of everything under ``subtree`` and queue it; refused with nothing written
     unless the subtree is typed back exactly, a reference is given and something is stored there."""
-    parsed = _subtree(principal, subtree)
-    cleaned = _reference(reference)
+    parsed = require_subject_admin(principal, subtree)
+    cleaned = clean_reference(reference)
     if not isinstance(confirmation, str) or confirmation.strip() != str(parsed):
         raise SubjectErasureError(
             f"type the subtree {parsed} exactly to confirm: the erasure cannot be undone"

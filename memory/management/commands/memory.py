@@ -55,6 +55,7 @@ from memory.services.erasure import (
     subject_erasure_preview,
 )
 from memory.services.holds import lift_legal_hold, set_legal_hold
+from memory.services.subject_export import export_csv, export_subject
 
 
 def _scope(raw: str) -> Scope:
@@ -192,6 +193,14 @@ class Command(BaseCommand):
         erase.add_argument(
             "--certificate", dest="certificate_out", help="also write the certificate here"
         )
+        export = verb(
+            "export-subject",
+            "write everything stored under one person's SCOPE subtree (records, stored "
+            "messages, audit events) with a manifest bound to the log",
+        )
+        export.add_argument("--reference", help="the request's reference (a ticket number)")
+        export.add_argument("--out", required=True, help="the JSON file to write")
+        export.add_argument("--csv-dir", help="also write records.csv and episodes.csv here")
         hold = verb(
             "legal-hold",
             "set a legal hold on SCOPE and everything below it (purges there are refused), "
@@ -531,6 +540,23 @@ class Command(BaseCommand):
             f"messages under {scope} in {job.result['receipts']} receipts (erasure {job.pk}, "
             f"reference {job.params['reference']}); certificate sha256 "
             f"{certificate['certificate_sha256']}",
+        )
+
+    def _export_subject(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        document = export_subject(subtree=scope, reference=options["reference"], principal=SYSTEM)
+        Path(options["out"]).write_text(json.dumps(document, indent=2, sort_keys=True))
+        if options["csv_dir"]:
+            folder = Path(options["csv_dir"])
+            folder.mkdir(parents=True, exist_ok=True)
+            for section in ("records", "episodes"):
+                (folder / f"{section}.csv").write_text(export_csv(document, section))
+        manifest = document["manifest"]
+        self._emit(
+            manifest,
+            f"exported {manifest['records']['count']} records, "
+            f"{manifest['episodes']['count']} stored messages and "
+            f"{manifest['audit_events']['count']} audit events under {scope} to {options['out']}",
         )
 
     def _legal_hold(self, options: dict[str, Any]) -> None:
