@@ -425,3 +425,9 @@ class LegalHoldForm(StorableTextMixin, forms.Form):
     reference = forms.CharField(
         max_length=200, help_text="The matter or order the hold answers (kept with the hold)."
     )
+
+
+class SubjectExportForm(StorableTextMixin, forms.Form):
+    reference = forms.CharField(
+        max_length=200, help_text="The request's reference (a ticket or letter number)."
+    )

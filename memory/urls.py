@@ -15,6 +15,7 @@ urlpatterns = [
     path("scope/<str:scope>/chain/", views.scope_chain, name="chain"),
     path("scope/<str:scope>/forget/", views.forget, name="forget"),
     path("scope/<str:scope>/erase/", erasure_views.erase_subject, name="erase_subject"),
+    path("scope/<str:scope>/export/", erasure_views.export_subject_page, name="export_subject"),
     path("scope/<str:scope>/legal-hold/", erasure_views.legal_hold, name="legal_hold"),
     path("erasures/<int:job_id>/", erasure_views.erasure, name="erasure"),
     path(
