@@ -59,6 +59,7 @@ class ErasurePreviewOut(Schema):
     records: int
     episodes: int
     confirmation: str
+    holds: list[dict[str, str]]
 
 
 class ErasureOut(Schema):

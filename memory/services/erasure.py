@@ -72,6 +72,8 @@ class SubjectErasurePreview(_AsDict):
     episodes: int
     # What the operator types back to confirm: the subtree, exactly.
     confirmation: str
+    # Legal holds over or inside the subtree: while any is in force, the erasure is refused.
+    holds: tuple[dict[str, str], ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -134,6 +136,10 @@ def subject_erasure_preview(*, subtree: Scope | str, principal: Principal) -> Su
         records=sum(sum(row["records"].values()) for row in rows),
         episodes=sum(row["episodes"] for row in rows),
         confirmation=str(parsed),
+        holds=tuple(
+            {"hold_id": h.hold_id, "scope": h.scope, "reference": h.reference}
+            for h in holds_touching(parsed)
+        ),
     )
 
 

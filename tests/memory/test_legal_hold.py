@@ -189,3 +189,15 @@ def test_retention_keeps_the_export_files_of_a_held_scope(settings):
     lift_legal_hold(scope=DANA, principal=SYSTEM)
     retention.run_retention_now(principal=SYSTEM)
     assert not files[APOLLO].exists()
+
+
+def test_the_erasure_preview_names_the_holds_that_would_refuse_it(client):
+    seed()
+    set_legal_hold(scope=APOLLO, reference=MATTER, principal=SYSTEM)
+    from memory.services.erasure import subject_erasure_preview
+
+    holds = subject_erasure_preview(subtree=DANA, principal=SYSTEM).holds
+    assert [(h["scope"], h["reference"]) for h in holds] == [(APOLLO, MATTER)]
+    client.force_login(make_operator("boss", [(DANA, "admin")]))
+    page = client.get(reverse("memory:erase_subject", args=[DANA])).content.decode()
+    assert "A legal hold is in force" in page and MATTER in page
