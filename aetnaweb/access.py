@@ -281,6 +281,24 @@ def may_administer(principal: Principal, scope: Scope | str) -> bool:
     return any(granted.covers(parsed) for granted in administered_scopes(principal))
 
 
+def may_erase_subject(principal: Principal, scope: Scope | str) -> bool:
+    """May ``principal`` erase everything under ``scope`` (a person's subtree, issue 32)?
+
+    An admin-level act: an operator must administer the subtree; a token (which
+    administers nothing) must hold every capability a token may hold on a grant
+    covering it, so a read-and-write agent key can never erase a person.
+    """
+    if may_administer(principal, scope):
+        return True
+    if principal.kind != "token":
+        return False
+    parsed = Scope.parse(scope)
+    return any(
+        granted.covers(parsed) and caps >= TOKEN_CAPABILITIES
+        for granted, caps in principal.bindings
+    )
+
+
 def has_capability_anywhere(principal: Principal, capability: str) -> bool:
     return principal.is_system or any(capability in caps for _, caps in principal.bindings)
 

@@ -76,3 +76,31 @@ def forgotten_in(answer: bytes, *, since: datetime) -> list[str]:
     for check in _answer_checks:
         found.update(check(answer, since))
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class ErasedSubtree:
+    """A subject erasure: everything stored under ``scope`` (a canonical subtree root) is gone.
+
+    Stores that keep copies by scope rather than by ID (webhook delivery
+    bodies) drop every copy about a scope this subtree covers.
+    """
+
+    scope: str
+
+
+ErasureListener = Callable[[ErasedSubtree], object]
+
+_erasure_listeners: list[ErasureListener] = []
+
+
+def listen_erasure(listener: ErasureListener) -> None:
+    """Call ``listener(erased)`` inside every subject erasure's closing transaction from now on."""
+    if listener not in _erasure_listeners:
+        _erasure_listeners.append(listener)
+
+
+def announce_erasure(erased: ErasedSubtree) -> None:
+    """Tell every erasure listener; call it inside the erasure's transaction."""
+    for listener in _erasure_listeners:
+        listener(erased)

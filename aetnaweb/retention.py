@@ -42,6 +42,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.services import append_event
 from jobs.models import Job
 from jobs.services import Progress, queue_after_commit, record_job, remove_file, run_job
+from memory.services.holds import is_held
 
 EVENT_TYPE = "retention.run"
 CATEGORIES = (
@@ -124,18 +125,30 @@ def _candidates(now: datetime, job: Job) -> dict[str, QuerySet[Any]]:
         "task_results": DBTaskResult.objects.finished().filter(
             finished_at__lt=now - timedelta(days=days["task_result_days"])
         ),
-        "export_files": Job.objects.filter(
-            kind=Job.Kind.EXPORT,
-            status=Job.Status.DONE,
-            file_removed_at__isnull=True,
-            finished_at__lt=now - timedelta(days=days["export_days"]),
-        ).exclude(file_name=""),
+        "export_files": _not_held(
+            Job.objects.filter(
+                kind=Job.Kind.EXPORT,
+                status=Job.Status.DONE,
+                file_removed_at__isnull=True,
+                finished_at__lt=now - timedelta(days=days["export_days"]),
+            ).exclude(file_name="")
+        ),
         # A job whose file is still on disk keeps its row (the row names the file).
         "jobs": Job.objects.exclude(status=Job.Status.RUNNING)
         .exclude(pk=job.pk)
         .filter(Q(file_name="") | Q(file_removed_at__isnull=False))
         .filter(finished_at__lt=now - timedelta(days=days["job_days"])),
     }
+
+
+def _not_held(exports: QuerySet[Job]) -> QuerySet[Job]:
+    """Export files of a scope under a legal hold are kept past their keep-by (issue 32)."""
+    held = [
+        export.pk
+        for export in exports.exclude(scope__isnull=True).only("pk", "scope")
+        if is_held(str(export.scope))
+    ]
+    return exports.exclude(pk__in=held)
 
 
 def _sweep(job: Job, progress: Progress) -> dict[str, Any]:

@@ -64,6 +64,19 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     ),
     "memory.forget": lambda e, p: f"{e.actor} forgot {_plural(_count(p, 'count'), 'record')}",
     "memory.forget_rejected": lambda e, p: f"{e.actor}'s forget was refused (nothing deleted)",
+    "memory.subject_exported": lambda e, p: (
+        f"{e.actor} exported everything stored under {e.subject_id}"
+    ),
+    "memory.subject_erased": lambda e, p: (
+        f"{e.actor} erased everything stored under {e.subject_id} "
+        f"({_plural(_count(p, 'purged_record_count'), 'record')})"
+    ),
+    "memory.legal_hold_set": lambda e, p: (
+        f"{e.actor} set legal hold {_short(p.get('hold_id'), 16)}: nothing here may be purged"
+    ),
+    "memory.legal_hold_lifted": lambda e, p: (
+        f"{e.actor} lifted legal hold {_short(p.get('hold_id'), 16)}"
+    ),
     "memory.duplicate_ignored": lambda e, p: (
         f"a duplicate of {_short(p.get('duplicate_of'), 16)} was ignored"
     ),

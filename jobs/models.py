@@ -61,12 +61,13 @@ class JobStatus:
 
 
 class Job(JobStatus, models.Model):
-    """One export, reindex or retention run: who asked, over what, how far it got, what it left."""
+    """One export, reindex, retention run or subject erasure: who asked, over what, how far it got, what it left."""
 
     class Kind(models.TextChoices):
         EXPORT = "export", "Audit export"
         REINDEX = "reindex", "Semantic reindex"
         RETENTION = "retention", "Retention run"
+        ERASURE = "erasure", "Subject erasure"
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"

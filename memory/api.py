@@ -411,8 +411,10 @@ def mount(api: NinjaAPI) -> None:
     from memory.api_batch import add_routes as add_batch_routes
     from memory.api_conversations import add_routes as add_conversation_routes
     from memory.api_corrections import add_routes as add_correction_routes
+    from memory.api_erasure import add_routes as add_erasure_routes
 
     add_batch_routes(router)
     add_conversation_routes(router)
     add_correction_routes(router)
+    add_erasure_routes(router)
     api.add_router("/memory/", router)

@@ -25,6 +25,11 @@ class MemoryConfig(AppConfig):
         # Each record must still hold the content its creation event binds.
         register_subject_check(content_failures)
 
+        from memory.services.holds import refuse_held_purge
+
+        # A legal hold refuses every purge under it, inside the purge's transaction.
+        purges.listen(refuse_held_purge)
+
         from memory import vectors
 
         # Every new SQLite connection gets sqlite-vec (the vector index).

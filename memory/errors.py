@@ -144,3 +144,20 @@ class InvalidInput(MemoryEngineError, errors.InvalidInput):
     code = "invalid_field"
     status = 400
     meaning = "a field does not validate (see field and detail)"
+
+
+class SubjectErasureError(MemoryEngineError):
+    """An erasure of a person's subtree that cannot start: no reference, no typed confirmation,
+    a scope above one person, or nothing stored under it."""
+
+    code = "subject_erasure_refused"
+    status = 400
+    meaning = "a subject erasure is refused (see detail); nothing was erased"
+
+
+class LegalHoldError(MemoryEngineError):
+    """A purge under a legal hold, or a hold that cannot be set or lifted as asked."""
+
+    code = "legal_hold"
+    status = 409
+    meaning = "a legal hold is in force here (purges are refused), or the hold request conflicts"

@@ -476,3 +476,25 @@ class MemorySearchForm(StorableTextMixin, forms.Form):
             "scope": self.cleaned_data.get("scope"),
             "since": now - timedelta(days=int(days)) if days else None,
         }
+
+
+class EraseSubjectForm(StorableTextMixin, forms.Form):
+    """The request's reference and the subtree typed back; the service checks both again."""
+
+    reference = forms.CharField(
+        max_length=200,
+        help_text="The ticket or letter this erasure answers; kept with the certificate.",
+    )
+    confirm = forms.CharField(max_length=200, help_text="Type the scope exactly to confirm.")
+
+
+class LegalHoldForm(StorableTextMixin, forms.Form):
+    reference = forms.CharField(
+        max_length=200, help_text="The matter or order the hold answers (kept with the hold)."
+    )
+
+
+class SubjectExportForm(StorableTextMixin, forms.Form):
+    reference = forms.CharField(
+        max_length=200, help_text="The request's reference (a ticket or letter number)."
+    )

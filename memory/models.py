@@ -304,3 +304,31 @@ class ReviewReason(ScopedRow):
 
     def __str__(self) -> str:
         return f"{self.decision} {self.record_id}"
+
+
+class LegalHold(ScopedRow):
+    """A legal hold on a scope subtree (issue 32): while it holds, nothing under it is purged.
+
+    Forget, a subject erasure, review's reject and any other purge of the
+    engine's content are refused at or below ``scope``. Lifting keeps the row
+    (``lifted_at``), so the page shows what held and when; both are audited.
+    """
+
+    hold_id = models.CharField(max_length=40, unique=True)
+    reference = models.CharField(max_length=200)
+    set_by = models.CharField(max_length=150)
+    set_at = models.DateTimeField()
+    lifted_by = models.CharField(max_length=150, blank=True, default="")
+    lifted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "lifted_at"], name="mem_hold_scope")]
+        constraints = [
+            # One hold at a time per scope: a second would be the same promise twice.
+            models.UniqueConstraint(
+                fields=["scope"], condition=models.Q(lifted_at__isnull=True), name="mem_hold_one"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"legal hold {self.hold_id} on {self.scope}"

@@ -11,3 +11,11 @@ from memory.reindexing import run_reindex
 def reindex_job(job_id: int) -> str:
     """Run reindex job ``job_id`` and return its final status."""
     return run_reindex(job_id).status
+
+
+@task()
+def erasure_job(job_id: int) -> str:
+    """Run subject erasure ``job_id`` and return its final status."""
+    from memory.services.erasure import run_subject_erasure  # the services import this module
+
+    return run_subject_erasure(job_id).status

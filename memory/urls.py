@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory import views
+from memory import erasure_views, views
 
 app_name = "memory"
 
@@ -14,6 +14,15 @@ urlpatterns = [
     path("scope/<str:scope>/recall/", views.scope_recall, name="recall"),
     path("scope/<str:scope>/chain/", views.scope_chain, name="chain"),
     path("scope/<str:scope>/forget/", views.forget, name="forget"),
+    path("scope/<str:scope>/erase/", erasure_views.erase_subject, name="erase_subject"),
+    path("scope/<str:scope>/export/", erasure_views.export_subject_page, name="export_subject"),
+    path("scope/<str:scope>/legal-hold/", erasure_views.legal_hold, name="legal_hold"),
+    path("erasures/<int:job_id>/", erasure_views.erasure, name="erasure"),
+    path(
+        "erasures/<int:job_id>/certificate/",
+        erasure_views.certificate_download,
+        name="erasure_certificate",
+    ),
     path("records/<str:record_id>/", views.record_detail, name="record"),
     path("sessions/", views.session_detail, name="session"),
     path("recalls/<str:retrieval_id>/", views.retrieval_detail, name="retrieval"),

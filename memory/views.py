@@ -71,6 +71,7 @@ from memory.forms import (
     SourceDecisionForm,
 )
 from memory.models import Record, SourceType, Status, TrustTier
+from memory.services.holds import holds_over
 from memory.services.review import quoted_fact
 
 RECORDS_PER_PAGE = 50
@@ -261,6 +262,10 @@ def _scope_page(
         may_recall=access.may_act(principal, access.READ, parsed),
         own_scopes=access.granted_scopes(principal, access.READ),
         may_review=access.may(principal, access.REVIEW, parsed),
+        # Erasing a person (issue 32): admins of a user's subtree.
+        may_erase=parsed.depth >= 2 and access.may_erase_subject(principal, parsed),
+        may_hold=not parsed.is_platform and access.may_erase_subject(principal, parsed),
+        legal_holds=holds_over(parsed),
         forgettable=FORGETTABLE,
     )
     if target == "records":

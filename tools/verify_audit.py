@@ -6,6 +6,8 @@ Usage::
     python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
+    python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
+    python tools/verify_audit.py --subject-export EXPORT.json --public-key KEY
     python tools/verify_audit.py --consistency BUNDLE.json --public-key KEY   (from the API,
         the checkpoints page or audit prove-consistency --json)
 
@@ -1634,6 +1636,173 @@ def load_export(path: str) -> sqlite3.Connection:
     return conn
 
 
+# -- erasure certificates (issue 32) --------------------------------------------------
+
+ERASURE_CERTIFICATE_FORMAT = "aetnaweb-erasure-certificate-v1"
+CERTIFICATE_FIELDS = frozenset(
+    {
+        "format",
+        "subtree",
+        "reference",
+        "erasure_job",
+        "requested_at",
+        "created_at",
+        "receipts",
+        "closing_proof",
+        "certificate_sha256",
+    }
+)
+
+
+def subtree_covers(root: str, subject: str) -> bool:
+    """Is ``subject`` the scope ``root`` or below it? Segment by segment, never a prefix."""
+    for mine, theirs in zip(root.split(":"), subject.split(":"), strict=True):
+        if mine != "*" and mine != theirs:
+            return False
+    return True
+
+
+def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None) -> list[str]:
+    """The ``memory.subject_erased`` event closing the erasure: in the log (under a checkpoint
+    signed by ``key``), of this subtree and job, committing exactly the bundled receipts."""
+    proof = certificate.get("closing_proof")
+    event = proof.get("event") if isinstance(proof, dict) else None
+    if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
+        return ["certificate has no closing_proof event: its receipts are bound to nothing"]
+    try:
+        event_hash = digest(event)
+    except (TypeError, ValueError):
+        return ["closing_proof event is not canonical JSON"]
+    found, _ = log_proof_failures(proof, event_hash, key)
+    failures = [f"closing_proof: {reason}" for reason in found]
+    payload = event["payload"]
+    receipts = certificate.get("receipts")
+    listed = (
+        sorted(r.get("receipt_sha256") for r in receipts if isinstance(r, dict))
+        if isinstance(receipts, list)
+        else None
+    )
+    reference = certificate.get("reference")
+    if (
+        event.get("event_type") != "memory.subject_erased"
+        or event.get("subject_id") != certificate.get("subtree")
+        or payload.get("erasure_job") != certificate.get("erasure_job")
+    ):
+        failures.append("closing_proof event is not this subtree's erasure event")
+    if (
+        not isinstance(reference, str)
+        or payload.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
+    ):
+        failures.append("closing_proof event names a different reference")
+    if payload.get("receipt_sha256s") != listed:
+        failures.append(
+            "the certificate's receipts are not the set its closing event commits "
+            "(a receipt was dropped, added or changed)"
+        )
+    return failures
+
+
+def verify_erasure_certificate(
+    certificate: Any, key: tuple[str, bytes] | None
+) -> tuple[list[str], list[tuple[str, list[str], str]]]:
+    """(certificate failures, one (label, failures, verdict) per receipt) from the file alone.
+
+    The certificate's digest recomputes and it holds no field its format does
+    not define; it bundles at least one receipt, no receipt twice, each of a
+    scope inside its subtree and naming the erasure's selector; and every
+    receipt holds offline exactly as ``--offline-receipt`` checks it (with
+    ``key``, under a checkpoint signed by that key).
+    """
+    if not isinstance(certificate, dict):
+        return ["certificate is not a JSON object"], []
+    if certificate.get("format") != ERASURE_CERTIFICATE_FORMAT:
+        return [f"certificate format is not {ERASURE_CERTIFICATE_FORMAT}"], []
+    extra = sorted(str(name) for name in certificate if name not in CERTIFICATE_FIELDS)
+    if extra:
+        return [f"certificate holds fields its format does not define: {', '.join(extra)}"], []
+    claimed = {k: v for k, v in certificate.items() if k != "certificate_sha256"}
+    try:
+        recomputed = digest(claimed)
+    except (TypeError, ValueError):
+        recomputed = None
+    if recomputed != certificate.get("certificate_sha256"):
+        return ["certificate_sha256 does not match the certificate's content"], []
+    subtree, receipts = certificate.get("subtree"), certificate.get("receipts")
+    if not is_canonical_subject(subtree) or str(subtree).split(":")[1] == "*":
+        return ["certificate subtree is not one person's scope (tenant:user:...)"], []
+    if not isinstance(receipts, list) or not receipts:
+        return ["certificate bundles no receipt"], []
+    failures: list[str] = _closing_failures(certificate, key)
+    selector = hashlib.sha256(f"erase-subject {subtree}".encode()).hexdigest()
+    results: list[tuple[str, list[str], str]] = []
+    seen: set[Any] = set()
+    for number, receipt in enumerate(receipts, start=1):
+        found, verdict = verify_receipt_offline(receipt, key)
+        if isinstance(receipt, dict):
+            subject = receipt.get("subject_id")
+            if not isinstance(subject, str) or not is_canonical_subject(subject):
+                found.append("receipt subject_id is not a canonical scope string")
+            elif not subtree_covers(str(subtree), subject):
+                found.append(f"receipt is for {subject}, outside the erased subtree {subtree}")
+            if receipt.get("selector_sha256") != selector:
+                found.append("receipt is not one of this subject erasure's (another selector)")
+            if receipt.get("audit_event_id") in seen:
+                found.append("receipt appears twice in the certificate")
+            seen.add(receipt.get("audit_event_id"))
+            label = f"{subject} {receipt.get('audit_event_id')}"
+        else:
+            label = f"#{number}"
+        results.append((label, found, verdict))
+    return failures, results
+
+
+SUBJECT_EXPORT_FORMAT = "aetnaweb-subject-export-v1"
+
+
+def verify_subject_export(document: Any, key: tuple[str, bytes] | None) -> tuple[list[str], str]:
+    """(failures, signature verdict) for a subject export, from the file alone.
+
+    Each section's count and digest are the manifest's; the manifest's digest
+    is the one the ``memory.subject_exported`` event commits; that event is of
+    the export's subtree and sits in the log under the proof's root (with
+    ``key``, a checkpoint signed by it).
+    """
+    if not isinstance(document, dict) or document.get("format") != SUBJECT_EXPORT_FORMAT:
+        return [f"export format is not {SUBJECT_EXPORT_FORMAT}"], NOT_REACHED
+    manifest, proof = document.get("manifest"), document.get("manifest_proof")
+    event = proof.get("event") if isinstance(proof, dict) else None
+    if not isinstance(manifest, dict) or not isinstance(event, dict):
+        return ["export has no manifest or no manifest_proof event"], NOT_REACHED
+    try:
+        event_hash = digest(event)
+        manifest_sha256 = digest(manifest)
+    except (TypeError, ValueError):
+        return ["export manifest or event is not canonical JSON"], NOT_REACHED
+    failures, verdict = log_proof_failures(proof, event_hash, key)
+    failures = [f"manifest_proof: {reason}" for reason in failures]
+    for section in ("records", "episodes", "audit_events"):
+        rows, claimed = document.get(section), manifest.get(section)
+        if not isinstance(rows, list) or not isinstance(claimed, dict):
+            failures.append(f"export section {section} is missing")
+            continue
+        if claimed.get("count") != len(rows) or claimed.get("sha256") != digest(rows):
+            failures.append(f"export section {section} differs from the manifest")
+    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    if (
+        event.get("event_type") != "memory.subject_exported"
+        or event.get("subject_id") != manifest.get("subtree")
+        or payload.get("manifest_sha256") != manifest_sha256
+    ):
+        failures.append("manifest_proof event does not commit this manifest")
+    reference = document.get("reference")
+    if (
+        not isinstance(reference, str)
+        or manifest.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
+    ):
+        failures.append("export reference is not the manifest's")
+    return failures, verdict
+
+
 def _read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -1681,6 +1850,27 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
             continue
         failures, verdict = verify_receipt_offline(receipt, key)
         ok &= _report(out, not failures, f"receipt {path} (signature {verdict})", failures)
+    for path in args.erasure_certificate:
+        try:
+            certificate = json.loads(
+                _read_text(path, "certificate"), parse_constant=_reject_constant
+            )
+        except ValueError:
+            ok &= _report(out, False, f"certificate {path}", ["certificate file is not JSON"])
+            continue
+        failures, receipt_results = verify_erasure_certificate(certificate, key)
+        whole = not failures and all(not found for _, found, _ in receipt_results)
+        ok &= _report(out, whole, f"erasure certificate {path}", failures)
+        for label, found, verdict in receipt_results:
+            _report(out, not found, f"  receipt {label} (signature {verdict})", found)
+    for path in args.subject_export:
+        try:
+            document = json.loads(_read_text(path, "export"), parse_constant=_reject_constant)
+        except ValueError:
+            ok &= _report(out, False, f"subject export {path}", ["export file is not JSON"])
+            continue
+        failures, verdict = verify_subject_export(document, key)
+        ok &= _report(out, not failures, f"subject export {path} (signature {verdict})", failures)
     for path in args.consistency:
         try:
             bundle = json.loads(_read_text(path, "bundle"), parse_constant=_reject_constant)
@@ -1706,12 +1896,17 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Everything the command line asked for; returns (exit status, output lines)."""
-    if args.offline_receipt or args.consistency:
+    if args.offline_receipt or args.consistency or args.erasure_certificate or args.subject_export:
         if args.database is not None or args.export is not None or args.checkpoints:
-            raise UsageError("--offline-receipt and --consistency take no database")
+            raise UsageError(
+                "--offline-receipt, --erasure-certificate and --consistency take no database"
+            )
         return run_offline(args)
     if args.no_signature_check:
-        raise UsageError("--no-signature-check applies to --offline-receipt and --consistency")
+        raise UsageError(
+            "--no-signature-check applies to --offline-receipt, --erasure-certificate and "
+            "--consistency"
+        )
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
     if (args.database is None) == (args.export is None):
@@ -1779,6 +1974,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         metavar="FILE",
         help="a receipt with a log_proof, checked without any database",
+    )
+    parser.add_argument(
+        "--erasure-certificate",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a subject erasure's certificate (its bundled receipts), checked without any database",
+    )
+    parser.add_argument(
+        "--subject-export",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a subject export (its manifest bound to the log), checked without any database",
     )
     parser.add_argument(
         "--consistency",

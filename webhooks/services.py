@@ -31,6 +31,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from aetnaweb.access import AccessDenied, Principal, audit_actor, may_administer
+from aetnaweb.purges import ErasedSubtree
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
@@ -516,3 +517,25 @@ def deliver_due(*, limit: int = 100) -> int:
         if deliver(delivery_id) is not None:
             count += 1
     return count
+
+
+def erase_deliveries(erased: ErasedSubtree) -> int:
+    """Delete every delivery about a scope the erased subtree covers; returns how many.
+
+    Called inside a subject erasure's transaction (:mod:`aetnaweb.purges`):
+    a delivery's body and the receiver's answer excerpt are copies about that
+    person. A subject is stored as its canonical scope string, so coverage is
+    decided segment-wise in Python (never a prefix match).
+    """
+    root = Scope.parse(erased.scope)
+    doomed: list[str] = []
+    for delivery_id, subject in WebhookDelivery.objects.values_list("id", "subject").iterator():
+        try:
+            covered = root.covers(Scope.parse(subject))
+        except ScopeError:
+            covered = False
+        if covered:
+            doomed.append(delivery_id)
+    for start in range(0, len(doomed), 500):
+        WebhookDelivery.objects.filter(id__in=doomed[start : start + 500]).delete()
+    return len(doomed)

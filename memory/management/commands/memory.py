@@ -52,6 +52,14 @@ from aetnaweb.cli import refusals_exit, refuse
 from aetnaweb.scopes import Scope, ScopeError
 from memory import selectors, services, vectors
 from memory.errors import ProposalError
+from memory.services.erasure import (
+    erasure_certificate,
+    run_subject_erasure,
+    start_subject_erasure,
+    subject_erasure_preview,
+)
+from memory.services.holds import lift_legal_hold, set_legal_hold
+from memory.services.subject_export import export_csv, export_subject
 
 
 def _scope(raw: str) -> Scope:
@@ -188,6 +196,38 @@ class Command(BaseCommand):
         capture.add_argument(
             "--occurred-at", dest="occurred_at", help="when a user turn was said (ISO 8601)"
         )
+        erase = verb(
+            "erase-subject",
+            "erase everything stored under one person's SCOPE subtree (every scope below it) "
+            "and write the erasure certificate",
+        )
+        erase.add_argument(
+            "--preview", action="store_true", help="only count what would go, per scope"
+        )
+        erase.add_argument("--reference", help="the request's reference (a ticket number)")
+        erase.add_argument("--confirm", help="type SCOPE again to confirm; it cannot be undone")
+        erase.add_argument(
+            "--actor", help="the operator named in the audit chain (default: system)"
+        )
+        erase.add_argument(
+            "--certificate", dest="certificate_out", help="also write the certificate here"
+        )
+        export = verb(
+            "export-subject",
+            "write everything stored under one person's SCOPE subtree (records, stored "
+            "messages, audit events) with a manifest bound to the log",
+        )
+        export.add_argument("--reference", help="the request's reference (a ticket number)")
+        export.add_argument("--out", required=True, help="the JSON file to write")
+        export.add_argument("--csv-dir", help="also write records.csv and episodes.csv here")
+        hold = verb(
+            "legal-hold",
+            "set a legal hold on SCOPE and everything below it (purges there are refused), "
+            "or --lift it",
+        )
+        hold.add_argument("--reference", help="the matter or order the hold answers")
+        hold.add_argument("--lift", action="store_true", help="lift the hold at exactly SCOPE")
+        hold.add_argument("--actor", help="the operator named in the audit chain")
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -206,7 +246,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = bool(options.get("json") or options.get("json_out"))
-        handler = getattr(self, f"_{options['verb']}")
+        handler = getattr(self, f"_{options['verb'].replace('-', '_')}")
         with refusals_exit():
             handler(options)
 
@@ -503,6 +543,81 @@ class Command(BaseCommand):
             text = f"remembered: {len(result.remembered.records)} record(s)"
         else:
             text = f"logged {result.role} turn as audit event {result.audit_event_id}"
+        self._emit(result.as_dict(), text)
+
+    def _erase_subject(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["preview"]:
+            preview = subject_erasure_preview(subtree=scope, principal=SYSTEM)
+            lines = [
+                f"would erase {preview.records} records and {preview.episodes} stored "
+                f"messages under {scope}:"
+            ]
+            lines += [
+                f"  {row['scope']}: {sum(row['records'].values())} records "
+                f"({', '.join(f'{n} {s}' for s, n in sorted(row['records'].items())) or 'none'}), "
+                f"{row['episodes']} stored messages, {row['recall_events']} stored recall queries"
+                for row in preview.scopes
+            ]
+            lines.append(f"to erase, run again with --reference REF --confirm {scope}")
+            self._emit(preview.as_dict(), "\n".join(lines))
+            return
+        job = start_subject_erasure(
+            subtree=scope,
+            reference=options["reference"],
+            confirmation=options["confirm"],
+            principal=SYSTEM,
+            started_by=options["actor"],
+            queue=False,
+        )
+        # At a shell the erasure runs here and now, not on the task queue.
+        job = run_subject_erasure(job.pk)
+        certificate = erasure_certificate(job_id=job.pk, principal=SYSTEM)
+        if options["certificate_out"]:
+            Path(options["certificate_out"]).write_text(
+                json.dumps(certificate, indent=2, sort_keys=True)
+            )
+        self._emit(
+            {"job": job.pk, **job.result},
+            f"erased {job.result['records']} records and {job.result['episodes']} stored "
+            f"messages under {scope} in {job.result['receipts']} receipts (erasure {job.pk}, "
+            f"reference {job.params['reference']}); certificate sha256 "
+            f"{certificate['certificate_sha256']}",
+        )
+
+    def _export_subject(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        document = export_subject(subtree=scope, reference=options["reference"], principal=SYSTEM)
+        Path(options["out"]).write_text(json.dumps(document, indent=2, sort_keys=True))
+        if options["csv_dir"]:
+            folder = Path(options["csv_dir"])
+            folder.mkdir(parents=True, exist_ok=True)
+            for section in ("records", "episodes"):
+                (folder / f"{section}.csv").write_text(export_csv(document, section))
+        manifest = document["manifest"]
+        self._emit(
+            manifest,
+            f"exported {manifest['records']['count']} records, "
+            f"{manifest['episodes']['count']} stored messages and "
+            f"{manifest['audit_events']['count']} audit events under {scope} to {options['out']}",
+        )
+
+    def _legal_hold(self, options: dict[str, Any]) -> None:
+        scope = _scope(options["scope"])
+        if options["lift"]:
+            result = lift_legal_hold(scope=scope, principal=SYSTEM, actor=options["actor"])
+            text = f"lifted legal hold {result.hold_id} at {scope}: purges there are possible again"
+        else:
+            result = set_legal_hold(
+                scope=scope,
+                reference=options["reference"],
+                principal=SYSTEM,
+                actor=options["actor"],
+            )
+            text = (
+                f"legal hold {result.hold_id} set at {scope} (reference {result.reference}): "
+                "forget, reject and erasure are refused there and below until it is lifted"
+            )
         self._emit(result.as_dict(), text)
 
     def _reindex(self, options: dict[str, Any]) -> None:
