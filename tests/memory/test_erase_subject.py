@@ -17,6 +17,7 @@ from aetnaweb.access import SYSTEM, AccessDenied, operator_principal
 from audit import notes
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
+from audit.verification import verify_subject
 from jobs.models import Job
 from jobs.services import exports_dir, record_job
 from memory import services
@@ -201,6 +202,12 @@ def test_the_erasure_purges_every_scope_below_and_nothing_beside(signer):
     events = AuditEvent.objects.filter(subject_id__in=[DANA, APOLLO], event_type="memory.forget")
     assert events.count() == 2
     assert all(REFERENCE not in e.payload and '"erase_subject"' in e.payload for e in events)
+    # And every verifier still agrees with the rows: no erased row keeps a digest salt
+    assert set(
+        Episode.objects.filter(tenant="acme", user="dana").values_list("digest_salt", flat=True)
+    ) == {""}
+    for scope in (DANA, APOLLO):
+        assert verify_subject(scope, principal=SYSTEM).ok
 
 
 @pytest.mark.django_db
