@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
-from memory import selectors
+from memory import binding, selectors
 from memory.limits import MAX_BLOCK_CHARS
-from memory.models import Episode, Record, Status
+from memory.models import Episode, Record, RecordAuditLink, Status
 from memory.services._common import _audit, _check_limit
 from memory.services.results import Persona, Scene
 
@@ -98,7 +98,9 @@ def scenes(
     ``after`` is a scene's ``cursor``: only sessions older than it. Derived on the
     fly; nothing is stored or audited.
     """
-    parsed = access.require(principal, access.READ, scope)
+    # Stored messages are read inside a granted subtree only, as a recall reads
+    # (scopes.md): an operator's ancestor read does not reach them.
+    parsed = access.require_act(principal, access.READ, scope)
     limit = _check_limit("limit", limit, 200)
     grouped = (
         Episode.objects.filter(scope=str(parsed)).values("session_id").annotate(last=Max("id"))
@@ -111,9 +113,19 @@ def scenes(
         episodes = Episode.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
             :SCENE_ITEMS_LIMIT
         ]
-        records = Record.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
-            :SCENE_ITEMS_LIMIT
-        ]
+        # A record its chain purged shows as purged whatever its row was set back
+        # to (the purge marker is written with the forget event; verifiers check it).
+        records = (
+            Record.objects.filter(scope=str(parsed), session_id=session)
+            .annotate(
+                chain_purged=Exists(
+                    RecordAuditLink.objects.filter(
+                        record_id=OuterRef("record_id"), event_type__in=binding.PURGE_EVENTS
+                    )
+                )
+            )
+            .order_by("-id")[:SCENE_ITEMS_LIMIT]
+        )
         result.append(
             Scene(
                 session_id=session,
@@ -123,7 +135,9 @@ def scenes(
                         "episode_id": e.episode_id,
                         "turn_id": e.turn_id,
                         "source_type": e.source_type,
-                        "text": e.text,
+                        # An emptied message stays empty here even if its text
+                        # was put back behind the app's back.
+                        "text": "" if e.purged_at is not None else e.text,
                         "purged": e.purged_at is not None,
                         "created_at": e.created_at.isoformat(),
                     }
@@ -132,9 +146,9 @@ def scenes(
                 records=tuple(
                     {
                         "record_id": r.record_id,
-                        "status": r.status,
-                        "fact_key": r.fact_key,
-                        "content": r.content,
+                        "status": Status.TOMBSTONED if r.chain_purged else r.status,
+                        "fact_key": "" if r.chain_purged else r.fact_key,
+                        "content": "" if r.chain_purged else r.content,
                         "trust_tier": r.trust_tier,
                         "episode_id": r.episode_id,
                         "created_at": r.created_at.isoformat(),

@@ -168,6 +168,9 @@ def test_carol_sees_no_ancestor_episode_superseded_value_or_quarantined_text(cli
     for episode in ("quarantined_episode", "active_episode"):
         with pytest.raises(AccessDenied):
             selectors.get_episode(principal, stored[episode])
+    # And the ancestor's scenes (its stored messages, grouped by session) are out of reach
+    with pytest.raises(AccessDenied):
+        services.scenes(principal=principal, scope=TENANT)
     # And an ID search finds no hidden record
     assert selectors.records_by_id_prefix(principal, stored["quarantined"]) == []
     assert selectors.records_by_id_prefix(principal, stored["superseded"]) == []
@@ -188,6 +191,10 @@ def test_the_tenant_viewer_still_reads_everything_at_the_tenant(stored):
     detail = selectors.record_detail(principal, stored["quarantined"])
     assert detail.episode is not None
     assert selectors.get_episode(principal, stored["quarantined_episode"])
+    assert any(
+        QUARANTINED_TEXT in repr(s.as_dict())
+        for s in services.scenes(principal=principal, scope=TENANT)
+    )
     successor = selectors.record_detail(principal, stored["successor"])
     assert [r.record_id for r in successor.supersedes_chain] == [stored["superseded"]]
     listed = selectors.list_records(principal, scope=TENANT, limit=50)

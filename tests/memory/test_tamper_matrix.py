@@ -266,6 +266,13 @@ def test_a_revived_record_never_recalls_nor_renders_as_live(client):
     listed = {r.record_id: r for r in selectors.list_records(SYSTEM, scope=SCOPE).items}
     assert (listed[record.record_id].status, listed[record.record_id].content) == ("tombstoned", "")
     assert "4821" not in client.get(reverse("memory:scope", args=[SCOPE])).content.decode()
+    # And the scenes (API, MCP) show neither it nor its message, even with the text put back
+    sql(
+        "UPDATE memory_episode SET text = %s WHERE episode_id = %s",
+        ["My bank PIN is 4821.", record.episode_id],
+    )
+    scenes = services.scenes(principal=SYSTEM, scope=SCOPE)
+    assert scenes and "4821" not in repr([scene.as_dict() for scene in scenes])
 
 
 @pytest.mark.django_db
