@@ -237,12 +237,21 @@ def turns_stored(scope: str) -> set[str]:
     )
 
 
-def recall_turns(scope: str, question: str, turn_of: dict[str, str]) -> list[str]:
-    """The turns behind the top-10 recalled records, in rank order (one entry per record)."""
+def recall_turns(
+    scope: str, question: str, turn_of: dict[str, str], min_confidence: float | None = None
+) -> list[str]:
+    """The turns behind the top-10 recalled records, in rank order (one entry per record).
+
+    ``min_confidence`` None: the product's default threshold (what an agent gets);
+    0: ranking alone, as BM25 is measured.
+    """
     from aetnaweb.access import SYSTEM
     from memory import services
 
-    result = services.recall(scope=scope, query=question, limit=TOP_K, principal=SYSTEM)
+    threshold = {} if min_confidence is None else {"min_confidence": min_confidence}
+    result = services.recall(
+        scope=scope, query=question, limit=TOP_K, principal=SYSTEM, **threshold
+    )
     return [turn_of.get(record_id, "") for record_id in result.record_ids]
 
 
@@ -260,7 +269,12 @@ def bm25_ranker(turns: Sequence[Turn]) -> Callable[[str], list[str]]:
     return rank
 
 
-def run(conversations: Sequence[Conversation], path: str, misses: int) -> None:
+def run(
+    conversations: Sequence[Conversation],
+    path: str,
+    misses: int,
+    min_confidence: float | None = None,
+) -> None:
     from memory.models import Record
 
     store = STORE_PATHS[path]
@@ -286,7 +300,7 @@ def run(conversations: Sequence[Conversation], path: str, misses: int) -> None:
         here = Tally()
         for question in conversation.questions:
             asked = time.perf_counter()
-            ranked = recall_turns(scope, question.text, turn_of)
+            ranked = recall_turns(scope, question.text, turn_of, min_confidence)
             recalled.latencies.append(time.perf_counter() - asked)
             hit = here.add(ranked, question.evidence)
             recalled.add(ranked, question.evidence)
@@ -321,12 +335,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", default="1-5", help="e.g. 1-5 (the tuning set)")
     parser.add_argument("--path", default="remember", choices=sorted(STORE_PATHS))
     parser.add_argument("--misses", type=int, default=0, help="print up to N missed questions")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="recall's threshold (default: the product's; 0 ranks only, as BM25 does)",
+    )
     args = parser.parse_args(argv)
     conversations = load(args.data, parse_range(args.conversations))
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-locomo-"))
     try:
         setup_django(directory)
-        run(conversations, args.path, args.misses)
+        run(conversations, args.path, args.misses, args.min_confidence)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return 0
