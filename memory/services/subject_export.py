@@ -25,6 +25,7 @@ from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, loads_strict, sha256_text
+from audit.chain import PREIMAGE_FIELDS
 from audit.models import AuditEvent
 from audit.receipts import log_proof_for
 from audit.services import lock_subject
@@ -65,20 +66,8 @@ EPISODE_FIELDS = (
     "created_at",
     "purged_at",
 )
-EVENT_FIELDS = (
-    "sequence",
-    "event_id",
-    "subject_id",
-    "event_type",
-    "created_at",
-    "actor",
-    "session_id",
-    "turn_id",
-    "record_id",
-    "payload",
-    "prev_hash",
-    "event_hash",
-)
+# An event as the audit log stores it: its sequence, the hash preimage's fields, its hash.
+EVENT_FIELDS = ("sequence", *PREIMAGE_FIELDS, "event_hash")
 
 
 def _plain(value: Any) -> Any:
