@@ -19,33 +19,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from audit_common import configure_django
+from forget_match import plant
+
 SCOPE = "bench:copies:p0"
 WORDS = ["amber", "basil", "cedar", "delta", "ember", "fjord", "grove", "heron"]
-
-
-def setup_django(directory: Path) -> None:
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = f"sqlite:///{directory / 'bench.sqlite3'}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))  # a throwaway instance
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def seed(start: int, count: int) -> None:
@@ -116,16 +101,6 @@ def seed(start: int, count: int) -> None:
         IdempotencyKey.objects.bulk_create(answers, batch_size=2000)
 
 
-def plant(tag: str) -> None:
-    from aetnaweb.access import SYSTEM
-    from memory import services
-
-    for n in range(3):
-        services.remember(
-            principal=SYSTEM, scope=SCOPE, text=f"Remember that the {tag} code {n} is kept."
-        )
-
-
 def main() -> None:
     from aetnaweb.access import SYSTEM
 
@@ -136,7 +111,8 @@ def main() -> None:
     sizes = [int(size) for size in args.sizes.split(",")]
     directory = Path(tempfile.mkdtemp(prefix="aetnaweb-bench-copies-"))
     try:
-        setup_django(directory)
+        os.environ.setdefault("LOG_LEVEL", "WARNING")
+        configure_django(directory)
         from django.db import transaction
 
         from access.idempotency import forget_kept_answers
@@ -154,7 +130,7 @@ def main() -> None:
             previews, applies, scans = [], [], []
             for sample in range(args.samples):
                 tag = f"zircon{size}x{sample}"
-                plant(tag)
+                plant(tag, SCOPE)
                 wall = time.perf_counter()
                 preview = services.forget_preview(
                     principal=SYSTEM, scope=SCOPE, selector=f"{tag} code"

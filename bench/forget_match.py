@@ -88,13 +88,14 @@ def seed(start: int, count: int) -> None:
         Record.objects.bulk_create(rows, batch_size=5000)
 
 
-def plant(tag: str) -> None:
+def plant(tag: str, scope: str = SCOPE) -> None:
+    """Three notes a forget of ``"<tag> code"`` matches (bench/forget_copies.py too)."""
     from aetnaweb.access import SYSTEM
     from memory import services
 
     for n in range(3):
         services.remember(
-            principal=SYSTEM, scope=SCOPE, text=f"Remember that the {tag} code {n} is kept."
+            principal=SYSTEM, scope=scope, text=f"Remember that the {tag} code {n} is kept."
         )
 
 

@@ -229,21 +229,27 @@ def list_records(
         # table on SQLite); the table name is the ORM's own alias.
         condition, params = record_metadata.sql_condition(Record._meta.db_table, wanted)
         queryset = queryset.extra(where=[condition], params=params)  # noqa: S610  (placeholders only)
-    # A record its chain purged is listed as purged whatever its row says: the
-    # purge marker (written with the forget event, checked by the verifiers)
-    # is looked up per listed row inside the same query.
-    queryset = queryset.annotate(
+    page = _page(with_chain_purged(queryset), _cursor(after), _limit(limit), newest_first=True)
+    for record in page.items:
+        if record.chain_purged:
+            as_purged(record)
+    return page
+
+
+def with_chain_purged(queryset: Any) -> Any:
+    """``queryset`` with each record's ``chain_purged``: whether a purge marker names it.
+
+    A record its chain purged is shown as purged (:func:`as_purged`) whatever its
+    row says; the marker (written with the forget event, checked by the
+    verifiers) is looked up per row inside the same query.
+    """
+    return queryset.annotate(
         chain_purged=Exists(
             RecordAuditLink.objects.filter(
                 record_id=OuterRef("record_id"), event_type__in=binding.PURGE_EVENTS
             )
         )
     )
-    page = _page(queryset, _cursor(after), _limit(limit), newest_first=True)
-    for record in page.items:
-        if record.chain_purged:
-            _as_purged(record)
-    return page
 
 
 WARNING_CHOICES = ["warned", "clean"]
@@ -581,7 +587,7 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
         record = _recalled_ancestor_record(principal, record_id)
     binding = content_binding(record)
     if binding.chain_purged:
-        _as_purged(record)
+        as_purged(record)
     sequences = list(
         RecordAuditLink.objects.filter(record_id=record.record_id)
         .order_by("event_sequence")
@@ -614,7 +620,7 @@ def record_detail(principal: Principal, record_id: str) -> RecordDetail:
     )
 
 
-def _as_purged(record: Record) -> None:
+def as_purged(record: Record) -> None:
     """Show a record its chain purged as purged, whatever its row was set back to.
 
     Only this in-memory copy changes (a read never writes); the binding's
@@ -993,6 +999,7 @@ __all__ = [
     "RecordDetail",
     "RetrievalCandidate",
     "RetrievalDetail",
+    "as_purged",
     "chain_length",
     "chain_status",
     "count_scopes_with_memory",
@@ -1021,6 +1028,7 @@ __all__ = [
     "scopes_with_memory",
     "session_retrievals",
     "waiting_siblings",
+    "with_chain_purged",
 ]
 
 

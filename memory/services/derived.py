@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import Max
 
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import sha256_text
-from memory import binding, selectors
+from memory import selectors
 from memory.limits import MAX_BLOCK_CHARS
-from memory.models import Episode, Record, RecordAuditLink, Status
+from memory.models import Episode, Record, Status
 from memory.services._common import _audit, _check_limit
 from memory.services.results import Persona, Scene
 
@@ -113,19 +113,15 @@ def scenes(
         episodes = Episode.objects.filter(scope=str(parsed), session_id=session).order_by("-id")[
             :SCENE_ITEMS_LIMIT
         ]
-        # A record its chain purged shows as purged whatever its row was set back
-        # to (the purge marker is written with the forget event; verifiers check it).
-        records = (
-            Record.objects.filter(scope=str(parsed), session_id=session)
-            .annotate(
-                chain_purged=Exists(
-                    RecordAuditLink.objects.filter(
-                        record_id=OuterRef("record_id"), event_type__in=binding.PURGE_EVENTS
-                    )
-                )
-            )
-            .order_by("-id")[:SCENE_ITEMS_LIMIT]
+        # A record its chain purged shows as purged whatever its row was set back to.
+        records = list(
+            selectors.with_chain_purged(
+                Record.objects.filter(scope=str(parsed), session_id=session)
+            ).order_by("-id")[:SCENE_ITEMS_LIMIT]
         )
+        for record in records:
+            if record.chain_purged:
+                selectors.as_purged(record)
         result.append(
             Scene(
                 session_id=session,
@@ -146,9 +142,9 @@ def scenes(
                 records=tuple(
                     {
                         "record_id": r.record_id,
-                        "status": Status.TOMBSTONED if r.chain_purged else r.status,
-                        "fact_key": "" if r.chain_purged else r.fact_key,
-                        "content": "" if r.chain_purged else r.content,
+                        "status": r.status,
+                        "fact_key": r.fact_key,
+                        "content": r.content,
                         "trust_tier": r.trust_tier,
                         "episode_id": r.episode_id,
                         "created_at": r.created_at.isoformat(),
