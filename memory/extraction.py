@@ -820,6 +820,70 @@ def name_fact(sentence: str) -> Candidate | None:
     return Candidate(f"User's name is {name}.", "name", 0.9, "name")
 
 
+# The assistant asking what to call the user: "What should I call you?",
+# "What's your name?", "How would you like me to address you?".
+_ASKS_NAME = re.compile(
+    r"\b(?:what|how)\s+(?:should|shall|can|could|may|do\s+you\s+want|would\s+you\s+like)\s+"
+    r"(?:i\s+|me\s+to\s+)?(?:call|address)\s+you\b"
+    r"|\bwhat(?:['\u2019]s|\s+is)\s+your\s+(?:first\s+|preferred\s+)?name\b"
+    r"|\bwhat\s+name\s+(?:do|would|should)\s+you\b"
+    r"|\bwho\s+am\s+i\s+(?:talking|speaking|chatting)\s+(?:to|with)\b",
+    re.IGNORECASE,
+)
+# A reply that is a name and nothing else worth a record: "Sam is fine.",
+# "Sam works", "Sam, please.", "Just Sam.", "It's Sam.", "Sam".
+_NAME_REPLY = re.compile(
+    r"^(?:(?:oh|ok|okay|well|hmm|um|sure|yes|yeah)\b[\s,:;!-]*)*"
+    r"(?:just\s+|it['\u2019]s\s+|it\s+is\s+)?"
+    # Shortest first, so "Sam is fine" leaves "is fine" to the tail.
+    r"(?P<name>[^\W\d_][\w'.-]*(?:\s+[^\W\d_][\w'.-]*){0,2}?)"
+    r"(?:\s*,?\s*(?:is\s+(?:fine|good|great|ok|okay|perfect)|works|will\s+do|please|thanks|"
+    r"thank\s+you)(?:\s+(?:thanks|thank\s+you|by\s+me))?)?$",
+    re.IGNORECASE,
+)
+# Words a short reply can be that are not names ("Yes is fine" names no one).
+_NOT_NAMES = frozenset(
+    {
+        "yes", "no", "yeah", "yep", "nope", "nah", "sure", "ok", "okay", "fine", "good",
+        "great", "cool", "perfect", "right", "maybe", "whatever", "anything", "nothing",
+        "thanks", "thank", "hello", "hi", "hey", "hmm", "um", "uh", "ah", "oh", "well",
+        "that", "this", "it", "sorry", "pass", "none",
+    }
+)  # fmt: skip
+
+
+def asks_for_name(text: str) -> bool:
+    """Whether the last sentence of an assistant's turn asks what to call the user."""
+    sentences = split_sentences(text)
+    return bool(sentences) and bool(_ASKS_NAME.search(sentences[-1]))
+
+
+def name_reply(text: str) -> Candidate | None:
+    """A reply to "What should I call you?" that gives a name: "Sam is fine." -> the user's name.
+
+    Only read when the turn answers that question (the caller knows); on its
+    own "Sam is fine." says nothing about the user's name. A whole-turn
+    "call me Sam" is :func:`name_fact`'s.
+    """
+    sentences = split_sentences(text)
+    if len(sentences) != 1:
+        return None
+    match = _NAME_REPLY.match(_strip_terminal(" ".join(sentences[0].split())))
+    if not match:
+        return None
+    name = _clean_value(match.group("name"))
+    words = word_tokens(name)
+    # A name is written with a capital and is none of the reply's own words.
+    if (
+        not name
+        or not name[0].isupper()
+        or set(words) & (_SELF | _ADDRESSEE | _NOT_NAMES)
+        or len(words) > 3
+    ):
+        return None
+    return Candidate(f"User's name is {name}.", "name", 0.9, "name")
+
+
 def negation_fact(body: str) -> Candidate | None:
     """A first-person statement that something is no longer so, replacing the statement it negates."""
     if not body or not is_self_statement(body):

@@ -12,6 +12,9 @@ What each role keeps (docs/agents.md, "Importing a conversation"):
   memory; but when the user's next turn in the same session is a plain
   confirmation ("yes, exactly"), the facts the assistant's last sentence
   states about the user are stored ``user_confirmed``, citing both turns.
+  When the assistant's last sentence asks what to call the user, the next
+  user turn of the session that is just a name ("Sam is fine.") stores the
+  user's name, as "Call me Sam." would.
 - ``tool``: an episode; keyed facts in it land quarantined, as any tool
   output does, for a person to review.
 
@@ -39,7 +42,9 @@ from memory import vectors
 from memory.extraction import (
     Candidate,
     SourceReading,
+    asks_for_name,
     extract,
+    name_reply,
     read_source,
     split_sentences,
     word_tokens,
@@ -178,15 +183,19 @@ def _plan_words(turns: Sequence[ConversationTurn]) -> list[_Plan]:
             plans.append(_Plan(turn, reading.source_type, False, None, facts, []))
         elif turn.role == Role.USER:
             before = last_assistant.get(turn.session_id)
-            if before is not None and before == index - 1 and is_confirmation(turn.text):
-                confirmed = confirmed_facts(turns[before].text)
+            answering = turns[before].text if before is not None and before == index - 1 else None
+            if answering is not None and is_confirmation(turn.text):
+                confirmed = confirmed_facts(answering)
+            facts = extract(turn.text, statements=True)
+            # "Sam is fine." names the user only as the answer to "What should I call you?".
+            named = name_reply(turn.text) if answering and asks_for_name(answering) else None
             plans.append(
                 _Plan(
                     turn,
                     SourceType.USER_MESSAGE,
                     True,
                     verbatim(turn),
-                    extract(turn.text, statements=True),
+                    [named] if named else facts,
                     confirmed,
                 )
             )

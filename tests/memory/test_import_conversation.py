@@ -13,6 +13,7 @@ from aetnaweb.text import UnstorableText
 from audit.models import AuditEvent
 from memory import services
 from memory.errors import InvalidInput
+from memory.extraction import asks_for_name, name_reply
 from memory.limits import MAX_IMPORT_TURNS
 from memory.models import Episode, Record
 from memory.services.conversations import confirmed_facts, is_confirmation
@@ -284,3 +285,127 @@ def test_a_human_turn_embedding_a_web_page_is_not_laundered_into_trusted_words(r
     assert not active()
     record = Record.objects.get()
     assert (record.status, record.source_type, record.kind) == ("quarantined", "webpage", "")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Nice to meet you! What should I call you?", "Sam is fine."),
+        ("What's your name?", "Just Sam, thanks."),
+        ("How would you like me to address you?", "Sam works"),
+        ("What do you want me to call you?", "It's Sam."),
+    ],
+)
+def test_a_name_given_in_answer_to_what_should_i_call_you_is_the_users_name(question, reply):
+    # Given the assistant asking what to call the user, and the user's reply a bare name
+    services.import_conversation(
+        principal=SYSTEM,
+        scope=S,
+        turns=[turn(question, "assistant", session_id="s1"), turn(reply, session_id="s1")],
+    )
+    # Then the user's name is stored, keyed as "call me Sam" would be, and the reply kept
+    name = Record.objects.get(fact_key="name")
+    assert (name.status, name.content, name.trust_tier) == (
+        "active",
+        "User's name is Sam.",
+        "trusted_user",
+    )
+    assert Record.objects.filter(kind="turn").count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # Not after a question about the name
+        [
+            turn("Which option works for you?", "assistant", session_id="s1"),
+            turn("Sam is fine.", session_id="s1"),
+        ],
+        # The question was in another session
+        [
+            turn("What should I call you?", "assistant", session_id="s1"),
+            turn("Sam is fine.", session_id="s2"),
+        ],
+        # A user turn came between
+        [
+            turn("What should I call you?", "assistant", session_id="s1"),
+            turn("Hmm.", session_id="s1"),
+            turn("Sam is fine.", session_id="s1"),
+        ],
+        # The reply is not a name
+        [
+            turn("What should I call you?", "assistant", session_id="s1"),
+            turn("Yes is fine.", session_id="s1"),
+        ],
+        [
+            turn("What should I call you?", "assistant", session_id="s1"),
+            turn("whatever works", session_id="s1"),
+        ],
+        # The question comes from another person, not the assistant
+        [
+            turn("What should I call you?", "other", speaker="Lee", session_id="s1"),
+            turn("Sam is fine.", session_id="s1"),
+        ],
+    ],
+)
+def test_a_bare_name_elsewhere_stores_no_name(turns):
+    # Given a bare name that does not answer the assistant asking for it
+    services.import_conversation(principal=SYSTEM, scope=S, turns=turns)
+    # Then no name is stored (the turns are still kept)
+    assert not Record.objects.filter(fact_key="name").exists()
+    assert Record.objects.filter(kind="turn").exists()
+
+
+@pytest.mark.django_db
+def test_a_later_name_reply_supersedes_the_earlier_name():
+    # Given "Call me Alex." and later "Sam is fine." answering the question
+    services.import_conversation(
+        principal=SYSTEM,
+        scope=S,
+        turns=[
+            turn("Call me Alex.", session_id="s1"),
+            turn("Sorry, what should I call you?", "assistant", session_id="s1"),
+            turn("Sam is fine.", session_id="s1"),
+        ],
+    )
+    # Then only Sam is the active name
+    assert [r.content for r in Record.objects.filter(fact_key="name", status="active")] == [
+        "User's name is Sam."
+    ]
+
+
+def test_name_question_and_reply_shapes():
+    assert all(
+        asks_for_name(q)
+        for q in [
+            "Nice to meet you! What should I call you?",
+            "What's your name?",
+            "How would you like me to address you?",
+            "Who am I talking to?",
+        ]
+    )
+    assert not any(
+        asks_for_name(q)
+        for q in ["What should I call the file?", "What time is fine for you?", "Call me later?"]
+    )
+    assert [
+        c.content if (c := name_reply(t)) else None
+        for t in ["Sam.", "Sam Jones is fine", "Ok, Sam please"]
+    ] == [
+        "User's name is Sam.",
+        "User's name is Sam Jones.",
+        "User's name is Sam.",
+    ]
+    # Lower case, reply words, pronouns, more than one sentence: not a name
+    assert not any(
+        name_reply(t)
+        for t in [
+            "sam is fine",
+            "Fine.",
+            "That is fine.",
+            "I is fine",
+            "Sam is fine. I live in Oslo.",
+        ]
+    )
