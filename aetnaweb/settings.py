@@ -36,6 +36,9 @@ Environment variables:
   products run on 8-bit weights with one scale per output column, about 2.5x
   faster, cosine >= 0.98 to the float vectors) or ``float32`` (the exact
   published model).
+  ``AETNAWEB_EMBED_THREADS``: threads a large embedding job (a conversation
+  import, a reindex batch: 16 texts or more) is split over (default: the CPU
+  count, at most 2); every text's vector is the same whatever the count.
 - ``AETNAWEB_CORS_ALLOWED_ORIGINS``: comma-separated origins (``https://agent.example``)
   whose browser code may call ``/api/v1/``; empty (the default): no CORS headers.
   ``AETNAWEB_CORS_MAX_AGE_SECONDS``: how long a browser caches a preflight (600).
@@ -437,6 +440,9 @@ AETNAWEB_SEMANTIC_RECALL = env_flag("AETNAWEB_SEMANTIC_RECALL", default=True)
 AETNAWEB_EMBEDDING_PRECISION = os.environ.get("AETNAWEB_EMBEDDING_PRECISION", "int8").strip()
 if AETNAWEB_EMBEDDING_PRECISION not in ("int8", "float32"):
     raise ImproperlyConfigured("AETNAWEB_EMBEDDING_PRECISION must be 'int8' or 'float32'.")
+# Threads a large embedding job (a conversation import, a reindex batch) may split over;
+# each text's vector is the same whatever the count (memory.vectors.SHARE_FROM).
+AETNAWEB_EMBED_THREADS = env_int("AETNAWEB_EMBED_THREADS", min(2, os.cpu_count() or 1), minimum=1)
 
 # The Ed25519 key that signs checkpoint notes (a PRIVATE+KEY+... file made by
 # 'manage.py audit keygen'). Without one, checkpoints carry the log head unsigned.

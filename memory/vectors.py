@@ -435,20 +435,61 @@ def _embedder_pool() -> ThreadPoolExecutor:
         return _embedders
 
 
+# Texts per share: a prepared block of twice this many or more (a conversation
+# import, a reindex batch) is split over AETNAWEB_EMBED_THREADS threads. The
+# model releases the GIL, so each share runs on a core of its own; each text
+# still runs alone through the same session, so its vector is the one a
+# single embed gives, byte for byte: only the wall time changes.
+SHARE_FROM = 8
+_sharers: tuple[int, ThreadPoolExecutor] | None = None
+_sharers_lock = threading.Lock()
+
+
+def _embed_shares() -> int:
+    """Threads one prepared block may use (``AETNAWEB_EMBED_THREADS``, at least 1)."""
+    return max(1, int(settings.AETNAWEB_EMBED_THREADS))
+
+
+def _sharer_pool(size: int) -> ThreadPoolExecutor:
+    # Its own pool, not the embedders': a share never waits on a pool it runs in.
+    global _sharers
+    with _sharers_lock:
+        if _sharers is None or _sharers[0] < size:
+            _sharers = (size, ThreadPoolExecutor(size, thread_name_prefix="embed_share"))
+        return _sharers[1]
+
+
 def _forget_embedders() -> None:
-    global _embedders, _embedders_lock
+    global _embedders, _embedders_lock, _sharers, _sharers_lock
     _embedders, _embedders_lock = None, threading.Lock()
+    _sharers, _sharers_lock = None, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_embedders)
 
 
-def _embed_each(texts: Sequence[str]) -> dict[str, bytes]:
+def _embed_serially(texts: Sequence[str]) -> dict[str, bytes]:
     vectors: dict[str, bytes] = {}
     for text in texts:
         vector = embeddings.embed(text)
         if vector is not None:
             vectors[text] = vector
+    return vectors
+
+
+def _embed_each(texts: Sequence[str]) -> dict[str, bytes]:
+    """Each text's vector; a large block in shares on several threads (see SHARE_FROM)."""
+    shares = min(_embed_shares(), len(texts) // SHARE_FROM)
+    if shares < 2:
+        return _embed_serially(texts)
+    size = -(-len(texts) // shares)
+    parts = [texts[start : start + size] for start in range(0, len(texts), size)]
+    pool = _sharer_pool(len(parts) - 1)
+    futures = [pool.submit(_embed_serially, part) for part in parts[1:]]
+    # The calling thread takes the first share rather than wait idle.
+    vectors = _embed_serially(parts[0])
+    for future in futures:
+        vectors.update(future.result())
     return vectors
 
 

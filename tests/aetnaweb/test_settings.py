@@ -103,6 +103,8 @@ def test_debug_is_off_unless_asked(tmp_path, env, expected):
         ("AETNAWEB_APPROVAL_TTL_SECONDS", "abc"),
         ("AETNAWEB_APPROVAL_TTL_SECONDS", "0"),
         ("AETNAWEB_DB_POOL_SIZE", "ten"),
+        ("AETNAWEB_EMBED_THREADS", "two"),
+        ("AETNAWEB_EMBED_THREADS", "0"),
         ("SECURE_HSTS_SECONDS", "1y"),
     ],
 )

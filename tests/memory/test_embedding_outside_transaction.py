@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -191,3 +192,38 @@ def test_a_forked_process_gets_embedding_threads_of_its_own():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+CORPUS = (Path(__file__).parent / "data" / "rewrite_corpus.txt").read_text().splitlines()
+
+
+@override_settings(AETNAWEB_EMBED_THREADS=2)
+def test_a_large_block_is_embedded_in_shares_each_vector_the_single_one(clean_index, embed_calls):
+    # Given a few hundred different texts (the rewrite corpus, 304 sentences)
+    texts = [vectors.embedding_text(text) for text in CORPUS]
+    alone = {text: embeddings.embed(text) for text in texts}
+    embed_calls.clear()
+    # When they are prepared as one block, as an import prepares its turns
+    with vectors.prepared(texts):
+        ahead = vectors._ahead.blocks[-1]
+        shared = {text: ahead.vector(text) for text in texts}
+    # Then each text was embedded once, part of them on a second thread, none in a transaction
+    assert sorted(text for text, _, _ in embed_calls) == sorted(texts)
+    threads = {thread for _, _, thread in embed_calls}
+    assert "MainThread" in threads and any(t.startswith("embed_share") for t in threads)
+    assert not any(in_transaction for _, in_transaction, _ in embed_calls)
+    # And every vector is byte for byte the one the text gets alone
+    assert shared == alone
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("threads", "count"), [(1, 40), (2, 15)])
+def test_one_thread_or_a_small_block_is_embedded_on_the_callers_thread(embed_calls, threads, count):
+    # Given one embedding thread configured, or a block below two shares of SHARE_FROM texts
+    texts = [vectors.embedding_text(text) for text in CORPUS[:count]]
+    # When the block is prepared
+    with override_settings(AETNAWEB_EMBED_THREADS=threads), vectors.prepared(texts):
+        pass
+    # Then every text was embedded on the calling thread
+    assert len(embed_calls) == count
+    assert {thread for _, _, thread in embed_calls} == {"MainThread"}
