@@ -43,7 +43,7 @@ def test_an_import_stores_each_turn_and_answers_turn_by_turn(alice_api):
     turns = response.data["turns"]
     assert [t["turn_id"] for t in turns] == ["t1", "t2", "t3"]
     assert [r["content"] for r in turns[0]["records"]] == [
-        "Alice: I'm allergic to peanuts.",
+        "Alice (2 March 2026): I'm allergic to peanuts.",
         "User is allergic to peanuts.",
     ]
     assert turns[1]["records"] == [] and turns[2]["records"][0]["content"] == "Bob: She really is."

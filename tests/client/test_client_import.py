@@ -35,7 +35,7 @@ def test_client_imports_a_conversation_and_remembers_with_a_time(alice):
     # Then each turn is answered, the user's kept word for word with its fact
     assert [t["role"] for t in result["turns"]] == ["user", "assistant"]
     assert [r["content"] for r in result["turns"][0]["records"]] == [
-        "Alice: I collect stamps.",
+        "Alice (2 March 2026): I collect stamps.",
         "User collects stamps.",
     ]
     assert Record.objects.get(turn_id="t1", kind="turn").occurred_at == MONDAY

@@ -45,7 +45,7 @@ def test_the_tool_imports_turns_at_the_sessions_scope():
     )
     # Then both turns are kept word for word at the session's scope, with the user's fact
     assert sorted(Record.objects.filter(scope=SCOPE).values_list("content", flat=True)) == [
-        "Alice: I love sailing.",
+        "Alice (2 March 2026): I love sailing.",
         "Bob: Me too!",
         "User loves sailing.",
     ]

@@ -76,9 +76,9 @@ def test_an_imported_turn_resolves_against_its_own_time():
         ],
     )
     contents = set(Record.objects.values_list("content", flat=True))
-    assert "Ann: I went to the support group yesterday (2026-03-01)." in contents
+    assert "Ann (2 March 2026): I went to the support group yesterday (2026-03-01)." in contents
     assert "User went to the support group yesterday (2026-03-01)." in contents
-    assert "Bo: I'll see you tomorrow (2026-03-10)." in contents
+    assert "Bo (9 March 2026): I'll see you tomorrow (2026-03-10)." in contents
 
 
 @pytest.mark.django_db

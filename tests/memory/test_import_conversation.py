@@ -46,11 +46,11 @@ def test_a_user_turn_is_kept_word_for_word_with_speaker_time_and_its_facts_cite_
             )
         ],
     )
-    # Then the turn itself is an active record, word for word with the speaker's name
+    # Then the turn itself is an active record, word for word with the speaker's name and day
     kept, fact = active()
     assert (kept.kind, kept.content, kept.trust_tier) == (
         "turn",
-        "Alice: My sister is a nurse. It was lovely weather today (2026-03-02)!",
+        "Alice (2 March 2026): My sister is a nurse. It was lovely weather today (2026-03-02)!",
         "trusted_user",
     )
     assert (kept.turn_id, kept.session_id, kept.occurred_at) == ("t1", "s1", MONDAY)
@@ -409,3 +409,49 @@ def test_name_question_and_reply_shapes():
             "Sam is fine. I live in Oslo.",
         ]
     )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("extra", "content"),
+    [
+        ({"speaker": "Alice", "occurred_at": MONDAY}, "Alice (2 March 2026): I like tea."),
+        ({"speaker": "Alice"}, "Alice: I like tea."),
+        ({"occurred_at": MONDAY}, "2 March 2026: I like tea."),
+        ({}, "I like tea."),
+        # The day on the clock the time was given in: 23:30 at UTC-5 is the 2nd, not the 3rd
+        (
+            {"speaker": "Alice", "occurred_at": "2026-03-02T23:30:00-05:00"},
+            "Alice (2 March 2026): I like tea.",
+        ),
+    ],
+)
+def test_the_kept_turn_carries_its_speaker_and_the_day_it_was_said(extra, content):
+    # Given a user turn with or without a speaker and a time
+    services.import_conversation(principal=SYSTEM, scope=S, turns=[turn("I like tea.", **extra)])
+    # Then the kept words open with whichever of the two it has
+    assert Record.objects.get(kind="turn").content == content
+
+
+@pytest.mark.django_db
+def test_a_question_naming_the_day_finds_the_turn_said_that_day():
+    # Given two turns with the same words on different days
+    services.import_conversation(
+        principal=SYSTEM,
+        scope=S,
+        turns=[
+            turn("Mel showed me her new painting.", speaker="Caroline", occurred_at=MONDAY),
+            turn(
+                "Mel showed me her new painting.",
+                speaker="Caroline",
+                occurred_at=datetime(2026, 10, 13, 18, 0, tzinfo=UTC),
+            ),
+        ],
+    )
+    # When the question names the day
+    result = services.recall(
+        principal=SYSTEM, scope=S, query="What painting did Mel show on October 13, 2026?"
+    )
+    # Then the turn said that day ranks first
+    first = Record.objects.get(record_id=result.record_ids[0])
+    assert first.content.startswith("Caroline (13 October 2026):")
