@@ -215,8 +215,9 @@ def accept_invitation(*, token: str, password: str, password_again: str) -> Any:
     """
     found = invitation_for_token(token)
     invitation = Invitation.objects.select_for_update().get(pk=found.pk)
-    if invitation.accepted_at is not None:  # a second tab won the race
-        raise InvitationInvalid("this invitation link was already used")
+    if invitation.accepted_at is not None or invitation.revoked_at is not None:
+        # Re-read under the lock: a second tab, or a revoke, won the race.
+        raise InvitationInvalid("this invitation link was already used or revoked")
     if password != password_again:
         raise PeopleError(
             "the two passwords differ: type the same password twice", field="password"
@@ -285,9 +286,14 @@ def may_manage_person(principal: Principal, user: Any) -> bool:
 
     Every scope the person holds a grant on must be in ``principal``'s reach
     (so a tenant admin cannot lock a person out of another tenant); a person
-    with no grant left is a platform admin's to manage.
+    with no grant left, and a staff account (the Django admin's), are a
+    platform admin's to manage.
     """
     scopes = _account_scopes(user) or [Scope.platform()]
+    if user.is_staff or user.is_superuser:
+        # A staff account opens the Django admin, the emergency door: a tenant
+        # admin must not be able to lock it.
+        scopes.append(Scope.platform())
     return all(access.may_administer(principal, scope) for scope in scopes)
 
 

@@ -70,8 +70,11 @@ def _people(principal: Principal, users: list[Any]) -> list[Person]:
         people[token.owner_id].tokens.append(token)  # type: ignore[index]
     for person in people.values():
         # Same rule as access.people.may_manage_person, from the rows already read.
-        person.manageable = person.grants_elsewhere == 0 and (
-            bool(person.grants) or access.may_administer(principal, Scope.platform())
+        platform = access.may_administer(principal, Scope.platform())
+        person.manageable = (
+            person.grants_elsewhere == 0
+            and (bool(person.grants) or platform)
+            and (platform or not (person.user.is_staff or person.user.is_superuser))
         )
     return list(people.values())
 

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from access import people, tokens
+from access import people, selectors, tokens
 from access.models import ApiToken, Invitation, ScopeGrant
 from aetnaweb.access import SYSTEM, AccessDenied, operator_principal
 from audit.models import AuditEvent
@@ -297,3 +297,55 @@ def test_a_token_out_of_reach_refuses_deactivation():
     assert counts() == before
     alice.refresh_from_db()
     assert alice.is_active
+
+
+@pytest.mark.django_db
+def test_only_a_platform_admin_may_deactivate_a_staff_account():
+    # Given a staff account whose only grant is in acme
+    staff = make_operator("sue", [("acme:sue:*", "viewer")], is_staff=True)
+    _, tenant_admin = admin_of("acme:*:*")
+    before = counts()
+    # When the tenant admin tries, it is refused and nothing changes
+    with pytest.raises(AccessDenied):
+        people.deactivate_person(principal=tenant_admin, user=staff)
+    assert counts() == before
+    staff.refresh_from_db()
+    assert staff.is_active
+    # And a platform admin may
+    root = operator_principal(make_operator("root", [("platform:*:*", "admin")]))
+    people.deactivate_person(principal=root, user=staff)
+    staff.refresh_from_db()
+    assert not staff.is_active
+
+
+@pytest.mark.django_db
+def test_a_revoked_invitation_cannot_be_accepted_even_from_a_page_opened_before():
+    boss, principal = admin_of("acme:*:*")
+    issued = invite(principal, boss)
+    # the invitee's page was opened (the link was valid then) ...
+    assert people.invitation_for_token(issued.token).username == "newbie"
+    # ... and the admin revokes it before they submit
+    people.revoke_invitation(principal=principal, invitation_id=Invitation.objects.get().pk)
+    before = counts()
+    with pytest.raises(people.InvitationInvalid):
+        people.accept_invitation(
+            token=issued.token, password=GOOD_PASSWORD, password_again=GOOD_PASSWORD
+        )
+    assert counts() == before
+
+
+@pytest.mark.django_db
+def test_the_people_list_offers_deactivation_exactly_where_the_service_allows_it():
+    # Given people in and out of an acme admin's reach, staff among them
+    make_operator("amy", [("acme:amy:*", "viewer")])
+    make_operator("bea", [("acme:bea:*", "viewer"), ("globex:*:*", "viewer")])
+    make_operator("sue", [("acme:sue:*", "viewer")], is_staff=True)
+    make_operator("ned")
+    for grants in ([("acme:*:*", "admin")], [("platform:*:*", "admin")]):
+        principal = operator_principal(make_operator(f"admin{len(grants[0][0])}", grants))
+        # Then the list's flag (read in bulk) is the service's rule, person by person
+        for person in selectors.people_administered(principal):
+            assert person.manageable == people.may_manage_person(principal, person.user), (
+                principal.label,
+                person.user.username,
+            )
