@@ -1485,6 +1485,14 @@ class RecordHistory:
     truncated: bool  # more than HISTORY_EVENTS events: the oldest ones are shown
 
 
+def _payload(event: AuditEvent) -> dict[str, Any]:
+    try:
+        payload = json.loads(event.payload)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
 def record_history(principal: Principal, record_id: str) -> RecordHistory:
     """Every value ``record_id``'s lineage held and what happened to each, oldest first.
 
@@ -1547,6 +1555,12 @@ def record_history(principal: Principal, record_id: str) -> RecordHistory:
         replaced = (
             by_id.get(primary.supersedes_id or "") if verb in {"created", "promoted"} else None
         )
+        if verb == "corrected":
+            # The event names the corrected record; the entry shows the value it
+            # was corrected to, replacing it (when both are within reach).
+            successor = by_id.get(str(_payload(event).get("corrected_by", "")))
+            if successor is not None:
+                primary, replaced = successor, primary
         entries.append(
             HistoryEntry(
                 event=event,

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from aetnaweb.access import SYSTEM, operator_principal
 from memory import selectors, services
+from memory.corrections import correct_record
 from memory.models import Record
 from tests.factories import access_matrix, login_as, make_operator
 
@@ -155,3 +156,24 @@ def test_an_ancestor_reader_sees_the_values_but_not_the_source_messages(client):
     html = response.content.decode()
     assert "favourite colour is blue" in html
     assert "My favourite colour is blue" not in html and "From message" not in html
+
+
+@pytest.mark.django_db
+def test_a_correction_shows_who_corrected_which_value_to_what():
+    # Given a stated fact, then corrected by a reviewer
+    blue = say("My favourite colour is blue", "chat-1").records[0].record_id
+    fixer = make_operator("fay", [(SCOPE, "admin")])
+    result = correct_record(
+        record_id=blue,
+        content="User's favourite colour is teal.",
+        principal=operator_principal(fixer),
+    )
+    # When the history is read from the old value
+    history = selectors.record_history(SYSTEM, blue)
+    # Then the correction names who made it, the new value and the value it replaced
+    corrected = next(e for e in history.entries if e.verb == "corrected")
+    assert corrected.event.actor == "fay"
+    assert corrected.record.record_id == result.record.record_id
+    assert corrected.record.content == "User's favourite colour is teal."
+    assert corrected.replaced.record_id == blue
+    assert [v.record_id for v in history.values] == [blue, result.record.record_id]
