@@ -238,3 +238,20 @@ def test_an_admin_cannot_deactivate_themself_from_the_page(client):
     boss.refresh_from_db()
     assert boss.is_active
     assert state() == before
+
+
+@pytest.mark.django_db
+def test_the_person_page_reads_in_a_bounded_number_of_queries(
+    client, django_assert_max_num_queries
+):
+    boss = make_operator("boss", [("acme:*:*", "admin")])
+    alice = make_operator(
+        "alice", [("acme:alice:*", "viewer"), ("acme:ops:*", "reviewer"), ("globex:*:*", "viewer")]
+    )
+    login_as(client, boss)
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("people:person", args=[alice.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "acme:ops:*" in html and "globex" not in html
+    assert "1 grant in scopes you do not administer" in html
