@@ -35,7 +35,7 @@ from django.db.models.functions import Concat, Substr, Upper
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.errors import DomainError
-from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.scopes import PLATFORM, Scope, ScopeError
 from audit import notes
 from audit.canonical import canonical_json
 from audit.checkpoints import CHECKPOINT_FORMAT, CheckpointError, LogHead, prove_consistency
@@ -603,10 +603,19 @@ def daily_type_counts(
         sequence__gt=head - int(in_window),
         event_type__in=wanted,
         created_at__gte=first.isoformat(),
-        subject_id__startswith=f"{tenant}:",
     )
-    visible = visible_subject_ids(principal)
+    # The tenant's chains the principal may read, named (not a prefix match), so
+    # the (subject_id, sequence) index reads only this tenant's window.
+    if tenant == PLATFORM:
+        root = str(Scope.platform())
+        visible: list[str] | SubjectIds | None = (
+            [root] if access.may(principal, access.READ, root) else []
+        )
+    else:
+        visible = visible_subject_ids(principal, within=Scope.of(tenant))
     if isinstance(visible, list):
+        if not visible:
+            return series
         rows = rows.filter(subject_id__in=visible)
     elif visible is not None:  # sums have no row to re-check: check the columns in the subquery
         rows = rows.filter(subject_id__in=_consistent(visible))

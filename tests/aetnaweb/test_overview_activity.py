@@ -127,3 +127,20 @@ def test_the_query_reads_only_the_newest_rows_the_window_counters_account_for():
     # Then only the newest 3 rows were read: the range stops where the counters say the
     # window starts, so the query's cost follows the window, not the whole log
     assert sum(n for _, n in counts["memory.recall"]) == 3
+
+
+@pytest.mark.django_db
+def test_the_platform_tenant_counts_the_root_chain_only_for_its_readers():
+    event("platform:*:*", "memory.record_created")
+    event("acme:alice:*", "memory.record_created")
+    reader = operator_principal(make_operator("vic", [("acme:alice:*", "viewer")]))
+    counts = audit_selectors.daily_type_counts(
+        reader, event_types=["memory.record_created"], tenant="platform"
+    )
+    # the root chain is an ancestor of vic's grant: readable, and only it is counted
+    assert sum(n for _, n in counts["memory.record_created"]) == 1
+    no_grant = operator_principal(make_operator("nobody"))
+    empty = audit_selectors.daily_type_counts(
+        no_grant, event_types=["memory.record_created"], tenant="platform"
+    )
+    assert sum(n for _, n in empty["memory.record_created"]) == 0
