@@ -16,7 +16,15 @@ from django.db import models
 
 from aetnaweb.access import Role
 
-__all__ = ["ApiToken", "IdempotencyKey", "LoginThrottle", "RateLimitWindow", "Role", "ScopeGrant"]
+__all__ = [
+    "ApiToken",
+    "IdempotencyKey",
+    "Invitation",
+    "LoginThrottle",
+    "RateLimitWindow",
+    "Role",
+    "ScopeGrant",
+]
 
 
 class ScopeGrant(models.Model):
@@ -174,3 +182,48 @@ class RateLimitWindow(models.Model):
 
     def __str__(self) -> str:
         return f"token {self.token_id}: {self.count} requests from {self.window_start}"
+
+
+class Invitation(models.Model):
+    """A one-time link that lets a teammate create their account and receive one grant.
+
+    Only the SHA-256 of the link's token is stored (the link is shown once, to
+    the admin who made it). It works once (``accepted_at``), until
+    ``expires_at``, and not after ``revoked_at``; see :mod:`access.people`.
+    """
+
+    username = models.CharField(max_length=150)
+    email = models.EmailField(blank=True, default="")
+    scope = models.CharField(max_length=200)
+    scope_tenant = models.CharField(max_length=64)
+    scope_user = models.CharField(max_length=64)
+    scope_project = models.CharField(max_length=64)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["scope_tenant", "scope_user", "scope_project"], name="invite_tree"
+            ),
+            models.Index(fields=["username"], name="invite_username"),
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"invitation for {self.username} ({self.role} on {self.scope})"

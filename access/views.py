@@ -1,4 +1,5 @@
-"""The access pages: API tokens (list, create with the secret shown once, revoke) and sign-in lockouts.
+"""The access pages: people (invite, grant, revoke, deactivate), API tokens (list, create
+with the secret shown once, revoke) and sign-in lockouts.
 
 Only operators with the admin role on a token's scope (or above it) see,
 create or revoke it; the checks live in :mod:`access.tokens` services and
@@ -11,16 +12,26 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from access import lockouts, ratelimits, tokens
-from access.forms import CAPABILITY_HELP, TokenCreateForm
+from access import grants, lockouts, people, ratelimits, selectors, tokens
+from access.forms import (
+    CAPABILITY_HELP,
+    ROLE_HELP,
+    GrantForm,
+    InviteForm,
+    JoinForm,
+    TokenCreateForm,
+)
+from access.models import ScopeGrant
 from aetnaweb import access
-from aetnaweb.dashboard import dashboard_view, principal_for
+from aetnaweb.dashboard import dashboard_view, form_refusals, principal_for
 from aetnaweb.scopes import Scope
 
 MAX_LOCKOUT_ROWS = 200
@@ -138,3 +149,210 @@ def lockout_clear(request: HttpRequest, throttle_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Cleared: sign-in for {row.kind} {row.label} is accepted again.")
     return redirect("lockouts:list")
+
+
+# -- people and access (/access/people/) -----------------------------------------------
+
+
+def _people_page(request: HttpRequest, form: InviteForm, *, status: int = 200) -> HttpResponse:
+    principal = principal_for(request)
+    return render(
+        request,
+        "access/people.html",
+        {
+            "people": selectors.people_administered(principal),
+            "invitations": selectors.invitations_waiting(principal),
+            "administered": access.administered_scopes(principal),
+            "form": form,
+            "role_help": ROLE_HELP,
+            "max_people": selectors.MAX_PEOPLE,
+        },
+        status=status,
+    )
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def people_list(request: HttpRequest) -> HttpResponse:
+    """GET: the people an admin manages, waiting invitations, the invite form. POST: invite."""
+    principal = principal_for(request)
+    if not selectors.administers_people(principal):
+        raise Http404("no such page")
+    if request.method == "GET":
+        return _people_page(request, InviteForm())
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        return _people_page(request, form, status=400)
+    issued = None
+    with form_refusals(form) as refused:
+        try:
+            issued = people.invite_person(
+                principal=principal,
+                invited_by=request.user,
+                username=form.cleaned_data["username"],
+                email=form.cleaned_data["email"],
+                scope=form.cleaned_data["scope"],
+                role=form.cleaned_data["role"],
+                expires_in_days=form.cleaned_data["expires_in_days"],
+            )
+        except access.AccessDenied:
+            form.add_error(
+                "scope",
+                f"You do not hold the admin role on {form.cleaned_data['scope']} or on a scope above it.",
+            )
+    if refused or issued is None:
+        return _people_page(request, form, status=400)
+    # The link is rendered in this response only: its token is stored as a hash.
+    link = request.build_absolute_uri(reverse("people:join", args=[issued.token]))
+    return render(
+        request,
+        "access/invitation_created.html",
+        {"invitation": issued.invitation, "link": link},
+        status=201,
+    )
+
+
+def _person_page(
+    request: HttpRequest, user_id: int, form: GrantForm, *, status: int = 200
+) -> HttpResponse:
+    principal = principal_for(request)
+    found = selectors.person(principal, user_id)  # out of reach: AccessDenied, a 404
+    return render(
+        request,
+        "access/person.html",
+        {
+            "person": found,
+            "form": form,
+            "administered": access.administered_scopes(principal),
+            "is_self": found.user.pk == request.user.pk,
+            "now": timezone.now(),
+        },
+        status=status,
+    )
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def person_detail(request: HttpRequest, user_id: int) -> HttpResponse:
+    """GET: a person's grants and tokens in reach. POST: grant them a role on a scope."""
+    if request.method == "GET":
+        return _person_page(request, user_id, GrantForm())
+    principal = principal_for(request)
+    found = selectors.person(principal, user_id)
+    form = GrantForm(request.POST)
+    if not form.is_valid():
+        return _person_page(request, user_id, form, status=400)
+    scope, role = form.cleaned_data["scope"], form.cleaned_data["role"]
+    with form_refusals(form) as refused:
+        try:
+            grants.grant_role(user=found.user, scope=scope, role=role, principal=principal)
+        except access.AccessDenied:
+            form.add_error(
+                "scope", f"You do not hold the admin role on {scope} or on a scope above it."
+            )
+            return _person_page(request, user_id, form, status=400)
+    if refused:
+        return _person_page(request, user_id, form, status=400)
+    messages.success(request, f"{found.user.get_username()} now holds {role} on {scope}.")
+    return redirect("people:person", user_id=user_id)
+
+
+@require_POST
+@dashboard_view
+def grant_revoke(request: HttpRequest, user_id: int, grant_id: int) -> HttpResponse:
+    """Revoke one of a person's grants (one in the operator's reach; else 404)."""
+    principal = principal_for(request)
+    found = selectors.person(principal, user_id)
+    grant: ScopeGrant | None = next((g for g in found.grants if g.pk == grant_id), None)
+    if grant is None:
+        raise Http404("no such grant")
+    grants.revoke_role(user=found.user, scope=grant.scope, role=grant.role, principal=principal)
+    messages.success(
+        request, f"{found.user.get_username()} no longer holds {grant.role} on {grant.scope}."
+    )
+    if not selectors.in_reach(principal, user_id):
+        return redirect("people:list")
+    return redirect("people:person", user_id=user_id)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def person_deactivate(request: HttpRequest, user_id: int) -> HttpResponse:
+    """GET: what deactivating does to this person. POST: deactivate (audited)."""
+    principal = principal_for(request)
+    found = selectors.person(principal, user_id)
+    if request.method == "GET":
+        return render(
+            request,
+            "access/person_deactivate.html",
+            {"person": found, "now": timezone.now(), "is_self": found.user.pk == request.user.pk},
+        )
+    people.deactivate_person(principal=principal, user=found.user)
+    messages.success(
+        request,
+        f"{found.user.get_username()} is deactivated: they can no longer sign in, and their "
+        "live API tokens are revoked.",
+    )
+    return redirect("people:person", user_id=user_id)
+
+
+@require_POST
+@dashboard_view
+def person_reactivate(request: HttpRequest, user_id: int) -> HttpResponse:
+    principal = principal_for(request)
+    found = selectors.person(principal, user_id)
+    people.reactivate_person(principal=principal, user=found.user)
+    messages.success(request, f"{found.user.get_username()} can sign in again.")
+    return redirect("people:person", user_id=user_id)
+
+
+@require_POST
+@dashboard_view
+def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    invitation = people.revoke_invitation(
+        principal=principal_for(request), invitation_id=invitation_id
+    )
+    messages.success(request, f"The invitation for {invitation.username} no longer works.")
+    return redirect("people:list")
+
+
+@never_cache
+@login_not_required
+@require_http_methods(["GET", "POST"])
+@dashboard_view
+def join(request: HttpRequest, token: str) -> HttpResponse:
+    """The invitee's page: set a password, and the account and its grant exist.
+
+    An unknown, used, expired or revoked link reads the same (410), so a
+    guessed link learns nothing.
+    """
+    try:
+        invitation = people.invitation_for_token(token)
+    except people.InvitationInvalid as exc:
+        return render(request, "access/join.html", {"invalid": str(exc)}, status=410)
+    form = JoinForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        with form_refusals(form) as refused:
+            people.accept_invitation(
+                token=token,
+                password=form.cleaned_data["password"],
+                password_again=form.cleaned_data["password_again"],
+            )
+        if not refused:
+            messages.success(
+                request,
+                f"Welcome, {invitation.username}: your account is ready. Sign in with your new password.",
+            )
+            return redirect("login")
+        if isinstance(refused.error, people.InvitationInvalid):
+            return render(request, "access/join.html", {"invalid": str(refused.error)}, status=410)
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request,
+        "access/join.html",
+        {"invitation": invitation, "form": form, "role_help": ROLE_HELP},
+        status=status,
+    )

@@ -31,6 +31,7 @@ A dashboard view reads like this::
 from __future__ import annotations
 
 import functools
+import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -42,6 +43,8 @@ from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 
 from aetnaweb import access
 from aetnaweb.access import Principal
@@ -393,4 +396,62 @@ def bar_chart(
         plot_bottom=top + plot_h,
         total=sum(value for _, _, value in points),
         y_label=y_label,
+    )
+
+
+def bar_chart_html(chart: BarChart, chart_id: str) -> SafeString:
+    """``chart`` as an accessible figure: an SVG (each bar titled) and the same numbers as a table.
+
+    Built here rather than by a template loop: the overview draws seven charts
+    of 30 bars, and the template took about 50 ms of the page on the
+    benchmark's machine (this takes about one). Every string put into the
+    markup is escaped; every number is a number, hence the mark_safe.
+    """
+    e = html.escape
+    unit = e(chart.y_label)
+    left, right, bottom = chart.plot_left, chart.plot_right, chart.plot_bottom
+    grid = "".join(
+        f'<line x1="{left}" x2="{right}" y1="{y}" y2="{y}"></line>'
+        f'<text x="{left - 6}" y="{y}" dy="0.32em" text-anchor="end">{int(value)}</text>'
+        for value, y in chart.ticks
+    )
+    bars = "".join(
+        f'<rect class="chart-bar{"" if bar.value else " chart-bar-empty"}" x="{bar.x}" '
+        f'y="{bar.y}" width="{bar.width}" height="{bar.height}"><title>{e(bar.label)}: '
+        f"{int(bar.value)} {unit}</title></rect>"
+        for bar in chart.bars
+    )
+    ticks = "".join(
+        f'<line class="chart-tick" x1="{bar.center}" x2="{bar.center}" y1="{bottom}" '
+        f'y2="{bottom + 4}"></line><text x="{bar.center}" y="{bottom + 18}" '
+        f'text-anchor="middle">{e(bar.tick_label)}</text>'
+        for bar in chart.bars
+        if bar.tick_label
+    )
+    rows = "".join(
+        f'<tr><td>{e(bar.label)}</td><td class="num">{int(bar.value)}</td></tr>'
+        for bar in chart.bars
+    )
+    cid, title = e(chart_id), e(chart.title)
+    return mark_safe(  # noqa: S308  (escaped above, piece by piece)
+        '<figure class="chart">'
+        f'<svg viewBox="0 0 {chart.width} {chart.height}" role="img" '
+        f'aria-labelledby="{cid}-title {cid}-desc" preserveAspectRatio="xMidYMid meet">'
+        f'<title id="{cid}-title">{title}</title>'
+        f'<desc id="{cid}-desc">{len(chart.bars)} bars, {int(chart.total)} {unit} in total; '
+        "the same numbers are listed in the table below the chart.</desc>"
+        f'<g class="chart-grid" aria-hidden="true">{grid}'
+        f'<text class="chart-axis-title" x="14" y="{bottom}" transform="rotate(-90 14 {bottom})" '
+        f'text-anchor="start">{unit}</text></g>'
+        f'<g class="chart-bars">{bars}</g>'
+        f'<g class="chart-x" aria-hidden="true"><line x1="{left}" x2="{right}" y1="{bottom}" '
+        f'y2="{bottom}"></line>{ticks}</g>'
+        "</svg>"
+        '<details class="chart-table"><summary>Show the numbers</summary>'
+        # Scrolls past 18rem: focusable and named, so a keyboard can scroll it
+        # (axe: scrollable-region-focusable).
+        f'<div class="table-wrap" tabindex="0" role="region" aria-label="{title}: the numbers">'
+        f'<table><caption class="visually-hidden">{title}</caption>'
+        f'<thead><tr><th scope="col">Day</th><th scope="col" class="num">{e(capfirst(chart.y_label))}'
+        f"</th></tr></thead><tbody>{rows}</tbody></table></div></details></figure>"
     )

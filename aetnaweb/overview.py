@@ -33,6 +33,22 @@ from memory import selectors as memory_selectors
 
 CHART_DAYS = 30
 
+# The overview's activity charts (issue 33 item 5): a title and the audit event
+# types each counts, read per tenant from the chains (audit.selectors.daily_type_counts).
+ACTIVITY_SERIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("writes", "Records written", "records", ("memory.record_created",)),
+    ("quarantined", "Quarantine inflow", "facts", ("memory.record_quarantined",)),
+    (
+        "decisions",
+        "Quarantine decisions (promoted or rejected)",
+        "decisions",
+        ("memory.record_promoted", "memory.record_rejected"),
+    ),
+    ("approvals", "Approvals of guarded actions", "approvals", ("action.approved",)),
+    ("recalls", "Recalls", "recalls", ("memory.recall",)),
+    ("forgets", "Forgets", "forgets", ("memory.forget",)),
+)
+
 
 # -- the overview ----------------------------------------------------------------------
 
@@ -68,6 +84,68 @@ class TenantRow:
         )
 
 
+@dataclass(frozen=True)
+class ActivityChart:
+    slug: str  # unique on the page: the chart's element ids derive from it
+    label: str  # the short heading above it ("Recalls"); the chart's own title is in full
+    chart: BarChart
+
+
+@dataclass(frozen=True)
+class TenantActivity:
+    """One tenant's daily activity charts; ``tenants`` are the others one may switch to."""
+
+    tenant: str
+    tenants: list[str]
+    charts: list[ActivityChart]
+    # What the ?tenant= asked for when it is not one of the principal's tenants.
+    unknown: str | None = None
+
+
+def tenant_activity(
+    principal: Principal,
+    tenants: list[str],
+    *,
+    wanted: str | None = None,
+    today: date | None = None,
+) -> TenantActivity | None:
+    """Daily charts for ``wanted`` (one of ``tenants``; else the first) over the last 30 days.
+
+    One grouped query for the six series; ``None`` when no tenant is visible.
+    """
+    if not tenants:
+        return None
+    tenant = wanted if wanted in tenants else tenants[0]
+    types = [kind for *_, kinds in ACTIVITY_SERIES for kind in kinds]
+    counts = audit_selectors.daily_type_counts(
+        principal, event_types=types, tenant=tenant, days=CHART_DAYS, today=today
+    )
+    charts = []
+    for slug, title, unit, kinds in ACTIVITY_SERIES:
+        per_day = [
+            (day, sum(counts[kind][index][1] for kind in kinds))
+            for index, (day, _) in enumerate(counts[kinds[0]])
+        ]
+        points = [(day.strftime("%a %d %b %Y"), day.strftime("%d %b"), n) for day, n in per_day]
+        first, last = per_day[0][0], per_day[-1][0]
+        charts.append(
+            ActivityChart(
+                slug=slug,
+                label=title,
+                chart=bar_chart(
+                    points,
+                    title=f"{title} per day in {tenant}, {first:%d %b} to {last:%d %b %Y} (UTC)",
+                    y_label=unit,
+                    width=420,
+                    height=180,
+                    label_every=7,
+                ),
+            )
+        )
+    unknown = wanted if wanted and wanted != tenant else None
+    return TenantActivity(tenant=tenant, tenants=tenants, charts=charts, unknown=unknown)
+
+
 @dataclass
 class Overview:
     tenants: list[TenantRow]
@@ -79,6 +157,7 @@ class Overview:
     failed: list[TenantRow]
     # What the principal's own roles let them act on, beside what awaits anyone.
     awaiting_you: dict[str, int]
+    activity: TenantActivity | None = None
 
 
 def events_per_day_chart(principal: Principal, *, today: date | None = None) -> BarChart:
@@ -89,8 +168,14 @@ def events_per_day_chart(principal: Principal, *, today: date | None = None) -> 
     return bar_chart(points, title=f"Audit events per day, {first:%d %b} to {last:%d %b %Y} (UTC)")
 
 
-def build_overview(principal: Principal, *, user: Any) -> Overview:
-    """Everything the overview page shows, for one principal (a bounded number of queries)."""
+def build_overview(
+    principal: Principal, *, user: Any, activity_tenant: str | None = None
+) -> Overview:
+    """Everything the overview page shows, for one principal (a bounded number of queries).
+
+    ``activity_tenant`` picks whose daily activity charts are drawn (the first
+    visible tenant when it is not one of theirs).
+    """
     tenants = visible_tenants(principal)
     rows = {tenant: TenantRow(tenant=tenant) for tenant in tenants}
     for scope, role in (
@@ -130,4 +215,7 @@ def build_overview(principal: Principal, *, user: Any) -> Overview:
             "quarantined": memory_selectors.quarantined_awaiting(principal),
             "pending_approvals": action_selectors.approvals_awaiting(principal),
         },
+        activity=tenant_activity(
+            principal, [row.tenant for row in ordered], wanted=activity_tenant
+        ),
     )

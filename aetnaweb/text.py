@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.template.backends.django import DjangoTemplates, Template
+from django.utils.safestring import mark_safe
 
 from aetnaweb.errors import InvalidInput
 
@@ -115,7 +116,10 @@ def displayable(text: str) -> str:
 
 class DisplayableTemplate(Template):
     def render(self, context: Any = None, request: Any = None) -> str:
-        return displayable(super().render(context, request))
+        # Rendered output is safe HTML; re.sub hands back a plain str, and a
+        # template rendered into another (the admin's filter sidebar) would
+        # then be escaped a second time and show as raw markup.
+        return mark_safe(displayable(super().render(context, request)))  # noqa: S308
 
 
 class DisplayableTemplates(DjangoTemplates):

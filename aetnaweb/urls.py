@@ -30,6 +30,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api_urls()),
     path("api/docs/", views.api_docs, name="api-docs"),
+    path("access/people/", include(access_urls.people)),
     path("access/tokens/", include(access_urls.tokens)),
     path("access/lockouts/", include(access_urls.lockouts)),
     path("maintenance/", include("aetnaweb.maintenance_urls")),

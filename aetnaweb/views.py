@@ -46,7 +46,9 @@ SCOPE_NAME_RE = re.compile(r"[a-z0-9._-]+")
 def home(request: HttpRequest) -> HttpResponse:
     """The overview: per visible tenant, what needs a person, chain health and recent activity."""
     principal = principal_for(request)
-    overview = build_overview(principal, user=request.user)
+    # Whose activity charts to draw; anything not one of theirs falls back to the first tenant.
+    wanted = request.GET.get("tenant", "").strip()[:64] or None
+    overview = build_overview(principal, user=request.user, activity_tenant=wanted)
     return render_page(
         request,
         "home.html",

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Q, QuerySet, Sum, Value
-from django.db.models.functions import Concat, Upper
+from django.db.models import Count, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat, Substr, Upper
 
 from aetnaweb import access
 from aetnaweb.access import Principal
 from aetnaweb.errors import DomainError
-from aetnaweb.scopes import Scope, ScopeError
+from aetnaweb.scopes import PLATFORM, Scope, ScopeError
 from audit import notes
 from audit.canonical import canonical_json
 from audit.checkpoints import CHECKPOINT_FORMAT, CheckpointError, LogHead, prove_consistency
@@ -568,3 +568,64 @@ def published_verifier_key() -> str | None:
     except notes.NoteError:
         return None
     return None if signer is None else signer.verifier.text()
+
+
+def daily_type_counts(
+    principal: Principal,
+    *,
+    event_types: Iterable[str],
+    tenant: str,
+    days: int = 30,
+    today: date | None = None,
+) -> dict[str, list[tuple[date, int]]]:
+    """Events of each of ``event_types`` per UTC day in ``tenant``'s chains the principal may
+    read, for the last ``days`` days (oldest first, zeros included).
+
+    One grouped query, bounded to the window by sequence as well as by time:
+    the window's events are the newest rows of the log, and how many there
+    are is the sum of the per-day counters ``append_event`` keeps (an
+    index-only range scan). So the cost follows the window's events, not the
+    log's length. A gap in the sequence (a rolled-back insert) only widens
+    the range; the time filter keeps the answer exact.
+    """
+    today = today or datetime.now(UTC).date()
+    first = today - timedelta(days=days - 1)
+    window = [first + timedelta(days=n) for n in range(days)]
+    wanted = sorted(set(event_types))
+    series: dict[str, list[tuple[date, int]]] = {kind: [(d, 0) for d in window] for kind in wanted}
+    if not wanted or not access.has_capability_anywhere(principal, access.READ):
+        return series
+    in_window = AuditDailyCount.objects.filter(day__gte=first).aggregate(n=Sum("event_count"))["n"]
+    head = AuditEvent.objects.order_by("-sequence").values_list("sequence", flat=True).first()
+    if not in_window or head is None:
+        return series
+    rows = AuditEvent.objects.filter(
+        sequence__gt=head - int(in_window),
+        event_type__in=wanted,
+        created_at__gte=first.isoformat(),
+    )
+    # The tenant's chains the principal may read, named (not a prefix match), so
+    # the (subject_id, sequence) index reads only this tenant's window.
+    if tenant == PLATFORM:
+        root = str(Scope.platform())
+        visible: list[str] | SubjectIds | None = (
+            [root] if access.may(principal, access.READ, root) else []
+        )
+    else:
+        visible = visible_subject_ids(principal, within=Scope.of(tenant))
+    if isinstance(visible, list):
+        if not visible:
+            return series
+        rows = rows.filter(subject_id__in=visible)
+    elif visible is not None:  # sums have no row to re-check: check the columns in the subquery
+        rows = rows.filter(subject_id__in=_consistent(visible))
+    counts: dict[tuple[str, str], int] = {}
+    grouped = (
+        rows.annotate(day=Substr("created_at", 1, 10))
+        .order_by()
+        .values_list("event_type", "day")
+        .annotate(n=Count("sequence"))
+    )
+    for kind, day, n in grouped:
+        counts[(kind, day)] = n
+    return {kind: [(d, counts.get((kind, d.isoformat()), 0)) for d in window] for kind in wanted}

@@ -279,6 +279,7 @@ class ScopeStats(ScopedRow):
     updated_at = models.DateTimeField()
 
     class Meta:
+        verbose_name_plural = "scope stats"  # Django's default adds an "s": "scope statss"
         constraints = [models.UniqueConstraint(fields=["scope"], name="mem_stats_scope_unique")]
         indexes = [models.Index(fields=["tenant", "user", "project"], name="mem_stats_tree")]
 

@@ -1447,3 +1447,129 @@ def search_memory(
         counted=min(counted, SEARCH_COUNT_CAP),
         capped=counted > SEARCH_COUNT_CAP,
     )
+
+
+# -- a record's history (issue 33 item 4) -------------------------------------------------
+
+HISTORY_EVENTS = 500  # events across the whole lineage, oldest first
+# What each lifecycle event did to the value it names, in a person's words.
+HISTORY_VERBS = {
+    "memory.record_created": "created",
+    "memory.record_quarantined": "proposed",
+    "memory.record_promoted": "promoted",
+    "memory.record_rejected": "rejected",
+    "memory.record_corrected": "corrected",
+    "memory.forget": "forgotten",
+    "memory.consolidated": "consolidated",
+}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One thing that happened to a value of the record's lineage."""
+
+    event: AuditEvent
+    verb: str  # created, proposed, promoted, rejected, corrected, forgotten, consolidated, other
+    record: Record  # the value it concerns (shown purged when its chain purged it)
+    replaced: Record | None  # the value this one took over from, when it did
+    episode: Episode | None  # the source message, for the event that stored the value
+    reason: str  # a reviewer's typed reason (for those who may review), or ""
+    receipt_event_id: str | None  # a deletion receipt to open, for a forget or a rejection
+
+
+@dataclass(frozen=True)
+class RecordHistory:
+    record: Record  # the record the page was opened for
+    values: list[Record]  # its lineage, oldest first; the record is one of them
+    entries: list[HistoryEntry]  # oldest first
+    truncated: bool  # more than HISTORY_EVENTS events: the oldest ones are shown
+
+
+def _payload(event: AuditEvent) -> dict[str, Any]:
+    try:
+        payload = json.loads(event.payload)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def record_history(principal: Principal, record_id: str) -> RecordHistory:
+    """Every value ``record_id``'s lineage held and what happened to each, oldest first.
+
+    The lineage is what it replaced and what replaced it, as far as the
+    principal may read; the events are the audit events naming those values,
+    in chains the principal may read. A value its chain purged shows as purged
+    (no content, whatever its row says), and a source message only inside a
+    granted subtree and never once purged.
+    """
+    record = _visible_record(principal, record_id)  # out of reach: AccessDenied; unknown: 400
+    older = _follow(principal, record.supersedes_id, "supersedes_id")
+    newer = _follow(principal, record.superseded_by_id, "superseded_by_id")
+    values = [*reversed(older), record, *newer]
+    by_id = {value.record_id: value for value in values}
+    links = list(
+        RecordAuditLink.objects.filter(record_id__in=list(by_id))
+        .order_by("event_sequence", "record_id")
+        .values_list("event_sequence", "record_id", "event_type")[: HISTORY_EVENTS + 1]
+    )
+    truncated = len(links) > HISTORY_EVENTS
+    links = links[:HISTORY_EVENTS]
+    purged = {rid for _, rid, kind in links if kind in binding.PURGE_EVENTS}
+    for value in values:
+        if value.record_id in purged:
+            as_purged(value)
+    named: dict[int, list[str]] = {}
+    for sequence, rid, _ in links:
+        named.setdefault(sequence, []).append(rid)
+    events = [
+        event
+        for event in AuditEvent.objects.filter(sequence__in=list(named)).order_by("sequence")
+        if access.may(principal, access.READ, event.subject_id)
+    ]
+    may_review = {
+        scope: access.may(principal, access.REVIEW, scope) for scope in {v.scope for v in values}
+    }
+    reasons = {
+        row.audit_event_id: row.reason
+        for row in ReviewReason.objects.filter(record_id__in=list(by_id))
+        if row.reason and may_review.get(row.scope, False)
+    }
+    receipts = set(
+        DeletionReceipt.objects.filter(
+            audit_event_id__in=[e.event_id for e in events if e.event_type in binding.PURGE_EVENTS]
+        ).values_list("audit_event_id", flat=True)
+    )
+    episode_ids = {v.episode_id for v in values if v.episode_id}
+    episodes = {
+        episode.episode_id: episode
+        for episode in Episode.objects.filter(episode_id__in=episode_ids)
+        # Recall never shows a source message, so neither does a lineage read.
+        if access.may_act(principal, access.READ, episode.scope)
+    }
+    entries = []
+    for event in events:
+        names = named[event.sequence]
+        primary = by_id[event.record_id if event.record_id in names else names[0]]
+        verb = HISTORY_VERBS.get(event.event_type, "other")
+        stores = verb in {"created", "proposed"}
+        replaced = (
+            by_id.get(primary.supersedes_id or "") if verb in {"created", "promoted"} else None
+        )
+        if verb == "corrected":
+            # The event names the corrected record; the entry shows the value it
+            # was corrected to, replacing it (when both are within reach).
+            successor = by_id.get(str(_payload(event).get("corrected_by", "")))
+            if successor is not None:
+                primary, replaced = successor, primary
+        entries.append(
+            HistoryEntry(
+                event=event,
+                verb=verb,
+                record=primary,
+                replaced=replaced,
+                episode=episodes.get(primary.episode_id or "") if stores else None,
+                reason=reasons.get(event.event_id, ""),
+                receipt_event_id=event.event_id if event.event_id in receipts else None,
+            )
+        )
+    return RecordHistory(record=record, values=values, entries=entries, truncated=truncated)

@@ -24,6 +24,7 @@ urlpatterns = [
         name="erasure_certificate",
     ),
     path("records/<str:record_id>/", views.record_detail, name="record"),
+    path("records/<str:record_id>/history/", views.record_history, name="record_history"),
     path("sessions/", views.session_detail, name="session"),
     path("recalls/<str:retrieval_id>/", views.retrieval_detail, name="retrieval"),
     path("review/", views.review_queue, name="review"),

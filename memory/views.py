@@ -1077,3 +1077,26 @@ def receipt_verify(request: HttpRequest) -> HttpResponse:
             context.update(checked=True, failures=failures, receipt=document)
             status = 200 if not failures else 422
     return render_page(request, "memory/receipt_verify.html", context, status=status)
+
+
+# -- a record's history (issue 33 item 4) -------------------------------------------------
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def record_history(request: HttpRequest, record_id: str) -> HttpResponse:
+    """A record's history as a timeline: each value its lineage held, when, from which
+    message, and who promoted, corrected, rejected or forgot it."""
+    principal = principal_for(request)
+    history = selectors.record_history(principal, record_id)  # out of reach: the 404
+    return render_page(
+        request,
+        "memory/record_history.html",
+        {
+            "history": history,
+            "record": history.record,
+            "scope": Scope.parse(history.record.scope),
+            "history_limit": selectors.HISTORY_EVENTS,
+        },
+    )

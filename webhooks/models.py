@@ -62,6 +62,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"  # Django's default: "webhook deliverys"
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_endpoint"),

@@ -4,6 +4,7 @@
   week) inside ``<time>``, with the exact UTC time on hover and in ``datetime``.
 - ``{% copy_button value "what" %}``: a button that copies ``value``; hidden until
   ``static/js/copy.js`` runs (without JavaScript the value is still selectable).
+- ``{% bar_chart_figure chart "id" %}``: a server-drawn, accessible bar chart.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+
+from aetnaweb.dashboard import BarChart, bar_chart_html
 
 register = template.Library()
 
@@ -68,3 +71,9 @@ def copy_button(value: Any, what: str = "value") -> SafeString:
         "" if value is None else str(value),
         what,
     )
+
+
+@register.simple_tag
+def bar_chart_figure(chart: BarChart, chart_id: str) -> SafeString:
+    """``{% bar_chart_figure chart "id" %}``: :func:`aetnaweb.dashboard.bar_chart_html`."""
+    return bar_chart_html(chart, chart_id)

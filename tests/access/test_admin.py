@@ -193,3 +193,25 @@ def test_deleting_a_user_with_grants_out_of_reach_is_refused_and_writes_nothing(
     assert single.status_code == 403 and bulk.status_code == 403
     assert ScopeGrant.objects.filter(user=target).count() == 2
     assert AuditEvent.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_the_grant_list_filter_sidebar_renders_as_html_not_escaped_markup(admin_client):
+    # Given a grant, so the tenant filter has a choice
+    make_operator("alice", [("acme:alice:*", "viewer")])
+    # When a superuser opens the grant list
+    response = admin_client.get(reverse("admin:access_scopegrant_changelist"))
+    # Then the filter sidebar is markup (a details element per filter), not its escaped text
+    html = response.content.decode()
+    assert '<details data-filter-title="role"' in html
+    assert '<a href="?scope_tenant=acme">acme</a>' in html
+    assert "&lt;details" not in html and "&lt;summary" not in html
+
+
+@pytest.mark.django_db
+def test_the_admin_names_scope_stats_and_webhook_deliveries_in_plain_plurals(admin_client):
+    # When a superuser opens the admin index
+    html = admin_client.get(reverse("admin:index")).content.decode()
+    # Then the plural labels are English, not the default "s" appended
+    assert "Scope stats" in html and "Webhook deliveries" in html
+    assert "statss" not in html.lower() and "deliverys" not in html.lower()

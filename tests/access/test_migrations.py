@@ -21,6 +21,8 @@ from aetnaweb.access import operator_principal
 OLD_HEAD = [("aetnaweb", "0003_api_idempotency_ratelimits"), ("access", None)]
 MOVED = ["apitoken", "scopegrant", "loginthrottle", "idempotencykey", "ratelimitwindow"]
 RAW_TOKEN = "aetna_0ld0ld00_survives-the-move"
+# Tables the access app created after the move (not there at OLD_HEAD).
+LATER_TABLES = {"access_invitation"}  # 0002_invitation
 
 
 def _migrate(targets):
@@ -97,7 +99,7 @@ def test_rows_written_before_the_move_are_read_by_the_access_app_after_it():
     tables_at_new_head = set(connection.introspection.table_names())
     executor = _migrate(OLD_HEAD)
     try:
-        assert set(connection.introspection.table_names()) == tables_at_new_head
+        assert set(connection.introspection.table_names()) == tables_at_new_head - LATER_TABLES
         # The state of every app as that database has it: the others at their heads.
         others = [node for node in _leaf_nodes() if node[0] not in {"access", "aetnaweb"}]
         _seed_old_rows(executor.loader.project_state([*others, OLD_HEAD[0]]).apps)

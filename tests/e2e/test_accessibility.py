@@ -4,8 +4,10 @@ main page at both widths, the narrow-screen menu by keyboard, and pages that fit
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from actions.models import ActionTransaction
+from memory.models import Record
 from tests.e2e.conftest import NARROW, WIDE, accessibility_violations, login, screenshot
 from tests.e2e.test_overview_journey import demo  # noqa: F401  (fixture)
 
@@ -20,6 +22,7 @@ PAGES = [
     "/audit/",
     "/audit/checkpoints/",
     "/access/tokens/",
+    "/access/people/",
     "/webhooks/",
     "/search/?q=acme",
 ]
@@ -28,8 +31,15 @@ PAGES = [
 def test_every_main_page_passes_axe_at_both_widths(page, demo):  # noqa: F811
     login(page, "admin", demo)
     plan = ActionTransaction.objects.order_by("created_at").first()
+    record = Record.objects.filter(scope="acme:alice:*").order_by("id").first()
+    person = get_user_model().objects.get(username="admin")
     found: list[str] = []
-    for path in [*PAGES, f"/actions/{plan.pk}/"]:
+    extra = [
+        f"/actions/{plan.pk}/",
+        f"/memory/records/{record.record_id}/history/",
+        f"/access/people/{person.pk}/",
+    ]
+    for path in [*PAGES, *extra]:
         for size in (WIDE, NARROW):
             page.set_viewport_size(size)
             page.goto(path)
