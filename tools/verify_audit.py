@@ -51,7 +51,9 @@ trust none of the application. Sibling tools may import it
     the subject must also agree with what its chain bound and its chain's
     events leave it (``content_failures``): content, metadata, fact key and
     message digests (salted with the row's ``digest_salt`` since
-    ``salted-v1``), status and trust tier, and a purge kept purged.
+    ``salted-v1``), status and trust tier, supersession links, ``created_at``
+    and ``evidence`` (where the creation event commits them), and a purge
+    kept purged.
 ``verify_all_chains(conn) -> list[ChainResult]``
     Every chain in one pass over ``audit_log``, subjects in first-seen order.
 ``verify_checkpoint(conn, document) -> list[str]``
@@ -94,6 +96,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 CHECKPOINT_FORMAT = "aetnamem-checkpoint-v1"
@@ -433,7 +436,11 @@ def _rows(cursor: sqlite3.Cursor, batch: int = 10_000) -> Iterable[Sequence[Any]
 # ``digest_salt`` (cleared by the purge, after which nothing can reproduce
 # them), older ones plain SHA-256 and a plain ``fact_key``. Status and trust
 # tier follow from the scope's later events (promotions, supersessions,
-# consolidations, purges); a record the chain purged must stay purged.
+# consolidations, purges); a record the chain purged must stay purged. Its
+# supersession links follow from the same events (a newer record points at
+# the last one it superseded, each superseded one at its successor); a
+# creation event with ``record_created_at`` also commits the row's
+# ``created_at`` and its ``evidence`` (absent: an empty list).
 SALTED = "salted-v1"
 CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
 PURGE_EVENTS = ("memory.forget", "memory.record_rejected")
@@ -462,6 +469,8 @@ _BOUND_FIELDS = frozenset(
         "episode_id",
         "kind",
         "confidence",
+        "record_created_at",
+        "evidence",
         # the creation event's own session_id and turn_id columns, added when read back
         "@session_id",
         "@turn_id",
@@ -480,6 +489,8 @@ class _RecordView:
     # The creation event's bound fields, read back by sequence just before judging:
     # the replay keeps one small view per record, never its payload.
     payload: dict[str, Any] | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -522,11 +533,22 @@ def _replay(
     )
     params = (*STATE_EVENTS, *(() if subject is None else (subject,)))
 
-    def supersede(subject_id: str, payload: dict[str, Any]) -> None:
-        for record_id in _strings(payload.get("superseded_ids")):
+    def supersede(subject_id: str, payload: dict[str, Any], by: Any) -> list[str]:
+        superseded = _strings(payload.get("superseded_ids"))
+        for record_id in superseded:
             view = records.get(record_id)
-            if view is not None and view.subject_id == subject_id and view.purged_by is None:
+            if view is None or view.subject_id != subject_id:
+                continue
+            if isinstance(by, str):
+                view.superseded_by = by
+            if view.purged_by is None:
                 view.status = "superseded"
+        return superseded
+
+    def link(subject_id: str, newer: Any, superseded: list[str]) -> None:
+        view = records.get(newer) if isinstance(newer, str) else None
+        if view is not None and view.subject_id == subject_id and superseded:
+            view.supersedes = superseded[-1]
 
     for sequence, subject_id, event_type, record_id, text in _rows(conn.execute(sql, params)):
         payload = _object(text)
@@ -540,18 +562,27 @@ def _replay(
                     _interned(str(payload.get("status", ""))),
                     _interned(str(payload.get("trust_tier", ""))),
                 )
-            supersede(subject_id, payload)
+                link(subject_id, record_id, supersede(subject_id, payload, record_id))
+            else:
+                supersede(subject_id, payload, record_id)
         elif event_type == "memory.record_promoted":
             if view is not None and view.subject_id == subject_id and view.purged_by is None:
                 view.status, view.trust_tier = "active", "user_confirmed"
-            supersede(subject_id, payload)
+            link(subject_id, record_id, supersede(subject_id, payload, record_id))
         elif event_type == "memory.record_corrected":
-            supersede(subject_id, payload)
+            newer = payload.get("corrected_by")
+            supersede(subject_id, payload, newer)
+            if isinstance(record_id, str):
+                link(subject_id, newer, [record_id])
         elif event_type == "memory.consolidated":
             groups = payload.get("duplicates", []), payload.get("fact_keys", [])
             for group in [g for listed in groups if isinstance(listed, list) for g in listed]:
                 if isinstance(group, dict):
-                    supersede(subject_id, group)
+                    kept = group.get("kept")
+                    superseded = supersede(subject_id, group, kept)
+                    keeper = records.get(kept) if isinstance(kept, str) else None
+                    if keeper is not None and keeper.supersedes is None:
+                        link(subject_id, kept, superseded)
         elif event_type in PURGE_EVENTS:
             for purged in _strings(payload.get("purged_record_ids")):
                 target = records.get(purged)
@@ -614,6 +645,52 @@ def _purged_record_reasons(
             f"record {rid} has lost the purge marker of its {event_type} event "
             f"(sequence {sequence})"
         )
+    return reasons + _lineage_reasons(row, view)
+
+
+def _instant(value: Any) -> str | None:
+    """A stored time in the chain's spelling (UTC, microseconds, ``Z``); None if unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # Django keeps UTC without an offset in SQLite
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _evidence(value: Any) -> Any:
+    if value is None or value == "":
+        return []
+    try:
+        return json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return value
+
+
+def _lineage_reasons(row: dict[str, Any], view: _RecordView) -> list[str]:
+    payload, rid, event = view.payload or {}, row["record_id"], view.event_type
+    reasons = []
+    committed_at = payload.get("record_created_at")
+    if committed_at is not None and _instant(row["created_at"]) != committed_at:
+        reasons.append(f"record {rid} created_at differs from the one its {event} event names")
+    bound_evidence = committed_at is not None or "evidence" in payload
+    if bound_evidence and _evidence(row["evidence"]) != payload.get("evidence", []):
+        reasons.append(f"record {rid} evidence differs from the one its {event} event names")
+    if "content_sha256" in payload:
+        older, newer = row["supersedes_record_id"] or None, row["superseded_by_record_id"] or None
+        if older != view.supersedes:
+            reasons.append(
+                f"record {rid} supersedes {older or 'nothing'}, but its chain's "
+                f"events say it supersedes {view.supersedes or 'nothing'}"
+            )
+        if newer != view.superseded_by:
+            reasons.append(
+                f"record {rid} is superseded by {newer or 'nothing'}, but its "
+                f"chain's events say {view.superseded_by or 'nothing'}"
+            )
     return reasons
 
 
@@ -677,7 +754,7 @@ def _record_reason_list(
                 f"record {rid} has trust tier {row['trust_tier']}, but its chain's events give it "
                 f"{view.trust_tier}"
             )
-    return reasons + _bound_field_reasons(row, view)
+    return reasons + _bound_field_reasons(row, view) + _lineage_reasons(row, view)
 
 
 def _episode_reason_list(row: dict[str, Any], view: _EpisodeView | None) -> list[str]:
@@ -728,6 +805,10 @@ _RECORD_COLUMNS = (
     "session_id",
     "turn_id",
     "confidence",
+    "created_at",
+    "supersedes_record_id",
+    "superseded_by_record_id",
+    "evidence",
 )
 _EPISODE_COLUMNS = ("episode_id", "scope", "text", "purged_at", "digest_salt")
 
