@@ -3,7 +3,8 @@
 
 Usage::
 
-    python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
+    python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE [--public-key KEY]]
+        [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
     python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
@@ -56,8 +57,9 @@ trust none of the application. Sibling tools may import it
     kept purged.
 ``verify_all_chains(conn) -> list[ChainResult]``
     Every chain in one pass over ``audit_log``, subjects in first-seen order.
-``verify_checkpoint(conn, document) -> list[str]``
-    Digest, then containment, for one parsed checkpoint document.
+``verify_checkpoint(conn, document, key=None) -> list[str]``
+    Digest, then containment, for one parsed checkpoint document; with a
+    key (``parse_verifier_key``), also its log head's signature by that key.
 ``parse_checkpoint_line(line) -> dict``
     One JSON Lines entry as a v1 document; raises ``ValueError`` with a reason.
 ``verify_receipt(conn, receipt) -> list[str]``
@@ -998,8 +1000,16 @@ def parse_checkpoint_line(line: str) -> dict[str, Any]:
     return document
 
 
-def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> list[str]:
-    """The digest, then the containment rule for every pinned subject."""
+def verify_checkpoint(
+    conn: sqlite3.Connection, document: dict[str, Any], key: tuple[str, bytes] | None = None
+) -> list[str]:
+    """The digest, then the containment rule for every pinned subject.
+
+    With ``key`` the line must also carry a log head whose note that key
+    signed, by the offline rules (:func:`key_failures`): a line with no log
+    head, an unsigned note or a signature that cannot be checked fails.
+    Without it a checkpoint is compared with the database only.
+    """
     claimed = {key: value for key, value in document.items() if key != "checkpoint_sha256"}
     try:
         recomputed = digest(claimed)
@@ -1025,8 +1035,13 @@ def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> lis
                 f"subject {subject_id}: pinned event at sequence {sequence} has a different "
                 "event_hash"
             )
+    verdict = NO_CHECKPOINT
     if "log" in document:
-        failures.extend(log_head_failures(conn, document["log"], None)[1])
+        verdict, found = log_head_failures(conn, document["log"], key)
+        failures.extend(found)
+    # "invalid" is already named by log_head_failures.
+    if key is not None and verdict != "invalid":
+        failures.extend(key_failures(verdict, "checkpoint's signed log head"))
     return failures
 
 
@@ -1988,6 +2003,12 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
             "--no-signature-check applies to --offline-receipt, --erasure-certificate and "
             "--consistency"
         )
+    if args.public_key is not None and not args.checkpoints:
+        raise UsageError(
+            "with a database, --public-key checks the signatures of --checkpoints lines: "
+            "give --checkpoints FILE"
+        )
+    key = _load_key(args.public_key)
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
     if (args.database is None) == (args.export is None):
@@ -2012,7 +2033,7 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
                 except ValueError as exc:
                     ok &= _report(out, False, label, [str(exc)])
                     continue
-                failures = verify_checkpoint(conn, document)
+                failures = verify_checkpoint(conn, document, key)
                 ok &= _report(out, not failures, label, failures)
         for path, text in receipt_texts:
             try:
@@ -2081,7 +2102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--public-key",
         metavar="KEY",
         help="the log's verifier key (NAME+KEYID+BASE64, or a file holding it); offline, "
-        "every checkpoint must then be signed by it",
+        "every checkpoint must then be signed by it; with a database, every --checkpoints "
+        "line's log head must be",
     )
     parser.add_argument(
         "--no-signature-check",
