@@ -154,7 +154,9 @@ def digest(value: Any) -> str:
 
 
 _quote = json.encoder.encode_basestring_ascii
-_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once
+# scan_once is set on each decoder at run time (typeshed does not declare it).
+_decoder: Any = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_once = _decoder.scan_once
 
 
 def _no_default(value: Any) -> Any:
@@ -353,7 +355,7 @@ def _payload_reader() -> Callable[[Any], str]:
 def _open_chain(subject_id: Any, sequence: Any) -> list[Any]:
     """A new chain's state: [last event_hash, events seen, result]."""
     name = subject_id if isinstance(subject_id, str) else repr(subject_id)
-    state = [None, 0, ChainResult(subject_id=name)]
+    state: list[Any] = [None, 0, ChainResult(subject_id=name)]
     if not is_canonical_subject(subject_id):
         state[2].fail(sequence, BAD_SUBJECT)
     return state
@@ -1774,7 +1776,8 @@ def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None
     payload = event["payload"]
     receipts = certificate.get("receipts")
     listed = (
-        sorted(r.get("receipt_sha256") for r in receipts if isinstance(r, dict))
+        # str(): a receipt without a digest (None) still sorts, and never matches one
+        sorted(str(r.get("receipt_sha256")) for r in receipts if isinstance(r, dict))
         if isinstance(receipts, list)
         else None
     )
@@ -1883,7 +1886,8 @@ def verify_subject_export(document: Any, key: tuple[str, bytes] | None) -> tuple
             continue
         if claimed.get("count") != len(rows) or claimed.get("sha256") != digest(rows):
             failures.append(f"export section {section} differs from the manifest")
-    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    committed = event.get("payload")
+    payload = committed if isinstance(committed, dict) else {}
     if (
         event.get("event_type") != "memory.subject_exported"
         or event.get("subject_id") != manifest.get("subtree")
