@@ -140,7 +140,8 @@ def _open(path: str) -> sqlite3.Connection:
     if not Path(path).is_file():
         raise AetnamemImportError(f"{path} is not a file")
     try:
-        conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        # as_uri() percent-encodes the path: a '?' or '#' in a file name stays a name.
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:

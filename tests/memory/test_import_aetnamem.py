@@ -164,3 +164,12 @@ def test_an_unknown_or_missing_scope_mapping_is_refused(source):
         str(source), "--map", f"alice={ALICE}", "--map", "bob=acme:bob:*"
     )
     assert "--map takes SUBJECT=SCOPE" in refused(str(source), "--map", "alice")
+
+
+def test_a_file_name_with_uri_characters_is_read_as_a_name(source, tmp_path):
+    # Given the file under a name holding '?', '#' and '%' (read-only opening uses a URI)
+    odd = tmp_path / "old #1?x=%20.sqlite3"
+    odd.write_bytes(source.read_bytes())
+    # When it is imported, then it is that file that is read
+    _, result = run(str(odd), *MAPS)
+    assert {s["scope"] for s in result["subjects"]} == {ALICE, BOB}
