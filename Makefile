@@ -85,14 +85,14 @@ browser:
 test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy aetnaweb access jobs audit memory actions webhooks clients/python/aetnaweb_client
+	$(VENV)/bin/mypy aetnaweb access jobs audit memory actions webhooks clients/python/aetnaweb_client tools/verify_audit.py tools/verify_actions.py
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy aetnaweb access jobs audit memory actions webhooks clients/python/aetnaweb_client
+	$(VENV)/bin/mypy aetnaweb access jobs audit memory actions webhooks clients/python/aetnaweb_client tools/verify_audit.py tools/verify_actions.py
 	$(VENV)/bin/lint-imports
 
 format: setup

@@ -31,17 +31,14 @@ import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import BinaryField, F, Func, IntegerField, Q, Value
-from django.db.models.lookups import GreaterThan
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from access import ratelimits, tokens
-from access.models import ApiToken, IdempotencyKey
+from access.models import ApiToken, IdempotencyKey, KeptAnswerName
 from aetnaweb import purges
 from aetnaweb.api import IDEMPOTENCY_HEADER as HEADER
 from aetnaweb.api import IDEMPOTENT_WRITE_METHODS as WRITE_METHODS
@@ -59,28 +56,8 @@ _RETRYABLE_STATUSES = frozenset({401, 408, 429})
 # the request is not run again (running it would store the forgotten words anew).
 FORGOTTEN_STATUS = 410
 FORGOTTEN_ERROR = "idempotency_answer_forgotten"
-# IDs searched for per statement when a purge looks for the answers naming them.
-IDS_PER_SEARCH = 50
-
-
-class _BytesPosition(Func):
-    """Where ``needle`` starts in the bytes of ``haystack`` (1-based; 0 when absent).
-
-    SQLite's ``instr`` compares blobs byte by byte; PostgreSQL spells it
-    ``position(needle in haystack)`` for ``bytea``.
-    """
-
-    function = "instr"
-    output_field = IntegerField()
-
-    def __init__(self, haystack: str, needle: Value) -> None:
-        super().__init__(F(haystack), needle)
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        haystack, needle = self.get_source_expressions()
-        swapped = self.copy()
-        swapped.set_source_expressions([needle, haystack])
-        return swapped.as_sql(compiler, connection, function="position", arg_joiner=" in ", **extra)
+# IDs looked up per statement when a purge looks for the answers naming them.
+IDS_PER_SEARCH = 500
 
 
 def _json_error(status: int, error: str, detail: str) -> HttpResponse:
@@ -248,6 +225,15 @@ def _keep(token: ApiToken, key: str, response: HttpResponse) -> None:
     IdempotencyKey.objects.filter(pk=row.pk).update(
         response_status=status, response_content_type=content_type, response_body=body
     )
+    _index_names(row.pk, body)
+
+
+def _index_names(pk: int, body: bytes) -> None:
+    """Record which IDs the kept answer ``pk`` names: how a purge finds it (by index)."""
+    KeptAnswerName.objects.filter(answer_id=pk).delete()
+    KeptAnswerName.objects.bulk_create(
+        [KeptAnswerName(answer_id=pk, name=name) for name in purges.names_in(body)]
+    )
 
 
 def _forgotten_answer(ids: list[str]) -> bytes:
@@ -269,32 +255,33 @@ def forget_kept_answers(purged: PurgedContent) -> int:
     Called inside the purge's transaction (:mod:`aetnaweb.purges`). An answer
     that holds forgotten content names its record (remember, recall, a
     preview, a persona: every line carries its ``record_id``) or its episode,
-    and IDs are 32 random hex digits behind a prefix, so a byte search for the
-    ID finds exactly those answers. Expired rows are searched too: they are
-    deleted only when their key is used again, and until then hold the bytes.
-    Rows still in flight hold no answer yet.
+    and each kept answer is indexed by the IDs it names when it is kept
+    (:class:`~access.models.KeptAnswerName`, read by the engine's
+    :func:`aetnaweb.purges.names_in`), so the purge finds exactly those answers
+    by index: its cost follows the answers that name what it purged, not how
+    many answers are kept. Expired rows are found too: they are deleted only
+    when their key is used again (or by retention), and until then hold the
+    bytes. Rows still in flight hold no answer yet (:func:`_keep` checks them).
     """
-    needles = [identifier.encode("ascii") for identifier in purged.ids]
-    # The database searches the bytes (no answer travels to Python unless it
-    # names an ID); a bounded number of IDs per statement keeps each one small.
+    ids = list(purged.ids)
     holding: set[int] = set()
-    for start in range(0, len(needles), IDS_PER_SEARCH):
-        names_one = Q()
-        for needle in needles[start : start + IDS_PER_SEARCH]:
-            position = _BytesPosition("response_body", Value(needle, BinaryField()))
-            names_one |= Q(GreaterThan(position, 0))
+    for start in range(0, len(ids), IDS_PER_SEARCH):
         holding.update(
-            IdempotencyKey.objects.filter(response_body__isnull=False)
-            .filter(names_one)
-            .values_list("pk", flat=True)
+            KeptAnswerName.objects.filter(name__in=ids[start : start + IDS_PER_SEARCH])
+            .values_list("answer_id", flat=True)
+            .distinct()
         )
-    rows = IdempotencyKey.objects.filter(pk__in=holding).values_list("pk", "response_body")
-    for pk, body in rows:
+    rows = IdempotencyKey.objects.filter(pk__in=holding, response_body__isnull=False)
+    rewritten = 0
+    for pk, body in rows.values_list("pk", "response_body"):
         stored = bytes(body or b"")
-        named = [n.decode("ascii") for n in needles if n in stored]
+        named = [i for i in ids if i.encode("ascii") in stored]
+        answer = _forgotten_answer(named)
         IdempotencyKey.objects.filter(pk=pk).update(
             response_status=FORGOTTEN_STATUS,
             response_content_type="application/json",
-            response_body=_forgotten_answer(named),
+            response_body=answer,
         )
-    return len(holding)
+        _index_names(pk, answer)  # the rewritten answer names only the forgotten IDs
+        rewritten += 1
+    return rewritten

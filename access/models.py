@@ -165,6 +165,26 @@ class IdempotencyKey(models.Model):
         return f"idempotency key for token {self.token_id}: {state}"
 
 
+class KeptAnswerName(models.Model):
+    """One record or episode ID a kept answer names (:func:`access.idempotency.forget_kept_answers`).
+
+    A purge looks its IDs up here, by index, instead of reading the bytes of
+    every kept answer; the rows go with their answer.
+    """
+
+    answer = models.ForeignKey(IdempotencyKey, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["answer", "name"], name="kept_answer_name_once"),
+        ]
+        indexes = [models.Index(fields=["name"], name="kept_answer_name")]
+
+    def __str__(self) -> str:
+        return f"kept answer {self.answer_id} names {self.name}"
+
+
 class RateLimitWindow(models.Model):
     """Requests a token made in one fixed one-minute window (:mod:`access.ratelimits`)."""
 

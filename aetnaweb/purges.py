@@ -41,8 +41,12 @@ PurgeListener = Callable[[PurgedContent], object]
 # purged since then.
 AnswerCheck = Callable[[bytes, datetime], list[str]]
 
+# an answer's bytes -> the IDs of purgeable content it names (records, episodes).
+AnswerNames = Callable[[bytes], list[str]]
+
 _listeners: list[PurgeListener] = []
 _answer_checks: list[AnswerCheck] = []
+_answer_names: list[AnswerNames] = []
 
 
 def listen(listener: PurgeListener) -> None:
@@ -104,3 +108,22 @@ def announce_erasure(erased: ErasedSubtree) -> None:
     """Tell every erasure listener; call it inside the erasure's transaction."""
     for listener in _erasure_listeners:
         listener(erased)
+
+
+def name_answers_with(names: AnswerNames) -> None:
+    """Register the engine's reading of which IDs an answer names (see :func:`names_in`)."""
+    if names not in _answer_names:
+        _answer_names.append(names)
+
+
+def names_in(answer: bytes) -> list[str]:
+    """The IDs of purgeable content ``answer`` names, sorted.
+
+    A store of copies indexes a copy by these when it keeps it, so that a
+    purge finds the copies naming what it purged by index instead of reading
+    every copy's bytes.
+    """
+    found: set[str] = set()
+    for names in _answer_names:
+        found.update(names(answer))
+    return sorted(found)

@@ -82,6 +82,10 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     ),
     "memory.untrusted_source_ignored": lambda e, p: "untrusted content was ignored",
     "memory.consolidated": lambda e, p: f"{e.actor} consolidated memory",
+    "memory.aetnamem_imported": lambda e, p: (
+        f"{e.actor} imported {_plural(_count(p, 'records'), 'record')} from aetnamem"
+        + (" (forced: its chain did not verify)" if p.get("forced") else "")
+    ),
     "memory.persona_built": lambda e, p: f"{e.actor} built the persona summary",
     "memory.proposal_rejected": lambda e, p: f"a proposed fact from {e.actor} was refused",
     "episode.ingested": lambda e, p: (

@@ -21,13 +21,13 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from audit_common import configure_django
+
 SCOPE = "bench:forget:p0"
 WORDS = [
     "amber",
@@ -46,17 +46,10 @@ WORDS = [
 
 
 def setup_django(directory: Path) -> None:
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = f"sqlite:///{directory / 'bench.sqlite3'}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
+    # The shared set-up (audit_common): its own database and data directory, and a
+    # throwaway SECRET_KEY, so the bench starts without the development key file.
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    configure_django(directory)
 
 
 def seed(start: int, count: int) -> None:

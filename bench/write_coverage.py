@@ -20,10 +20,11 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+from audit_common import configure_django
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / "bench" / "data" / "write_coverage.json"
@@ -32,17 +33,10 @@ NON_STATEMENT_LIMIT = 0.05
 
 
 def setup_django(directory: Path) -> None:
-    os.environ["AETNAWEB_DATA_DIR"] = str(directory)
-    os.environ["DATABASE_URL"] = f"sqlite:///{directory / 'coverage.sqlite3'}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aetnaweb.settings")
+    # The shared set-up (audit_common): its own database and data directory, and a
+    # throwaway SECRET_KEY, so the bench starts without the development key file.
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    configure_django(directory)
 
 
 def run(data: dict[str, list[dict[str, object]]], show: bool) -> bool:

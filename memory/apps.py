@@ -19,9 +19,11 @@ class MemoryConfig(AppConfig):
         register_purge_check(receipt_purge_failures)
         # Stores of copies (the API's kept answers) ask before keeping one made
         # while a purge ran (aetnaweb.purges; the engine imports no such store).
-        from memory.services.forgetting import purged_in_answer
+        from memory.services.forgetting import names_in_answer, purged_in_answer
 
         purges.check_answers_with(purged_in_answer)
+        # ... and index each kept answer by the IDs it names, so a purge finds it directly.
+        purges.name_answers_with(names_in_answer)
         # Each record must still hold the content its creation event binds.
         register_subject_check(content_failures)
 

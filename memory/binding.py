@@ -29,6 +29,7 @@ import secrets
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from audit.canonical import canonical_json
@@ -88,6 +89,39 @@ def message_digests(salt: str, text: str) -> dict[str, str]:
     return {"digests": SALTED, "message_sha256": salted_sha256(salt, text)}
 
 
+def instant_text(value: Any) -> str | None:
+    """A stored time as the chain commits it: UTC, microseconds, ``Z``; None if unreadable.
+
+    Each database hands a timestamp back its own way (an aware datetime, a
+    naive UTC one, SQLite's ``2026-05-01 09:00:00.5`` text), so both sides of
+    a comparison go through this one spelling.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    if value.tzinfo is None:  # stored as UTC without an offset (USE_TZ on SQLite)
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lineage_fields(created_at: datetime, evidence: list[str]) -> dict[str, Any]:
+    """What a new record's creation event commits besides its digests (issue 29 item 7).
+
+    Its ``created_at`` (the event's own time is taken later, at append), and the
+    IDs it cites as ``evidence`` when it cites any: a payload with
+    ``record_created_at`` and no ``evidence`` binds an empty list. Both are
+    IDs and times, never content, so they stay in the chain after a forget.
+    """
+    fields: dict[str, Any] = {"record_created_at": instant_text(created_at)}
+    if evidence:
+        fields["evidence"] = list(evidence)
+    return fields
+
+
 def _interned(value: Any) -> Any:
     """One shared copy of a string repeated across views (scopes, statuses); else as is."""
     return sys.intern(value) if type(value) is str else value
@@ -110,6 +144,8 @@ BOUND_FIELDS = frozenset(
         "episode_id",
         "kind",
         "confidence",
+        "record_created_at",
+        "evidence",
         # the creation event's own session_id and turn_id columns (not payload
         # fields: they are added when the payload is read back)
         "@session_id",
@@ -130,6 +166,9 @@ class RecordView:
     purged_by: tuple[str, int] | None = None  # (event type, sequence)
     # The creation event's bound fields (:func:`bound_fields`), set before judging.
     payload: dict[str, Any] | None = None
+    # The supersession links the chain's events give it (record IDs, None: no link).
+    supersedes: str | None = None
+    superseded_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -188,11 +227,24 @@ class ChainReplay:
             return None
         return {key: value for key, value in payload.items() if key in BOUND_FIELDS}
 
-    def _supersede(self, subject_id: str, payload: dict[str, Any]) -> None:
-        for record_id in _ids(payload.get("superseded_ids")):
+    def _supersede(self, subject_id: str, payload: dict[str, Any], by: Any) -> list[str]:
+        """Mark the payload's ``superseded_ids`` superseded by record ``by``; returns them."""
+        superseded = _ids(payload.get("superseded_ids"))
+        for record_id in superseded:
             view = self.records.get(record_id)
-            if view is not None and view.subject_id == subject_id and view.purged_by is None:
+            if view is None or view.subject_id != subject_id:
+                continue
+            if isinstance(by, str):
+                view.superseded_by = by
+            if view.purged_by is None:
                 view.status = "superseded"
+        return superseded
+
+    def _link_newer(self, subject_id: str, record_id: Any, superseded: list[str]) -> None:
+        """The newer record points at the last record it superseded (the slot's latest)."""
+        view = self.records.get(record_id) if isinstance(record_id, str) else None
+        if view is not None and view.subject_id == subject_id and superseded:
+            view.supersedes = superseded[-1]
 
     def feed(
         self, sequence: int, subject_id: str, event_type: str, record_id: Any, payload_text: Any
@@ -209,17 +261,29 @@ class ChainReplay:
                     _interned(str(payload.get("trust_tier", ""))),
                     payload=self._kept(payload),
                 )
-            self._supersede(subject_id, payload)
+                self._link_newer(
+                    subject_id, record_id, self._supersede(subject_id, payload, record_id)
+                )
+            else:
+                self._supersede(subject_id, payload, record_id)
         elif event_type == "memory.record_promoted":
             if view is not None and view.subject_id == subject_id and view.purged_by is None:
                 view.status, view.trust_tier = "active", "user_confirmed"
-            self._supersede(subject_id, payload)
+            self._link_newer(subject_id, record_id, self._supersede(subject_id, payload, record_id))
         elif event_type == "memory.record_corrected":
-            self._supersede(subject_id, payload)
+            # The correction names the record corrected, whatever else its slot held.
+            newer = payload.get("corrected_by")
+            self._supersede(subject_id, payload, newer)
+            if isinstance(record_id, str):
+                self._link_newer(subject_id, newer, [record_id])
         elif event_type == "memory.consolidated":
             for group in [*_listed(payload, "duplicates"), *_listed(payload, "fact_keys")]:
                 if isinstance(group, dict):
-                    self._supersede(subject_id, group)
+                    kept = group.get("kept")
+                    superseded = self._supersede(subject_id, group, kept)
+                    keeper = self.records.get(kept) if isinstance(kept, str) else None
+                    if keeper is not None and keeper.supersedes is None:
+                        self._link_newer(subject_id, kept, superseded)
         elif event_type in PURGE_EVENTS:
             for purged in _ids(payload.get("purged_record_ids")):
                 target = self.records.get(purged)
@@ -263,6 +327,10 @@ class RecordRow:
     turn_id: str = ""
     confidence: float | None = None
     has_purge_marker: bool | None = None  # None: markers not at hand
+    created_at: Any = None  # a datetime or the database's text for one
+    supersedes_id: str | None = None
+    superseded_by_id: str | None = None
+    evidence: Any = None  # the stored list (or its JSON text)
 
 
 def _digest_of(payload: dict[str, Any], salt: str, text: str) -> str | None:
@@ -296,6 +364,43 @@ def _purged_row_reasons(row: RecordRow, view: RecordView) -> list[str]:
             f"record {rid} has lost the purge marker of its {event_type} event "
             f"(sequence {sequence})"
         )
+    return reasons + _lineage_reasons(row, view)
+
+
+def evidence_list(value: Any) -> Any:
+    """A stored ``evidence`` column as a list (SQLite and raw PostgreSQL reads give JSON text)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # unreadable: never equal to what was committed
+    return value
+
+
+def _lineage_reasons(row: RecordRow, view: RecordView) -> list[str]:
+    """The record's time, its supersession links and its evidence against the chain."""
+    payload, rid, event = view.payload or {}, row.record_id, view.event_type
+    reasons = []
+    committed_at = payload.get("record_created_at")
+    if committed_at is not None and instant_text(row.created_at) != committed_at:
+        reasons.append(f"record {rid} created_at differs from the one its {event} event names")
+    # A creation event that commits its time commits its evidence too ([] when absent).
+    bound_evidence = committed_at is not None or "evidence" in payload
+    if bound_evidence and evidence_list(row.evidence) != payload.get("evidence", []):
+        reasons.append(f"record {rid} evidence differs from the one its {event} event names")
+    if "content_sha256" in payload:  # written once state was bound: links are replayed
+        if (row.supersedes_id or None) != view.supersedes:
+            reasons.append(
+                f"record {rid} supersedes {row.supersedes_id or 'nothing'}, but its chain's "
+                f"events say it supersedes {view.supersedes or 'nothing'}"
+            )
+        if (row.superseded_by_id or None) != view.superseded_by:
+            reasons.append(
+                f"record {rid} is superseded by {row.superseded_by_id or 'nothing'}, but its "
+                f"chain's events say {view.superseded_by or 'nothing'}"
+            )
     return reasons
 
 
@@ -365,7 +470,7 @@ def record_reasons(row: RecordRow, view: RecordView | None) -> list[str]:
                 f"record {rid} has trust tier {row.trust_tier}, but its chain's events give it "
                 f"{view.trust_tier}"
             )
-    return reasons + _bound_field_reasons(row, view)
+    return reasons + _bound_field_reasons(row, view) + _lineage_reasons(row, view)
 
 
 def episode_reasons(

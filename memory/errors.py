@@ -161,3 +161,12 @@ class LegalHoldError(MemoryEngineError):
     code = "legal_hold"
     status = 409
     meaning = "a legal hold is in force here (purges are refused), or the hold request conflicts"
+
+
+class AetnamemImportError(MemoryEngineError):
+    """An aetnamem database that cannot be moved in as given (not SQLite, another schema,
+    a chain that does not verify, a subject without a scope): nothing was imported."""
+
+    code = "aetnamem_import_refused"
+    status = 400
+    meaning = "an aetnamem import is refused (see detail); nothing was imported"

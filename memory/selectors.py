@@ -1114,7 +1114,15 @@ def _decoded(metadata: Any) -> dict[str, Any]:
 
 _RECORD_COLUMNS = (
     "record_id, scope, status, trust_tier, fact_key, content, metadata, source_type, "
-    "episode_id, kind, digest_salt, session_id, turn_id, confidence"
+    "episode_id, kind, digest_salt, session_id, turn_id, confidence, created_at, "
+    "supersedes_record_id, superseded_by_record_id, evidence"
+)
+# The model attribute each column is read from on a loaded record (the record page).
+_RECORD_ATTRIBUTES = tuple(
+    {"supersedes_record_id": "supersedes_id", "superseded_by_record_id": "superseded_by_id"}.get(
+        name, name
+    )
+    for name in (column.strip() for column in _RECORD_COLUMNS.split(","))
 )
 
 
@@ -1122,7 +1130,7 @@ def _record_row(values: tuple[Any, ...], marker: bool | None) -> binding.RecordR
     record_id, scope, status, tier, key, content, metadata, source, episode, kind, salt = values[
         :11
     ]
-    session, turn, confidence = values[11:]
+    session, turn, confidence, created_at, supersedes, superseded_by, evidence = values[11:]
     return binding.RecordRow(
         record_id,
         scope,
@@ -1139,6 +1147,10 @@ def _record_row(values: tuple[Any, ...], marker: bool | None) -> binding.RecordR
         turn,
         confidence,
         marker,
+        created_at=created_at,
+        supersedes_id=supersedes,
+        superseded_by_id=superseded_by,
+        evidence=evidence,
     )
 
 
@@ -1162,12 +1174,17 @@ def _record_events(record: Record) -> list[tuple[Any, ...]]:
     Its own events (record_id column) and those that list it (supersessions,
     consolidations, purges, indexed by RecordAuditLink); and, so that a deleted
     index row cannot hide a purge, every purge event of its scope that names it.
+    Consolidations are read the same way: their index rows name only the
+    records they retired, yet they set the keeper's ``supersedes`` link.
     """
     linked = RecordAuditLink.objects.filter(record_id=record.record_id).values("event_sequence")
     named = AuditEvent.objects.filter(subject_id=record.scope).filter(
         Q(record_id=record.record_id)
         | Q(sequence__in=linked)
-        | Q(event_type__in=binding.PURGE_EVENTS, payload__contains=f'"{record.record_id}"')
+        | Q(
+            event_type__in=(*binding.PURGE_EVENTS, "memory.consolidated"),
+            payload__contains=f'"{record.record_id}"',
+        )
     )
     return list(
         named.filter(event_type__in=binding.STATE_EVENTS)
@@ -1233,9 +1250,7 @@ def content_binding(record: Record) -> ContentBinding:
     has_marker = None
     if view is not None and view.purged_by is not None:
         has_marker = view.purged_by[1] in set(marker)
-    row = _record_row(
-        tuple(getattr(record, name.strip()) for name in _RECORD_COLUMNS.split(",")), has_marker
-    )
+    row = _record_row(tuple(getattr(record, name) for name in _RECORD_ATTRIBUTES), has_marker)
     reasons = binding.record_reasons(row, view)
     if episode is not None:
         reasons += binding.episode_reasons(

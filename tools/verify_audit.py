@@ -3,7 +3,8 @@
 
 Usage::
 
-    python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE] [--receipt FILE ...]
+    python tools/verify_audit.py DB.sqlite3 [--subject S] [--checkpoints FILE [--public-key KEY]]
+        [--receipt FILE ...]
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
     python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
@@ -51,11 +52,14 @@ trust none of the application. Sibling tools may import it
     the subject must also agree with what its chain bound and its chain's
     events leave it (``content_failures``): content, metadata, fact key and
     message digests (salted with the row's ``digest_salt`` since
-    ``salted-v1``), status and trust tier, and a purge kept purged.
+    ``salted-v1``), status and trust tier, supersession links, ``created_at``
+    and ``evidence`` (where the creation event commits them), and a purge
+    kept purged.
 ``verify_all_chains(conn) -> list[ChainResult]``
     Every chain in one pass over ``audit_log``, subjects in first-seen order.
-``verify_checkpoint(conn, document) -> list[str]``
-    Digest, then containment, for one parsed checkpoint document.
+``verify_checkpoint(conn, document, key=None) -> list[str]``
+    Digest, then containment, for one parsed checkpoint document; with a
+    key (``parse_verifier_key``), also its log head's signature by that key.
 ``parse_checkpoint_line(line) -> dict``
     One JSON Lines entry as a v1 document; raises ``ValueError`` with a reason.
 ``verify_receipt(conn, receipt) -> list[str]``
@@ -94,6 +98,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 CHECKPOINT_FORMAT = "aetnamem-checkpoint-v1"
@@ -149,7 +154,9 @@ def digest(value: Any) -> str:
 
 
 _quote = json.encoder.encode_basestring_ascii
-_scan_once = json.JSONDecoder(parse_constant=_reject_constant).scan_once
+# scan_once is set on each decoder at run time (typeshed does not declare it).
+_decoder: Any = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_once = _decoder.scan_once
 
 
 def _no_default(value: Any) -> Any:
@@ -348,7 +355,7 @@ def _payload_reader() -> Callable[[Any], str]:
 def _open_chain(subject_id: Any, sequence: Any) -> list[Any]:
     """A new chain's state: [last event_hash, events seen, result]."""
     name = subject_id if isinstance(subject_id, str) else repr(subject_id)
-    state = [None, 0, ChainResult(subject_id=name)]
+    state: list[Any] = [None, 0, ChainResult(subject_id=name)]
     if not is_canonical_subject(subject_id):
         state[2].fail(sequence, BAD_SUBJECT)
     return state
@@ -433,7 +440,11 @@ def _rows(cursor: sqlite3.Cursor, batch: int = 10_000) -> Iterable[Sequence[Any]
 # ``digest_salt`` (cleared by the purge, after which nothing can reproduce
 # them), older ones plain SHA-256 and a plain ``fact_key``. Status and trust
 # tier follow from the scope's later events (promotions, supersessions,
-# consolidations, purges); a record the chain purged must stay purged.
+# consolidations, purges); a record the chain purged must stay purged. Its
+# supersession links follow from the same events (a newer record points at
+# the last one it superseded, each superseded one at its successor); a
+# creation event with ``record_created_at`` also commits the row's
+# ``created_at`` and its ``evidence`` (absent: an empty list).
 SALTED = "salted-v1"
 CREATION_EVENTS = ("memory.record_created", "memory.record_quarantined")
 PURGE_EVENTS = ("memory.forget", "memory.record_rejected")
@@ -462,6 +473,8 @@ _BOUND_FIELDS = frozenset(
         "episode_id",
         "kind",
         "confidence",
+        "record_created_at",
+        "evidence",
         # the creation event's own session_id and turn_id columns, added when read back
         "@session_id",
         "@turn_id",
@@ -480,6 +493,8 @@ class _RecordView:
     # The creation event's bound fields, read back by sequence just before judging:
     # the replay keeps one small view per record, never its payload.
     payload: dict[str, Any] | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -522,11 +537,22 @@ def _replay(
     )
     params = (*STATE_EVENTS, *(() if subject is None else (subject,)))
 
-    def supersede(subject_id: str, payload: dict[str, Any]) -> None:
-        for record_id in _strings(payload.get("superseded_ids")):
+    def supersede(subject_id: str, payload: dict[str, Any], by: Any) -> list[str]:
+        superseded = _strings(payload.get("superseded_ids"))
+        for record_id in superseded:
             view = records.get(record_id)
-            if view is not None and view.subject_id == subject_id and view.purged_by is None:
+            if view is None or view.subject_id != subject_id:
+                continue
+            if isinstance(by, str):
+                view.superseded_by = by
+            if view.purged_by is None:
                 view.status = "superseded"
+        return superseded
+
+    def link(subject_id: str, newer: Any, superseded: list[str]) -> None:
+        view = records.get(newer) if isinstance(newer, str) else None
+        if view is not None and view.subject_id == subject_id and superseded:
+            view.supersedes = superseded[-1]
 
     for sequence, subject_id, event_type, record_id, text in _rows(conn.execute(sql, params)):
         payload = _object(text)
@@ -540,18 +566,27 @@ def _replay(
                     _interned(str(payload.get("status", ""))),
                     _interned(str(payload.get("trust_tier", ""))),
                 )
-            supersede(subject_id, payload)
+                link(subject_id, record_id, supersede(subject_id, payload, record_id))
+            else:
+                supersede(subject_id, payload, record_id)
         elif event_type == "memory.record_promoted":
             if view is not None and view.subject_id == subject_id and view.purged_by is None:
                 view.status, view.trust_tier = "active", "user_confirmed"
-            supersede(subject_id, payload)
+            link(subject_id, record_id, supersede(subject_id, payload, record_id))
         elif event_type == "memory.record_corrected":
-            supersede(subject_id, payload)
+            newer = payload.get("corrected_by")
+            supersede(subject_id, payload, newer)
+            if isinstance(record_id, str):
+                link(subject_id, newer, [record_id])
         elif event_type == "memory.consolidated":
             groups = payload.get("duplicates", []), payload.get("fact_keys", [])
             for group in [g for listed in groups if isinstance(listed, list) for g in listed]:
                 if isinstance(group, dict):
-                    supersede(subject_id, group)
+                    kept = group.get("kept")
+                    superseded = supersede(subject_id, group, kept)
+                    keeper = records.get(kept) if isinstance(kept, str) else None
+                    if keeper is not None and keeper.supersedes is None:
+                        link(subject_id, kept, superseded)
         elif event_type in PURGE_EVENTS:
             for purged in _strings(payload.get("purged_record_ids")):
                 target = records.get(purged)
@@ -614,6 +649,52 @@ def _purged_record_reasons(
             f"record {rid} has lost the purge marker of its {event_type} event "
             f"(sequence {sequence})"
         )
+    return reasons + _lineage_reasons(row, view)
+
+
+def _instant(value: Any) -> str | None:
+    """A stored time in the chain's spelling (UTC, microseconds, ``Z``); None if unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # Django keeps UTC without an offset in SQLite
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _evidence(value: Any) -> Any:
+    if value is None or value == "":
+        return []
+    try:
+        return json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return value
+
+
+def _lineage_reasons(row: dict[str, Any], view: _RecordView) -> list[str]:
+    payload, rid, event = view.payload or {}, row["record_id"], view.event_type
+    reasons = []
+    committed_at = payload.get("record_created_at")
+    if committed_at is not None and _instant(row["created_at"]) != committed_at:
+        reasons.append(f"record {rid} created_at differs from the one its {event} event names")
+    bound_evidence = committed_at is not None or "evidence" in payload
+    if bound_evidence and _evidence(row["evidence"]) != payload.get("evidence", []):
+        reasons.append(f"record {rid} evidence differs from the one its {event} event names")
+    if "content_sha256" in payload:
+        older, newer = row["supersedes_record_id"] or None, row["superseded_by_record_id"] or None
+        if older != view.supersedes:
+            reasons.append(
+                f"record {rid} supersedes {older or 'nothing'}, but its chain's "
+                f"events say it supersedes {view.supersedes or 'nothing'}"
+            )
+        if newer != view.superseded_by:
+            reasons.append(
+                f"record {rid} is superseded by {newer or 'nothing'}, but its "
+                f"chain's events say {view.superseded_by or 'nothing'}"
+            )
     return reasons
 
 
@@ -677,7 +758,7 @@ def _record_reason_list(
                 f"record {rid} has trust tier {row['trust_tier']}, but its chain's events give it "
                 f"{view.trust_tier}"
             )
-    return reasons + _bound_field_reasons(row, view)
+    return reasons + _bound_field_reasons(row, view) + _lineage_reasons(row, view)
 
 
 def _episode_reason_list(row: dict[str, Any], view: _EpisodeView | None) -> list[str]:
@@ -728,6 +809,10 @@ _RECORD_COLUMNS = (
     "session_id",
     "turn_id",
     "confidence",
+    "created_at",
+    "supersedes_record_id",
+    "superseded_by_record_id",
+    "evidence",
 )
 _EPISODE_COLUMNS = ("episode_id", "scope", "text", "purged_at", "digest_salt")
 
@@ -917,8 +1002,16 @@ def parse_checkpoint_line(line: str) -> dict[str, Any]:
     return document
 
 
-def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> list[str]:
-    """The digest, then the containment rule for every pinned subject."""
+def verify_checkpoint(
+    conn: sqlite3.Connection, document: dict[str, Any], key: tuple[str, bytes] | None = None
+) -> list[str]:
+    """The digest, then the containment rule for every pinned subject.
+
+    With ``key`` the line must also carry a log head whose note that key
+    signed, by the offline rules (:func:`key_failures`): a line with no log
+    head, an unsigned note or a signature that cannot be checked fails.
+    Without it a checkpoint is compared with the database only.
+    """
     claimed = {key: value for key, value in document.items() if key != "checkpoint_sha256"}
     try:
         recomputed = digest(claimed)
@@ -944,8 +1037,13 @@ def verify_checkpoint(conn: sqlite3.Connection, document: dict[str, Any]) -> lis
                 f"subject {subject_id}: pinned event at sequence {sequence} has a different "
                 "event_hash"
             )
+    verdict = NO_CHECKPOINT
     if "log" in document:
-        failures.extend(log_head_failures(conn, document["log"], None)[1])
+        verdict, found = log_head_failures(conn, document["log"], key)
+        failures.extend(found)
+    # "invalid" is already named by log_head_failures.
+    if key is not None and verdict != "invalid":
+        failures.extend(key_failures(verdict, "checkpoint's signed log head"))
     return failures
 
 
@@ -1678,7 +1776,8 @@ def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None
     payload = event["payload"]
     receipts = certificate.get("receipts")
     listed = (
-        sorted(r.get("receipt_sha256") for r in receipts if isinstance(r, dict))
+        # str(): a receipt without a digest (None) still sorts, and never matches one
+        sorted(str(r.get("receipt_sha256")) for r in receipts if isinstance(r, dict))
         if isinstance(receipts, list)
         else None
     )
@@ -1787,7 +1886,8 @@ def verify_subject_export(document: Any, key: tuple[str, bytes] | None) -> tuple
             continue
         if claimed.get("count") != len(rows) or claimed.get("sha256") != digest(rows):
             failures.append(f"export section {section} differs from the manifest")
-    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    committed = event.get("payload")
+    payload = committed if isinstance(committed, dict) else {}
     if (
         event.get("event_type") != "memory.subject_exported"
         or event.get("subject_id") != manifest.get("subtree")
@@ -1907,6 +2007,12 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
             "--no-signature-check applies to --offline-receipt, --erasure-certificate and "
             "--consistency"
         )
+    if args.public_key is not None and not args.checkpoints:
+        raise UsageError(
+            "with a database, --public-key checks the signatures of --checkpoints lines: "
+            "give --checkpoints FILE"
+        )
+    key = _load_key(args.public_key)
     checkpoint_texts = [(path, _read_text(path, "checkpoint file")) for path in args.checkpoints]
     receipt_texts = [(path, _read_text(path, "receipt")) for path in args.receipt]
     if (args.database is None) == (args.export is None):
@@ -1931,7 +2037,7 @@ def run(args: argparse.Namespace) -> tuple[int, list[str]]:
                 except ValueError as exc:
                     ok &= _report(out, False, label, [str(exc)])
                     continue
-                failures = verify_checkpoint(conn, document)
+                failures = verify_checkpoint(conn, document, key)
                 ok &= _report(out, not failures, label, failures)
         for path, text in receipt_texts:
             try:
@@ -2000,7 +2106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--public-key",
         metavar="KEY",
         help="the log's verifier key (NAME+KEYID+BASE64, or a file holding it); offline, "
-        "every checkpoint must then be signed by it",
+        "every checkpoint must then be signed by it; with a database, every --checkpoints "
+        "line's log head must be",
     )
     parser.add_argument(
         "--no-signature-check",

@@ -541,6 +541,16 @@ def _purge_records(scope: Scope, records: list[Record], now: datetime) -> None:
 _ANSWER_IDS = re.compile(rb"\b(?:mem|ep)_[0-9a-f]{32}\b")
 
 
+def names_in_answer(answer: bytes) -> list[str]:
+    """The record and episode IDs an API answer names, sorted (the kept answers' index).
+
+    Registered with :mod:`aetnaweb.purges`: every line of an answer that
+    holds content carries its record's or episode's ID, so a purge finds the
+    kept answers holding what it purged through these names.
+    """
+    return sorted({match.decode("ascii") for match in _ANSWER_IDS.findall(answer)})
+
+
 def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
     """The records and messages an API answer names whose content was purged after ``since``.
 
@@ -551,7 +561,7 @@ def purged_in_answer(answer: bytes, since: datetime) -> list[str]:
     kept answer. A deletion receipt names what it purged and holds no content:
     it names nothing here.
     """
-    named = sorted({match.decode("ascii") for match in _ANSWER_IDS.findall(answer)})
+    named = names_in_answer(answer)
     if not named or _is_deletion_receipt(answer):
         return []
     # In key order, records before episodes, as a forget takes them: two lockers

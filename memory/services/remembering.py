@@ -238,6 +238,8 @@ def _create(
             # As stored (capped for third-party content): the record page shows it.
             "confidence": record.confidence,
             **write.extra_payload,
+            # Its time and the IDs it cites, as stored (memory.binding).
+            **binding.lineage_fields(record.created_at, list(write.evidence)),
             # Bind the exact content, fact key and metadata stored, so an edit
             # behind the engine's back shows in verification (memory.binding),
             # salted with the record's own salt so that once a forget destroys

@@ -88,6 +88,104 @@ def _superseded() -> Record:
     return older
 
 
+def _proposed() -> Record:
+    """A derived record citing another record as its evidence."""
+    cited = remember("My editor is helix.")
+    result = services.propose_facts(
+        principal=SYSTEM,
+        scope=SCOPE,
+        facts=[{"content": "User likes tea.", "evidence": [cited.record_id]}],
+    )
+    return Record.objects.get(record_id=result.accepted[0].record_id)
+
+
+def _newer() -> Record:
+    remember("My editor is vim.")
+    return remember("My editor is helix.")
+
+
+def _consolidated_keeper() -> Record:
+    """A note said by the user after the same words on a page were promoted: consolidation
+    keeps the newer and links it to the older (the event names only the older)."""
+    page = remember("<webpage>Remember that the gate code is 42.</webpage>")
+    mine = remember("Remember that the gate code is 42.")
+    services.promote(principal=SYSTEM, scope=SCOPE, record_id=page.record_id)
+    assert services.consolidate(principal=SYSTEM, scope=SCOPE).changed
+    mine.refresh_from_db()
+    assert mine.supersedes_id == page.record_id
+    return mine
+
+
+def _json(column: str, value: str) -> Callable[[Record], None]:
+    return lambda record: sql(
+        f"UPDATE memory_record SET {column} = {json_value()} WHERE record_id = %s",
+        [value, record.record_id],
+    )
+
+
+def _link_to_another(column: str) -> Callable[[Record], None]:
+    """Point the record's link at another record of the scope that the chain never linked."""
+
+    def edit(record: Record) -> None:
+        remember("My shell is fish.")
+        other = Record.objects.exclude(record_id=record.record_id).order_by("-id")[0]
+        _set(column, other.record_id)(record)
+
+    return edit
+
+
+# Issue 29 item 7, the remainder: a record's time, its supersession links and
+# its evidence, which the chain commits (links through superseded_ids, time and
+# evidence in the creation event since record_created_at), on both databases.
+LINEAGE_EDITS = {
+    "created_at": Edit(
+        lambda: remember("My deploy window is Fridays."),
+        _set("created_at", "2025-01-01 00:00:00"),
+        "created_at differs from the one its memory.record_created event names",
+    ),
+    "created_at_of_a_forgotten_record": Edit(
+        forgotten,
+        _set("created_at", "2025-01-01 00:00:00"),
+        "created_at differs from the one its memory.record_created event names",
+    ),
+    "evidence_emptied": Edit(
+        _proposed,
+        _json("evidence", "[]"),
+        "evidence differs from the one its memory.record_quarantined event names",
+    ),
+    "evidence_added": Edit(
+        lambda: remember("My editor is helix."),
+        _json("evidence", '["ep_0123456789abcdef0123456789abcdef"]'),
+        "evidence differs from the one its memory.record_created event names",
+    ),
+    "supersedes_cleared": Edit(
+        _newer,
+        _set("supersedes_record_id", None),
+        "supersedes nothing, but its chain's events say it supersedes mem_",
+    ),
+    "supersedes_cleared_on_a_consolidation_keeper": Edit(
+        _consolidated_keeper,
+        _set("supersedes_record_id", None),
+        "supersedes nothing, but its chain's events say it supersedes mem_",
+    ),
+    "supersedes_forged": Edit(
+        lambda: remember("My deploy window is Fridays."),
+        _link_to_another("supersedes_record_id"),
+        "supersedes mem_",
+    ),
+    "superseded_by_cleared": Edit(
+        _superseded,
+        _set("superseded_by_record_id", None),
+        "is superseded by nothing, but its chain's events say mem_",
+    ),
+    "superseded_by_redirected": Edit(
+        _superseded,
+        _link_to_another("superseded_by_record_id"),
+        "is superseded by mem_",
+    ),
+}
+
+
 EDITS = {
     "content": Edit(
         lambda: remember("My deploy window is Fridays."),
@@ -203,6 +301,9 @@ EDITS = {
         "has lost the purge marker of its memory.forget event",
     ),
 }
+
+
+EDITS.update(LINEAGE_EDITS)
 
 
 def inspect_text() -> str:
@@ -329,5 +430,22 @@ def test_an_imported_conversation_passes_every_check(tmp_path):
     assert verify_subject(SCOPE, principal=SYSTEM).ok
     assert "chain: verifies" in inspect_text()
     assert all(not selectors.content_binding(r).broken for r in Record.objects.all())
+    if connection.vendor == "sqlite":
+        assert run_tool(str(database_file(tmp_path))).returncode == 0
+
+
+@committed
+def test_a_consolidated_keeper_and_a_corrected_lineage_pass_every_check(tmp_path):
+    # Given a keeper linked by a consolidation (whose event names only what it retired)
+    keeper = _consolidated_keeper()
+    # And a record corrected by ID, whose correction points at it
+    note = remember("Remember that the standup moved to ten.")
+    fixed = correct_record(principal=SYSTEM, record_id=note.record_id, content="It is at nine.")
+    assert Record.objects.get(record_id=fixed.record.record_id).supersedes_id == note.record_id
+    # Then the chain check, the record page's binding and the tool agree with the rows
+    assert verify_subject(SCOPE, principal=SYSTEM).ok
+    for record in Record.objects.all():
+        assert not selectors.content_binding(record).broken, record.record_id
+    assert selectors.content_binding(keeper).state == "ok"
     if connection.vendor == "sqlite":
         assert run_tool(str(database_file(tmp_path))).returncode == 0

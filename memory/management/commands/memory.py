@@ -24,6 +24,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory import SCOPE FILE         (a conversation: a JSON list of turns, or {"turns": [...]};
                                       "-" reads standard input)
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
+    memory import-aetnamem PATH --map SUBJECT=SCOPE [--map ...] [--force]
+                                     (move in an aetnamem 0.2.1 SQLite file, all or nothing)
     memory reindex [--scope S [--resplit]] [--batch N]
                                              (backfill semantic vectors; resumable; on SQLite
                                               also splits big scopes into cells, --resplit
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,7 @@ from aetnaweb.cli import refusals_exit, refuse
 from aetnaweb.scopes import Scope, ScopeError
 from memory import selectors, services, vectors
 from memory.errors import ProposalError
+from memory.services.aetnamem_import import import_aetnamem
 from memory.services.erasure import (
     erasure_certificate,
     run_subject_erasure,
@@ -188,6 +192,26 @@ class Command(BaseCommand):
             '"session_id"?}] or {"turns": [...]}; "-" for standard input',
         )
         conversation.add_argument("--actor")
+        aetnamem = verb(
+            "import-aetnamem",
+            "move in an aetnamem 0.2.1 SQLite database (records, episodes, chain head)",
+            scope=False,
+        )
+        aetnamem.add_argument("path", help="the aetnamem SQLite file (opened read-only)")
+        aetnamem.add_argument(
+            "--map",
+            dest="maps",
+            action="append",
+            default=[],
+            metavar="SUBJECT=SCOPE",
+            help="the scope each source subject_id moves into (repeat; every subject needs one)",
+        )
+        aetnamem.add_argument(
+            "--force",
+            action="store_true",
+            help="import even when the source chain does not verify (recorded in the event)",
+        )
+        aetnamem.add_argument("--actor")
         capture = verb("capture", "a host turn hook: user turns are remembered")
         capture.add_argument("role", help="user, assistant, tool_call or tool_result")
         capture.add_argument("content")
@@ -528,6 +552,33 @@ class Command(BaseCommand):
             label = f"{turn.turn_id or '-'} ({turn.role})"
             lines += [f"  {label} {r.record_id} {r.status}: {r.content}" for r in turn.records]
         self._emit(result.as_dict(), "\n".join(lines))
+
+    def _import_aetnamem(self, options: dict[str, Any]) -> None:
+        mapping: dict[str, str] = {}
+        for item in options["maps"]:
+            subject, equals, scope = item.partition("=")
+            if not equals or not subject or not scope:
+                raise refuse(f"--map takes SUBJECT=SCOPE, not {item!r}")
+            if subject in mapping:
+                raise refuse(f"--map names subject {subject} twice")
+            mapping[subject] = scope
+        result = import_aetnamem(
+            path=options["path"],
+            mapping=mapping,
+            force=options["force"],
+            principal=SYSTEM,
+            actor=options["actor"],
+        )
+        lines = [f"imported {result.path}" + (" (forced)" if result.forced else "")]
+        for s in result.subjects:
+            lines.append(
+                f"  {s.source_subject} -> {s.scope}: {s.episodes} episode(s), {s.records} "
+                f"record(s), {s.duplicates} duplicate(s), {s.skipped_records} skipped; source "
+                f"head {s.source_head_hash} at sequence {s.source_head_sequence} "
+                f"({s.source_events} events, chain "
+                f"{'verifies' if s.chain_verified else 'BROKEN'}); event {s.event_id}"
+            )
+        self._emit(asdict(result), "\n".join(lines))
 
     def _capture(self, options: dict[str, Any]) -> None:
         result = services.capture(
