@@ -161,3 +161,21 @@ class LegalHoldError(MemoryEngineError):
     code = "legal_hold"
     status = 409
     meaning = "a legal hold is in force here (purges are refused), or the hold request conflicts"
+
+
+class WarningNotAcknowledged(MemoryEngineError):
+    """A promotion of a fact that reads like an instruction to the agent or holds a credential,
+    without the reviewer acknowledging the warning shown on it."""
+
+    code = "warning_not_acknowledged"
+    status = 400
+    meaning = "promoting a flagged fact needs its warning acknowledged; nothing was promoted"
+
+
+class SourceFactsWaiting(MemoryEngineError):
+    """A rejection that leaves facts from the same source message waiting: rejecting purges
+    the source, so the facts of one source are decided together."""
+
+    code = "source_facts_waiting"
+    status = 400
+    meaning = "a rejection must take every waiting fact of its source; nothing was rejected"
