@@ -317,7 +317,7 @@ def abort(request: HttpRequest, transaction_id: str) -> HttpResponse:
     return redirect("actions:detail", transaction_id=txn_id)
 
 
-COMMIT_OUTCOMES = {
+COMMIT_OUTCOMES: dict[str, tuple[int, str]] = {
     formats.COMMITTED: (messages.SUCCESS, "Committed: every operation ran and was verified."),
     formats.ABORTED: (
         messages.WARNING,
