@@ -42,10 +42,11 @@ from audit.checkpoints import (
     read_checkpoint_lines,
     verify_checkpoints,
 )
+from audit.errors import AuditError
 from audit.exports import ExportError, start_export
 from audit.models import Checkpoint
 from audit.receipts import verify_deletion_receipt
-from audit.services import AuditError, create_checkpoint, log_agent_event
+from audit.services import create_checkpoint, log_agent_event
 from audit.verification import verify_all, verify_subject
 from audit.witness import witness_cosign
 from jobs.services import exports_dir
