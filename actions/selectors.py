@@ -49,6 +49,7 @@ from audit.canonical import digest, sha256_text
 from memory.models import Episode, Record, SourceType, Status, TrustTier
 
 ATTENTION_STATES = formats.ATTENTION_STATES
+PREPARED = formats.PAYLOAD_PREPARED
 
 
 @dataclass(frozen=True)
@@ -349,12 +350,7 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
             ApprovalDetail.of(row, now)
             for row in ActionApproval.objects.filter(transaction_id=txn.id).order_by("created_at")
         ),
-        attempts=tuple(
-            AttemptDetail.of(row)
-            for row in ActionAttempt.objects.filter(transaction_id=txn.id).order_by(
-                "started_at", "id"
-            )
-        ),
+        attempts=_attempts(txn.id),
         receipt=json.loads(receipt_row.receipt_json) if receipt_row else None,
         payloads_purged=bool(payloads) and all(row.purged_at for row in payloads.values()),
         attention=tuple(_attention_text(txn, operations, payloads))
@@ -372,15 +368,17 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
         resolution=ResolutionDetail.of(resolution) if resolution else None,
         summary=_one_line(
             [
-                (
-                    op.adapter,
-                    op.operation,
-                    _payload_path(payloads.get((op.id, formats.PAYLOAD_PREPARED))),
-                )
+                (op.adapter, op.operation, _payload_path(payloads.get((op.id, PREPARED))))
                 for op in operations
             ]
         ),
     )
+
+
+def _attempts(transaction_id: str) -> tuple[AttemptDetail, ...]:
+    """Every execute and compensate attempt, in the order they started."""
+    rows = ActionAttempt.objects.filter(transaction_id=transaction_id)
+    return tuple(AttemptDetail.of(row) for row in rows.order_by("started_at", "id"))
 
 
 def _approval_enabled() -> bool:
@@ -679,6 +677,45 @@ def resolve_authorities(
     ]
 
 
+class _Cited(NamedTuple):
+    """What a cited episode or record holds: judged against the claim by resolve_authority."""
+
+    trust_tier: str
+    text: str
+    scope: str
+    what: str
+
+
+def _cited_episode(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
+    episode = stored.episodes.get(ref_id)
+    if episode is None:
+        return Authority(False, f"no episode {ref_id} at {parsed} or its ancestors")
+    if episode.purged_at is not None:
+        return Authority(False, f"episode {ref_id} was forgotten (its text is purged)")
+    tier: str = (
+        TrustTier.TRUSTED_USER
+        if episode.source_type == SourceType.USER_MESSAGE
+        else TrustTier.UNTRUSTED_CONTENT
+    )
+    what = f"a {episode.get_source_type_display().lower()} at {episode.scope}"
+    if episode.session_id:
+        what += f", session {episode.session_id}"
+    if episode.turn_id:
+        what += f", turn {episode.turn_id}"
+    return _Cited(tier, episode.text, episode.scope, what)
+
+
+def _cited_record(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
+    record = stored.records.get(ref_id)
+    if record is None:
+        return Authority(False, f"no record {ref_id} at {parsed} or its ancestors")
+    if record.status != Status.ACTIVE:
+        return Authority(False, f"record {ref_id} is {record.status}, not active")
+    return _Cited(
+        record.trust_tier, record.content, record.scope, f"an active record at {record.scope}"
+    )
+
+
 def resolve_authority(
     subject: Scope | str,
     *,
@@ -707,31 +744,14 @@ def resolve_authority(
         )
     if stored is None:
         stored = _stored(parsed, [{"kind": kind, "ref_id": ref_id}])
-    if kind == "episode":
-        episode = stored.episodes.get(ref_id)
-        if episode is None:
-            return Authority(False, f"no episode {ref_id} at {parsed} or its ancestors")
-        if episode.purged_at is not None:
-            return Authority(False, f"episode {ref_id} was forgotten (its text is purged)")
-        stored_tier: str = (
-            TrustTier.TRUSTED_USER
-            if episode.source_type == SourceType.USER_MESSAGE
-            else TrustTier.UNTRUSTED_CONTENT
-        )
-        text, scope = episode.text, episode.scope
-        what = f"a {episode.get_source_type_display().lower()} at {scope}"
-        if episode.session_id:
-            what += f", session {episode.session_id}"
-        if episode.turn_id:
-            what += f", turn {episode.turn_id}"
-    else:
-        record = stored.records.get(ref_id)
-        if record is None:
-            return Authority(False, f"no record {ref_id} at {parsed} or its ancestors")
-        if record.status != Status.ACTIVE:
-            return Authority(False, f"record {ref_id} is {record.status}, not active")
-        stored_tier, text, scope = record.trust_tier, record.content, record.scope
-        what = f"an active record at {scope}"
+    cited = (
+        _cited_episode(stored, ref_id, parsed)
+        if kind == "episode"
+        else _cited_record(stored, ref_id, parsed)
+    )
+    if isinstance(cited, Authority):
+        return cited
+    stored_tier, text, scope, what = cited
     if not _digest_matches(digest_value, text):
         return Authority(
             False, f"the digest does not match {kind} {ref_id} (SHA-256 of its stored text)"
