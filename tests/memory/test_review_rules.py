@@ -312,6 +312,18 @@ def test_rejecting_every_waiting_fact_of_a_source_together_purges_it(source, tmp
 
 
 @pytest.mark.django_db
+def test_rejecting_part_of_a_source_in_one_call_names_the_fact_left_waiting(source):
+    # Given three facts of one source, when the command rejects two of them together
+    before = written()
+    refusal = command_refusal("reject", SCOPE, source["shell"], source["editor"])
+    # Then it refuses naming the third (one fact: "awaits"), and nothing was written
+    assert (
+        f"and “{_content(source['password'])}” from the same source still awaits review" in refusal
+    )
+    assert_nothing_written(before, source)
+
+
+@pytest.mark.django_db
 def test_a_sibling_already_decided_does_not_hold_back_the_last_rejection(source):
     # Given the source's other facts promoted one at a time (the source stays for them)
     for key in ("shell", "editor"):
