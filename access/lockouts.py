@@ -265,6 +265,37 @@ def _hold(row: LoginThrottle, failures: int, kind: str, now: datetime, limits: T
         row.retry_at = now + timedelta(seconds=_wait(failures, limits))
 
 
+def _count_if_free(
+    rows: QuerySet[LoginThrottle], label: str, now: datetime, limits: Thresholds
+) -> int:
+    """Count one attempt on the counter unless a wait or lock is running (rows updated: 0 or 1)."""
+    # A new streak: the old one served its lock, or is too old to matter.
+    new_streak = Q(locked_at__isnull=False) | Q(
+        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds)
+    )
+    return rows.filter(Q(retry_at__isnull=True) | Q(retry_at__lte=now)).update(
+        failures=Case(
+            When(new_streak, then=Value(1)),
+            default=F("failures") + 1,
+            output_field=PositiveIntegerField(),
+        ),
+        first_failure_at=Case(
+            When(new_streak, then=Value(now)),
+            default=F("first_failure_at"),
+            output_field=DateTimeField(),
+        ),
+        slowed_audited=Case(
+            When(new_streak, then=Value(False)),
+            default=F("slowed_audited"),
+            output_field=BooleanField(),
+        ),
+        locked_at=None,
+        retry_at=None,
+        last_failure_at=now,
+        label=label,
+    )
+
+
 def _count_attempt(
     kind: str, key: str, label: str, identity: dict[str, Any], now: datetime, limits: Thresholds
 ) -> Counted:
@@ -277,32 +308,8 @@ def _count_attempt(
     lock the first one's count set, later in the same transaction.
     """
     rows = LoginThrottle.objects.filter(kind=kind, key=key)
-    # A new streak: the old one served its lock, or is too old to matter.
-    new_streak = Q(locked_at__isnull=False) | Q(
-        last_failure_at__lt=now - timedelta(seconds=limits.window_seconds)
-    )
     while True:
-        admitted = rows.filter(Q(retry_at__isnull=True) | Q(retry_at__lte=now)).update(
-            failures=Case(
-                When(new_streak, then=Value(1)),
-                default=F("failures") + 1,
-                output_field=PositiveIntegerField(),
-            ),
-            first_failure_at=Case(
-                When(new_streak, then=Value(now)),
-                default=F("first_failure_at"),
-                output_field=DateTimeField(),
-            ),
-            slowed_audited=Case(
-                When(new_streak, then=Value(False)),
-                default=F("slowed_audited"),
-                output_field=BooleanField(),
-            ),
-            locked_at=None,
-            retry_at=None,
-            last_failure_at=now,
-            label=label,
-        )
+        admitted = _count_if_free(rows, label, now, limits)
         if admitted:
             break
         if rows.exists():

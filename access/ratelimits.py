@@ -11,19 +11,20 @@ behind the single write lock; so each process *reserves* requests in blocks:
   process; the next ``n - 1`` requests of that token in this process are
   admitted from memory, without a statement;
 - ``n`` follows the token's pace in this process: the requests it made here in
-  the last second, at most :data:`MAX_BLOCK` and at most 1/8 of what is left
-  of the limit (a seen count), and at least 1. A token making one request now
-  and then is counted request by request (the token page shows its exact
-  count); a busy one costs a statement every :data:`MAX_BLOCK` requests, and
-  a token close to its limit is counted exactly again;
+  the last second, at most the block size (``AETNAWEB_API_RATE_LIMIT_BLOCK``,
+  16 by default) and at most 1/8 of what is left of the limit (a seen count),
+  and at least 1. A token making one request now and then is counted request
+  by request (the token page shows its exact count); a busy one costs a
+  statement every block, and a token close to its limit is counted exactly
+  again;
 - a reservation that would cross the limit is granted only up to the limit;
   once a process has seen the limit reached it refuses that token for the rest
   of the window without asking the database (a refusal writes nothing).
 
-So the limit is never exceeded. The price: a process may hold up to
-``MAX_BLOCK - 1`` reserved requests it does not use before the window ends,
-so a busy token spread over several processes can be refused a little before
-its limit (at most ``MAX_BLOCK - 1`` per process), and the token page counts
+So the limit is never exceeded. The price: a process may hold up to a block
+less one of reserved requests it does not use before the window ends, so a
+busy token spread over several processes can be refused a little before its
+limit (at most a block less one per process), and the token page counts
 reserved requests (the same bound). ``AETNAWEB_API_RATE_LIMIT_BLOCK=1``
 restores exact per-request counting.
 
@@ -50,7 +51,6 @@ from django.utils import timezone
 from access.models import ApiToken, RateLimitWindow
 
 WINDOW_SECONDS = 60
-MAX_BLOCK = 16
 
 
 class RateLimited(Exception):

@@ -82,6 +82,18 @@ def _check_capabilities(capabilities: list[str] | tuple[str, ...] | set[str]) ->
     return caps
 
 
+def _check_lifetime_and_limit(expires_at: datetime, rate_limit_per_minute: int | None) -> None:
+    now = timezone.now()
+    if timezone.is_naive(expires_at):
+        raise TokenError("the expiry must be timezone-aware")
+    if expires_at <= now:
+        raise TokenError("the expiry must be in the future")
+    if expires_at - now > MAX_LIFETIME:
+        raise TokenError("a token may live at most 366 days")
+    if rate_limit_per_minute is not None and not 0 <= rate_limit_per_minute <= MAX_RATE_LIMIT:
+        raise TokenError(f"a rate limit is 0 (unlimited) to {MAX_RATE_LIMIT} requests per minute")
+
+
 @storable_text_arguments
 @transaction.atomic
 def create_token(
@@ -109,15 +121,7 @@ def create_token(
     if not name or len(name) > 100:
         raise TokenError("a token needs a name of 1 to 100 characters")
     caps = _check_capabilities(capabilities)
-    now = timezone.now()
-    if timezone.is_naive(expires_at):
-        raise TokenError("the expiry must be timezone-aware")
-    if expires_at <= now:
-        raise TokenError("the expiry must be in the future")
-    if expires_at - now > MAX_LIFETIME:
-        raise TokenError("a token may live at most 366 days")
-    if rate_limit_per_minute is not None and not 0 <= rate_limit_per_minute <= MAX_RATE_LIMIT:
-        raise TokenError(f"a rate limit is 0 (unlimited) to {MAX_RATE_LIMIT} requests per minute")
+    _check_lifetime_and_limit(expires_at, rate_limit_per_minute)
     prefix = secrets.token_hex(4)
     while ApiToken.objects.filter(token_prefix=prefix).exists():
         prefix = secrets.token_hex(4)

@@ -97,7 +97,7 @@ def show_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any
     if len(transaction_id) > MAX_TRANSACTION_ID:
         raise not_found()
     # AccessDenied (any other token's transaction) answers 404 not_found.
-    return selectors.transaction_detail(principal_of(request), transaction_id)
+    return selectors.transaction_detail(principal_of(request), transaction_id).as_dict()
 
 
 @router.get(

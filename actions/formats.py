@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.db import models
+
 from audit.canonical import digest
 
 WORLD_PATCH_FORMAT = "aetna-world-patch-v1"
@@ -19,106 +21,162 @@ APPROVAL_FORMAT = "aetna-action-approval-v1"
 RECEIPT_FORMAT = "aetna-action-receipt-v1"
 PLAN_VERSION = 1
 
+# The enumerations are TextChoices: each member is its wire string (``Mode.ENFORCE ==
+# "enforce"``, and canonical JSON writes it as that string), so the digests are
+# unchanged; models take ``.choices``. The labels are the values with spaces, as the
+# migrations recorded them. The flat names below (``MODE_ENFORCE``, ``OP_UNCERTAIN``,
+# ...) are the members under the names the engine, the verifier and the tests use.
+
+
+class WireChoices(models.TextChoices):
+    """A member reads as its wire string everywhere, repr too: a refusal listing the states
+    it expected (``expected ['approved']``) reads the same as when they were plain strings."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 # E-1 modes -----------------------------------------------------------------
-MODE_OFF = "off"
-MODE_OBSERVE = "observe"
-MODE_PREVIEW = "preview"
-MODE_ENFORCE = "enforce"
-MODES = (MODE_OFF, MODE_OBSERVE, MODE_PREVIEW, MODE_ENFORCE)
+class Mode(WireChoices):
+    OFF = "off", "off"
+    OBSERVE = "observe", "observe"
+    PREVIEW = "preview", "preview"
+    ENFORCE = "enforce", "enforce"
+
+
+MODE_OFF = Mode.OFF
+MODE_OBSERVE = Mode.OBSERVE
+MODE_PREVIEW = Mode.PREVIEW
+MODE_ENFORCE = Mode.ENFORCE
+MODES = tuple(Mode)
+
 
 # E-2 transaction states ----------------------------------------------------
-DRAFT = "draft"  # defined by the format, never used
-STAGED = "staged"
-AWAITING_APPROVAL = "awaiting_approval"
-APPROVED = "approved"
-COMMITTING = "committing"
-COMMITTED = "committed"
-ABORTED = "aborted"
-COMPENSATING = "compensating"
-COMPENSATED = "compensated"
-PARTIAL = "partial"
-UNCERTAIN = "uncertain"
-RECOVERY_REQUIRED = "recovery_required"
-TRANSACTION_STATES = (
-    DRAFT,
-    STAGED,
-    AWAITING_APPROVAL,
-    APPROVED,
-    COMMITTING,
-    COMMITTED,
-    ABORTED,
-    COMPENSATING,
-    COMPENSATED,
-    PARTIAL,
-    UNCERTAIN,
-    RECOVERY_REQUIRED,
-)
+class State(WireChoices):
+    DRAFT = "draft", "draft"  # defined by the format, never used
+    STAGED = "staged", "staged"
+    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
+    APPROVED = "approved", "approved"
+    COMMITTING = "committing", "committing"
+    COMMITTED = "committed", "committed"
+    ABORTED = "aborted", "aborted"
+    COMPENSATING = "compensating", "compensating"
+    COMPENSATED = "compensated", "compensated"
+    PARTIAL = "partial", "partial"
+    UNCERTAIN = "uncertain", "uncertain"
+    RECOVERY_REQUIRED = "recovery_required", "recovery required"
+
+
+DRAFT = State.DRAFT
+STAGED = State.STAGED
+AWAITING_APPROVAL = State.AWAITING_APPROVAL
+APPROVED = State.APPROVED
+COMMITTING = State.COMMITTING
+COMMITTED = State.COMMITTED
+ABORTED = State.ABORTED
+COMPENSATING = State.COMPENSATING
+COMPENSATED = State.COMPENSATED
+PARTIAL = State.PARTIAL
+UNCERTAIN = State.UNCERTAIN
+RECOVERY_REQUIRED = State.RECOVERY_REQUIRED
+TRANSACTION_STATES = tuple(State)
 # The states an operator must look at (needs attention; a resolution may close them).
 ATTENTION_STATES = (UNCERTAIN, RECOVERY_REQUIRED)
 TERMINAL_STATES = frozenset(
     {COMMITTED, ABORTED, COMPENSATED, PARTIAL, UNCERTAIN, RECOVERY_REQUIRED}
 )
-OPEN_STATES = tuple(state for state in TRANSACTION_STATES if state not in TERMINAL_STATES)
 ABORTABLE_STATES = (STAGED, AWAITING_APPROVAL, APPROVED)
 INTERRUPTED_STATES = (COMMITTING, COMPENSATING)
 
+
 # E-3 operation states ------------------------------------------------------
-OP_STAGED = "staged"
-OP_EXECUTING = "executing"
-OP_APPLIED = "applied"  # defined by the format, never set
-OP_VERIFIED = "verified"
-OP_COMPENSATING = "compensating"
-OP_COMPENSATED = "compensated"
-OP_FAILED = "failed"
-OP_UNCERTAIN = "uncertain"
-OP_SKIPPED = "skipped"  # defined by the format, never set
-OPERATION_STATES = (
-    OP_STAGED,
-    OP_EXECUTING,
-    OP_APPLIED,
-    OP_VERIFIED,
-    OP_COMPENSATING,
-    OP_COMPENSATED,
-    OP_FAILED,
-    OP_UNCERTAIN,
-    OP_SKIPPED,
-)
+class OperationState(WireChoices):
+    STAGED = "staged", "staged"
+    EXECUTING = "executing", "executing"
+    APPLIED = "applied", "applied"  # defined by the format, never set
+    VERIFIED = "verified", "verified"
+    COMPENSATING = "compensating", "compensating"
+    COMPENSATED = "compensated", "compensated"
+    FAILED = "failed", "failed"
+    UNCERTAIN = "uncertain", "uncertain"
+    SKIPPED = "skipped", "skipped"  # defined by the format, never set
+
+
+OP_STAGED = OperationState.STAGED
+OP_EXECUTING = OperationState.EXECUTING
+OP_APPLIED = OperationState.APPLIED
+OP_VERIFIED = OperationState.VERIFIED
+OP_COMPENSATING = OperationState.COMPENSATING
+OP_COMPENSATED = OperationState.COMPENSATED
+OP_FAILED = OperationState.FAILED
+OP_UNCERTAIN = OperationState.UNCERTAIN
+OP_SKIPPED = OperationState.SKIPPED
+OPERATION_STATES = tuple(OperationState)
+
 
 # E-4 effect classes --------------------------------------------------------
-READ_ONLY = "read_only"
-EXACT_TRANSACTIONAL = "exact_transactional"
-VERIFIED_COMPENSATABLE = "verified_compensatable"
-IRREVERSIBLE_STAGED = "irreversible_staged"
-OBSERVE_ONLY = "observe_only"
-UNKNOWN_BLOCKED = "unknown_blocked"
-EFFECT_CLASSES = (
-    READ_ONLY,
-    EXACT_TRANSACTIONAL,
-    VERIFIED_COMPENSATABLE,
-    IRREVERSIBLE_STAGED,
-    OBSERVE_ONLY,
-    UNKNOWN_BLOCKED,
-)
+class EffectClass(WireChoices):
+    READ_ONLY = "read_only", "read only"
+    EXACT_TRANSACTIONAL = "exact_transactional", "exact transactional"
+    VERIFIED_COMPENSATABLE = "verified_compensatable", "verified compensatable"
+    IRREVERSIBLE_STAGED = "irreversible_staged", "irreversible staged"
+    OBSERVE_ONLY = "observe_only", "observe only"
+    UNKNOWN_BLOCKED = "unknown_blocked", "unknown blocked"
+
+
+READ_ONLY = EffectClass.READ_ONLY
+EXACT_TRANSACTIONAL = EffectClass.EXACT_TRANSACTIONAL
+VERIFIED_COMPENSATABLE = EffectClass.VERIFIED_COMPENSATABLE
+IRREVERSIBLE_STAGED = EffectClass.IRREVERSIBLE_STAGED
+OBSERVE_ONLY = EffectClass.OBSERVE_ONLY
+UNKNOWN_BLOCKED = EffectClass.UNKNOWN_BLOCKED
+EFFECT_CLASSES = tuple(EffectClass)
+
 
 # E-5 attempts --------------------------------------------------------------
-ATTEMPT_EXECUTING = "executing"
-ATTEMPT_VERIFIED = "verified"
-ATTEMPT_UNCERTAIN = "uncertain"
-ATTEMPT_FAILED = "failed"
-ATTEMPT_STATES = (ATTEMPT_EXECUTING, ATTEMPT_VERIFIED, ATTEMPT_UNCERTAIN, ATTEMPT_FAILED)
-PHASE_EXECUTE = "execute"
-PHASE_COMPENSATE = "compensate"
+class AttemptState(WireChoices):
+    EXECUTING = "executing", "executing"
+    VERIFIED = "verified", "verified"
+    UNCERTAIN = "uncertain", "uncertain"
+    FAILED = "failed", "failed"
+
+
+class Phase(WireChoices):
+    EXECUTE = "execute", "execute"
+    COMPENSATE = "compensate", "compensate"
+
+
+ATTEMPT_EXECUTING = AttemptState.EXECUTING
+ATTEMPT_VERIFIED = AttemptState.VERIFIED
+ATTEMPT_UNCERTAIN = AttemptState.UNCERTAIN
+ATTEMPT_FAILED = AttemptState.FAILED
+ATTEMPT_STATES = tuple(AttemptState)
+PHASE_EXECUTE = Phase.EXECUTE
+PHASE_COMPENSATE = Phase.COMPENSATE
+
 
 # Evidence (EV-*) -----------------------------------------------------------
-INFORMED_BY = "informed_by"
-AUTHORIZED_BY = "authorized_by"
-RELATIONS = (INFORMED_BY, AUTHORIZED_BY)
+class Relation(WireChoices):
+    INFORMED_BY = "informed_by", "informed by"
+    AUTHORIZED_BY = "authorized_by", "authorized by"
+
+
+INFORMED_BY = Relation.INFORMED_BY
+AUTHORIZED_BY = Relation.AUTHORIZED_BY
+RELATIONS = tuple(Relation)
 DEFAULT_TRUST_TIER = "untrusted_content"
 
+
 # Payload kinds -------------------------------------------------------------
-PAYLOAD_PREPARED = "prepared"
-PAYLOAD_EXECUTION_RECEIPT = "execution_receipt"
-PAYLOAD_COMPENSATION_RECEIPT = "compensation_receipt"
+class PayloadKind(WireChoices):
+    PREPARED = "prepared", "prepared"
+    EXECUTION_RECEIPT = "execution_receipt", "execution receipt"
+    COMPENSATION_RECEIPT = "compensation_receipt", "compensation receipt"
+
+
+PAYLOAD_PREPARED = PayloadKind.PREPARED
+PAYLOAD_EXECUTION_RECEIPT = PayloadKind.EXECUTION_RECEIPT
+PAYLOAD_COMPENSATION_RECEIPT = PayloadKind.COMPENSATION_RECEIPT
 
 
 # C-3 identifiers -----------------------------------------------------------

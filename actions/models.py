@@ -19,10 +19,6 @@ if TYPE_CHECKING:
     from aetnaweb.access import Principal
 
 
-def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
-    return [(value, value.replace("_", " ")) for value in values]
-
-
 class ActionTransaction(models.Model):
     id = models.CharField(primary_key=True, max_length=40)
     subject_id = models.CharField(max_length=200, help_text="Canonical scope string")
@@ -37,8 +33,8 @@ class ActionTransaction(models.Model):
     # the proposing agent token, may not approve this plan.
     proposed_by_user_id = models.BigIntegerField(null=True, blank=True)
     proposed_by_token_id = models.BigIntegerField(null=True, blank=True)
-    mode = models.CharField(max_length=16, choices=_choices(formats.MODES))
-    state = models.CharField(max_length=32, choices=_choices(formats.TRANSACTION_STATES))
+    mode = models.CharField(max_length=16, choices=formats.Mode.choices)
+    state = models.CharField(max_length=32, choices=formats.State.choices)
     plan_version = models.IntegerField(default=formats.PLAN_VERSION)
     plan_hash = models.CharField(max_length=64)
     policy_hash = models.CharField(max_length=64)
@@ -109,14 +105,14 @@ class ActionOperation(models.Model):
     ordinal = models.IntegerField()
     adapter = models.CharField(max_length=100)
     operation = models.CharField(max_length=100)
-    effect_class = models.CharField(max_length=32, choices=_choices(formats.EFFECT_CLASSES))
+    effect_class = models.CharField(max_length=32, choices=formats.EffectClass.choices)
     arguments_digest = models.CharField(max_length=64)
     preview_digest = models.CharField(max_length=64)
     precondition_digest = models.CharField(max_length=64)
     manifest_digest = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=64)
     compensation_key = models.CharField(max_length=80)
-    state = models.CharField(max_length=32, choices=_choices(formats.OPERATION_STATES))
+    state = models.CharField(max_length=32, choices=formats.OperationState.choices)
     selected = models.BooleanField(default=True)
     result_digest = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (spec: nullable)
     compensation_digest = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (spec: nullable)
@@ -229,7 +225,7 @@ class ActionAttempt(models.Model):
     )
     phase = models.CharField(max_length=16)
     attempt_number = models.IntegerField()
-    state = models.CharField(max_length=16, choices=_choices(formats.ATTEMPT_STATES))
+    state = models.CharField(max_length=16, choices=formats.AttemptState.choices)
     idempotency_key = models.CharField(max_length=80)
     provider_request_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (spec: nullable)
     error_code = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001  (spec: nullable)
@@ -303,17 +299,18 @@ class ActionResolution(models.Model):
     independent verifier never reads it.
     """
 
-    OUTCOMES = (
-        ("applied", "The change is in place (checked in the world)"),
-        ("not_applied", "The change did not happen (checked in the world)"),
-        ("fixed_by_hand", "Fixed by hand"),
-        ("no_action_needed", "No action needed"),
-    )
+    class Outcome(formats.WireChoices):
+        APPLIED = "applied", "The change is in place (checked in the world)"
+        NOT_APPLIED = "not_applied", "The change did not happen (checked in the world)"
+        FIXED_BY_HAND = "fixed_by_hand", "Fixed by hand"
+        NO_ACTION_NEEDED = "no_action_needed", "No action needed"
+
+    OUTCOMES = Outcome.choices
 
     transaction = models.OneToOneField(
         ActionTransaction, on_delete=models.PROTECT, related_name="resolution"
     )
-    outcome = models.CharField(max_length=32, choices=OUTCOMES)
+    outcome = models.CharField(max_length=32, choices=Outcome.choices)
     # Kept here for those who may read the transaction; the audit chain holds its digest.
     note = models.TextField()
     owner = models.CharField(max_length=150)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
@@ -20,7 +20,15 @@ from django.db.models import Count, Q
 
 from actions import formats
 from actions.adapters import describe
-from actions.approvals import approval_window, configured_authority
+from actions.approvals import configured_authority
+from actions.details import (
+    ApprovalDetail,
+    AttemptDetail,
+    DetailPermissions,
+    OperationDetail,
+    ResolutionDetail,
+    TransactionDetail,
+)
 from actions.errors import ActionError
 from actions.limits import MAX_PAGE
 from actions.models import (
@@ -41,6 +49,7 @@ from audit.canonical import digest, sha256_text
 from memory.models import Episode, Record, SourceType, Status, TrustTier
 
 ATTENTION_STATES = formats.ATTENTION_STATES
+PREPARED = formats.PAYLOAD_PREPARED
 
 
 @dataclass(frozen=True)
@@ -204,8 +213,8 @@ def _operation_view(
     op: ActionOperation,
     payloads: dict[tuple[str, str], ActionPayload],
     depends_on: list[str],
-    evidence: list[ActionEvidence],
-) -> dict[str, Any]:
+    evidence: list[dict[str, Any]],
+) -> OperationDetail:
     prepared_row = payloads.get((op.id, formats.PAYLOAD_PREPARED))
     preview: dict[str, Any] | None = None
     description: dict[str, Any] = {"target": "", "diff": ""}
@@ -224,61 +233,45 @@ def _operation_view(
                 and digest(prepared.get("preview")) == op.preview_digest
                 and digest(prepared.get("preconditions")) == op.precondition_digest
             )
-    evidence_items: list[dict[str, Any]] = [
-        {
-            "id": row.id,
-            "kind": row.evidence_kind,
-            "ref_id": row.ref_id,
-            "digest": row.digest,
-            "relation": row.relation,
-            "trust_tier": row.trust_tier,
-            "attested": row.attested,
-        }
-        for row in evidence
-    ]
+    return OperationDetail(
+        operation_id=op.id,
+        key=op.operation_key,
+        ordinal=op.ordinal,
+        adapter=op.adapter,
+        operation=op.operation,
+        effect_class=op.effect_class,
+        state=op.state,
+        arguments_digest=op.arguments_digest,
+        preview_digest=op.preview_digest,
+        precondition_digest=op.precondition_digest,
+        manifest_digest=op.manifest_digest,
+        idempotency_key=op.idempotency_key,
+        result_digest=op.result_digest,
+        compensation_digest=op.compensation_digest,
+        depends_on=tuple(depends_on),
+        preview=preview,
+        target=description["target"],
+        diff=description["diff"],
+        payload=payload_state,
+        payload_bound=payload_bound,
+        authorized_by=tuple(e for e in evidence if e["relation"] == formats.AUTHORIZED_BY),
+        informed_by=tuple(e for e in evidence if e["relation"] == formats.INFORMED_BY),
+    )
+
+
+def _evidence_item(row: ActionEvidence) -> dict[str, Any]:
     return {
-        "operation_id": op.id,
-        "key": op.operation_key,
-        "ordinal": op.ordinal,
-        "adapter": op.adapter,
-        "operation": op.operation,
-        "effect_class": op.effect_class,
-        "state": op.state,
-        "arguments_digest": op.arguments_digest,
-        "preview_digest": op.preview_digest,
-        "precondition_digest": op.precondition_digest,
-        "manifest_digest": op.manifest_digest,
-        "idempotency_key": op.idempotency_key,
-        "result_digest": op.result_digest,
-        "compensation_digest": op.compensation_digest,
-        "depends_on": depends_on,
-        "preview": preview,
-        "target": description["target"],
-        "diff": description["diff"],
-        "payload": payload_state,
-        "payload_bound": payload_bound,
-        "authorized_by": [e for e in evidence_items if e["relation"] == formats.AUTHORIZED_BY],
-        "informed_by": [e for e in evidence_items if e["relation"] == formats.INFORMED_BY],
+        "id": row.id,
+        "kind": row.evidence_kind,
+        "ref_id": row.ref_id,
+        "digest": row.digest,
+        "relation": row.relation,
+        "trust_tier": row.trust_tier,
+        "attested": row.attested,
     }
 
 
-def _approval_view(row: ActionApproval, now: datetime) -> dict[str, Any]:
-    window = approval_window(row.as_approval())
-    expired = window is None or now > window[1]
-    return {
-        "approval_id": row.id,
-        "approver": row.approver_principal,
-        "decision": row.decision,
-        "plan_hash": row.plan_hash,
-        "issued_at": row.issued_at,
-        "expires_at": row.expires_at,
-        "expired": expired,
-        "approval_digest": row.approval_digest,
-        "created_at": row.created_at,
-    }
-
-
-def _plan_body(txn: ActionTransaction, op_views: list[dict[str, Any]]) -> dict[str, Any]:
+def _plan_body(txn: ActionTransaction, op_views: list[OperationDetail]) -> dict[str, Any]:
     """The exact world-patch body (F-1) rebuilt from the rows already loaded for the page."""
     return formats.plan_body(
         transaction_id=txn.id,
@@ -289,18 +282,18 @@ def _plan_body(txn: ActionTransaction, op_views: list[dict[str, Any]]) -> dict[s
         policy_hash=txn.policy_hash,
         operations=[
             formats.plan_operation(
-                operation_id=op["operation_id"],
-                key=op["key"],
-                ordinal=op["ordinal"],
-                adapter=op["adapter"],
-                operation=op["operation"],
-                effect_class=op["effect_class"],
-                arguments_digest=op["arguments_digest"],
-                preview_digest=op["preview_digest"],
-                precondition_digest=op["precondition_digest"],
-                manifest_digest=op["manifest_digest"],
-                depends_on=op["depends_on"],
-                evidence=op["authorized_by"] + op["informed_by"],
+                operation_id=op.operation_id,
+                key=op.key,
+                ordinal=op.ordinal,
+                adapter=op.adapter,
+                operation=op.operation,
+                effect_class=op.effect_class,
+                arguments_digest=op.arguments_digest,
+                preview_digest=op.preview_digest,
+                precondition_digest=op.precondition_digest,
+                manifest_digest=op.manifest_digest,
+                depends_on=list(op.depends_on),
+                evidence=[*op.authorized_by, *op.informed_by],
             )
             for op in op_views
         ],
@@ -320,7 +313,7 @@ def visible_transaction(
     return _summary(txn, principal)
 
 
-def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, Any]:
+def transaction_detail(principal: Principal, transaction_id: str) -> TransactionDetail:
     """Everything a reviewer needs about one transaction, or ``AccessDenied`` (404).
 
     Operations carry their preview and, for a file write whose payload is
@@ -342,47 +335,50 @@ def transaction_detail(principal: Principal, transaction_id: str) -> dict[str, A
     resolution = ActionResolution.objects.filter(transaction_id=txn.id).first()
     approval_enabled = _approval_enabled()
     op_views = _operation_views(txn, operations, payloads)
-    authorized = [item for op in op_views for item in op["authorized_by"]]
-    informed = [item for op in op_views for item in op["informed_by"]]
     plan = _plan_body(txn, op_views)
-    return {
-        "transaction": _summary(txn, principal),
-        "abort_reason": txn.abort_reason,
-        "plan": plan,
-        "plan_matches_hash": formats.plan_hash(plan) == txn.plan_hash,
-        "operations": op_views,
-        "evidence": {"authorized_by": authorized, "informed_by": informed},
-        "approvals": [
-            _approval_view(row, now)
+    return TransactionDetail(
+        transaction=_summary(txn, principal),
+        abort_reason=txn.abort_reason,
+        plan=plan,
+        plan_matches_hash=formats.plan_hash(plan) == txn.plan_hash,
+        operations=tuple(op_views),
+        evidence={
+            "authorized_by": [item for op in op_views for item in op.authorized_by],
+            "informed_by": [item for op in op_views for item in op.informed_by],
+        },
+        approvals=tuple(
+            ApprovalDetail.of(row, now)
             for row in ActionApproval.objects.filter(transaction_id=txn.id).order_by("created_at")
-        ],
-        "attempts": _attempt_views(txn.id),
-        "receipt": json.loads(receipt_row.receipt_json) if receipt_row else None,
-        "payloads_purged": bool(payloads) and all(row.purged_at for row in payloads.values()),
-        "attention": _attention_text(txn, operations, payloads)
+        ),
+        attempts=_attempts(txn.id),
+        receipt=json.loads(receipt_row.receipt_json) if receipt_row else None,
+        payloads_purged=bool(payloads) and all(row.purged_at for row in payloads.values()),
+        attention=tuple(_attention_text(txn, operations, payloads))
         if txn.state in ATTENTION_STATES
-        else [],
-        "permissions": _detail_permissions(
+        else (),
+        permissions=_detail_permissions(
             principal,
             txn,
             self_proposed=self_proposed,
             approval_enabled=approval_enabled,
             resolved=resolution is not None,
         ),
-        "self_proposed": self_proposed,
-        "approval_enabled": approval_enabled,
-        "resolution": _resolution_view(resolution) if resolution else None,
-        "summary": _one_line(
+        self_proposed=self_proposed,
+        approval_enabled=approval_enabled,
+        resolution=ResolutionDetail.of(resolution) if resolution else None,
+        summary=_one_line(
             [
-                (
-                    op.adapter,
-                    op.operation,
-                    _payload_path(payloads.get((op.id, formats.PAYLOAD_PREPARED))),
-                )
+                (op.adapter, op.operation, _payload_path(payloads.get((op.id, PREPARED))))
                 for op in operations
             ]
         ),
-    }
+    )
+
+
+def _attempts(transaction_id: str) -> tuple[AttemptDetail, ...]:
+    """Every execute and compensate attempt, in the order they started."""
+    rows = ActionAttempt.objects.filter(transaction_id=transaction_id)
+    return tuple(AttemptDetail.of(row) for row in rows.order_by("started_at", "id"))
 
 
 def _approval_enabled() -> bool:
@@ -397,7 +393,7 @@ def _operation_views(
     txn: ActionTransaction,
     operations: list[ActionOperation],
     payloads: dict[tuple[str, str], ActionPayload],
-) -> list[dict[str, Any]]:
+) -> list[OperationDetail]:
     """Each operation with its dependencies, evidence and preview; authority resolved now."""
     op_ids = [op.id for op in operations]
     depends: dict[str, list[str]] = defaultdict(list)
@@ -405,41 +401,23 @@ def _operation_views(
         operation_id__in=op_ids
     ).values_list("operation_id", "depends_on_operation_id"):
         depends[operation_id].append(depends_on)
-    evidence: dict[str, list[ActionEvidence]] = defaultdict(list)
+    evidence: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in ActionEvidence.objects.filter(operation_id__in=op_ids):
-        evidence[row.operation_id].append(row)
-    op_views = [
-        _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
+        evidence[row.operation_id].append(_evidence_item(row))
+    authorized = [
+        item
+        for op in operations
+        for item in evidence[op.id]
+        if item["relation"] == formats.AUTHORIZED_BY
     ]
-    authorized = [item for op in op_views for item in op["authorized_by"]]
     # Resolved now, on every view: the approver sees what each claim points at
     # today (a message forgotten since staging no longer authorizes anything).
     for item, authority in zip(
         authorized, resolve_authorities(txn.subject_id, authorized), strict=True
     ):
         item["authority"] = authority.as_dict()
-    return op_views
-
-
-def _attempt_views(transaction_id: str) -> list[dict[str, Any]]:
-    """Every execute and compensate attempt, in the order they started."""
     return [
-        {
-            "attempt_id": row.id,
-            "operation_id": row.operation_id,
-            "phase": row.phase,
-            "attempt_number": row.attempt_number,
-            "state": row.state,
-            "idempotency_key": row.idempotency_key,
-            "provider_request_id": row.provider_request_id,
-            "error_code": row.error_code,
-            "error_digest": row.error_digest,
-            "started_at": row.started_at,
-            "finished_at": row.finished_at,
-        }
-        for row in ActionAttempt.objects.filter(transaction_id=transaction_id).order_by(
-            "started_at", "id"
-        )
+        _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
     ]
 
 
@@ -450,38 +428,26 @@ def _detail_permissions(
     self_proposed: bool,
     approval_enabled: bool,
     resolved: bool,
-) -> dict[str, bool]:
+) -> DetailPermissions:
     """Which buttons the page offers; the services check each again when it is pressed."""
     may_approve = access.may(principal, access.APPROVE, txn.subject_id)
-    return {
-        "approve": may_approve
+    return DetailPermissions(
+        approve=may_approve
         and principal.is_operator
         and not self_proposed
         and approval_enabled
         and txn.state == formats.AWAITING_APPROVAL,
-        "deny": may_approve and txn.state in formats.ABORTABLE_STATES,
-        "commit": may_approve
+        deny=may_approve and txn.state in formats.ABORTABLE_STATES,
+        commit=may_approve
         and approval_enabled
         and txn.state == formats.APPROVED
         and txn.mode == formats.MODE_ENFORCE,
-        "abort": may_approve and txn.state in formats.ABORTABLE_STATES,
-        "recover": may_approve and txn.state in formats.INTERRUPTED_STATES,
-        "resolve": may_approve and txn.state in ATTENTION_STATES and not resolved,
-        "purge": may_approve and txn.is_terminal,
-        "verify": may_approve or access.may(principal, access.AUDIT, txn.subject_id),
-    }
-
-
-def _resolution_view(row: ActionResolution) -> dict[str, Any]:
-    return {
-        "outcome": row.outcome,
-        "outcome_label": dict(ActionResolution.OUTCOMES).get(row.outcome, row.outcome),
-        "note": row.note,
-        "owner": row.owner,
-        "resolved_by": row.resolved_by,
-        "audit_event_id": row.audit_event_id,
-        "created_at": row.created_at,
-    }
+        abort=may_approve and txn.state in formats.ABORTABLE_STATES,
+        recover=may_approve and txn.state in formats.INTERRUPTED_STATES,
+        resolve=may_approve and txn.state in ATTENTION_STATES and not resolved,
+        purge=may_approve and txn.is_terminal,
+        verify=may_approve or access.may(principal, access.AUDIT, txn.subject_id),
+    )
 
 
 def approval_queue(principal: Principal) -> list[dict[str, Any]]:
@@ -586,7 +552,7 @@ def attention_queue(
         item = _summary(txn, principal)
         item["what_to_check"] = _attention_text(txn, operations[txn.id], payloads)
         resolution = getattr(txn, "resolution", None)
-        item["resolution"] = _resolution_view(resolution) if resolution else None
+        item["resolution"] = ResolutionDetail.of(resolution) if resolution else None
         item["may_resolve"] = resolution is None and access.may(
             principal, access.APPROVE, txn.subject_id
         )
@@ -691,7 +657,9 @@ def _stored(subject: Scope, items: Iterable[Mapping[str, Any]]) -> _Stored:
     )
 
 
-def resolve_authorities(subject: Scope | str, items: list[Mapping[str, Any]]) -> list[Authority]:
+def resolve_authorities(
+    subject: Scope | str, items: Sequence[Mapping[str, Any]]
+) -> list[Authority]:
     """:func:`resolve_authority` for several items (``kind``, ``ref_id``, ``digest``,
     ``trust_tier`` each), with the stored rows fetched once."""
     parsed = Scope.parse(subject)
@@ -707,6 +675,45 @@ def resolve_authorities(subject: Scope | str, items: list[Mapping[str, Any]]) ->
         )
         for item in items
     ]
+
+
+class _Cited(NamedTuple):
+    """What a cited episode or record holds: judged against the claim by resolve_authority."""
+
+    trust_tier: str
+    text: str
+    scope: str
+    what: str
+
+
+def _cited_episode(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
+    episode = stored.episodes.get(ref_id)
+    if episode is None:
+        return Authority(False, f"no episode {ref_id} at {parsed} or its ancestors")
+    if episode.purged_at is not None:
+        return Authority(False, f"episode {ref_id} was forgotten (its text is purged)")
+    tier: str = (
+        TrustTier.TRUSTED_USER
+        if episode.source_type == SourceType.USER_MESSAGE
+        else TrustTier.UNTRUSTED_CONTENT
+    )
+    what = f"a {episode.get_source_type_display().lower()} at {episode.scope}"
+    if episode.session_id:
+        what += f", session {episode.session_id}"
+    if episode.turn_id:
+        what += f", turn {episode.turn_id}"
+    return _Cited(tier, episode.text, episode.scope, what)
+
+
+def _cited_record(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
+    record = stored.records.get(ref_id)
+    if record is None:
+        return Authority(False, f"no record {ref_id} at {parsed} or its ancestors")
+    if record.status != Status.ACTIVE:
+        return Authority(False, f"record {ref_id} is {record.status}, not active")
+    return _Cited(
+        record.trust_tier, record.content, record.scope, f"an active record at {record.scope}"
+    )
 
 
 def resolve_authority(
@@ -737,31 +744,14 @@ def resolve_authority(
         )
     if stored is None:
         stored = _stored(parsed, [{"kind": kind, "ref_id": ref_id}])
-    if kind == "episode":
-        episode = stored.episodes.get(ref_id)
-        if episode is None:
-            return Authority(False, f"no episode {ref_id} at {parsed} or its ancestors")
-        if episode.purged_at is not None:
-            return Authority(False, f"episode {ref_id} was forgotten (its text is purged)")
-        stored_tier: str = (
-            TrustTier.TRUSTED_USER
-            if episode.source_type == SourceType.USER_MESSAGE
-            else TrustTier.UNTRUSTED_CONTENT
-        )
-        text, scope = episode.text, episode.scope
-        what = f"a {episode.get_source_type_display().lower()} at {scope}"
-        if episode.session_id:
-            what += f", session {episode.session_id}"
-        if episode.turn_id:
-            what += f", turn {episode.turn_id}"
-    else:
-        record = stored.records.get(ref_id)
-        if record is None:
-            return Authority(False, f"no record {ref_id} at {parsed} or its ancestors")
-        if record.status != Status.ACTIVE:
-            return Authority(False, f"record {ref_id} is {record.status}, not active")
-        stored_tier, text, scope = record.trust_tier, record.content, record.scope
-        what = f"an active record at {scope}"
+    cited = (
+        _cited_episode(stored, ref_id, parsed)
+        if kind == "episode"
+        else _cited_record(stored, ref_id, parsed)
+    )
+    if isinstance(cited, Authority):
+        return cited
+    stored_tier, text, scope, what = cited
     if not _digest_matches(digest_value, text):
         return Authority(
             False, f"the digest does not match {kind} {ref_id} (SHA-256 of its stored text)"

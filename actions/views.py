@@ -88,13 +88,13 @@ def _detail_context(
     verification: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     detail = selectors.transaction_detail(principal, transaction_id)
-    txn = detail["transaction"]
-    approvals = detail["approvals"]
+    txn = detail.transaction
+    approvals = detail.approvals
     return {
         "detail": detail,
         "txn": txn,
-        "operations": detail["operations"],
-        "perm": detail["permissions"],
+        "operations": detail.operations,
+        "perm": detail.permissions,
         "approval_status": _approval_status(),
         "latest_approval": approvals[-1] if approvals else None,
         "deny_form": deny_form or DenyForm(),
@@ -102,7 +102,7 @@ def _detail_context(
         "resolution_form": resolution_form or ResolutionForm(initial={"owner": principal.label}),
         "error": error,
         "verification": verification,
-        "receipt": detail["receipt"],
+        "receipt": detail.receipt,
         "is_interrupted": txn["state"] in formats.INTERRUPTED_STATES,
     }
 
@@ -240,7 +240,7 @@ def receipt_json(request: HttpRequest, transaction_id: str) -> HttpResponse:
     """The transaction's receipt (aetna-action-receipt-v1), byte for byte as stored, as a download."""
     principal = principal_for(request)
     detail = selectors.transaction_detail(principal, _checked_id(transaction_id))
-    receipt = detail["receipt"]
+    receipt = detail.receipt
     if receipt is None:
         raise Http404("this transaction has no receipt yet")
     response = HttpResponse(canonical_json(receipt), content_type="application/json")
@@ -317,7 +317,7 @@ def abort(request: HttpRequest, transaction_id: str) -> HttpResponse:
     return redirect("actions:detail", transaction_id=txn_id)
 
 
-COMMIT_OUTCOMES = {
+COMMIT_OUTCOMES: dict[str, tuple[int, str]] = {
     formats.COMMITTED: (messages.SUCCESS, "Committed: every operation ran and was verified."),
     formats.ABORTED: (
         messages.WARNING,
@@ -429,8 +429,8 @@ def purge(request: HttpRequest, transaction_id: str) -> HttpResponse:
     detail = selectors.transaction_detail(principal, txn_id)
     context = {
         "detail": detail,
-        "txn": detail["transaction"],
-        "operations": detail["operations"],
+        "txn": detail.transaction,
+        "operations": detail.operations,
         "form": form,
         "error": error,
         "database_vendor": settings.DATABASE_VENDOR,

@@ -213,13 +213,3 @@ class Scope:
     def columns(self) -> dict[str, str]:
         """The stored representation: ``{"tenant", "user", "project"}``."""
         return {"tenant": self.tenant, "user": self.user, "project": self.project}
-
-
-def parse_scope(raw: Any) -> Scope:
-    """Shorthand for :meth:`Scope.parse`."""
-    return Scope.parse(raw)
-
-
-def canonical_scope(raw: Any) -> str:
-    """Validate and return the canonical string, or raise :class:`ScopeError`."""
-    return str(Scope.parse(raw))

@@ -160,12 +160,7 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
     failures = receipt_shape_failures(receipt)
     if failures:
         return failures
-    claimed = {key: value for key, value in receipt.items() if key != "receipt_sha256"}
-    try:
-        recomputed = digest(claimed)
-    except CanonicalJSONError:
-        recomputed = None
-    if recomputed != receipt["receipt_sha256"]:
+    if not _receipt_digest_holds(receipt):
         return ["receipt_sha256 does not match the receipt's content"]
     subject_id = receipt["subject_id"]
     event_id = receipt["audit_event_id"]
@@ -179,21 +174,48 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
     )
     if stored is None:
         return [f"audit event {event_id} is not in subject {subject_id}'s chain"]
-    # A plain dict: the two columns outside the preimage are popped below.
-    row: dict[str, Any] = dict(stored)
+    failures = _event_failures(receipt, dict(stored))
+    for check in _purge_checks:
+        failures.extend(
+            check(
+                subject_id,
+                sorted(receipt["purged_record_ids"]),
+                sorted(receipt["purged_episode_ids"]),
+            )
+        )
+    if "log_proof" in receipt:
+        failures.extend(
+            server_log_proof_failures(receipt["log_proof"], receipt["audit_event_hash"])
+        )
+    return failures
+
+
+def _receipt_digest_holds(receipt: dict[str, Any]) -> bool:
+    claimed = {key: value for key, value in receipt.items() if key != "receipt_sha256"}
+    try:
+        return bool(digest(claimed) == receipt["receipt_sha256"])
+    except CanonicalJSONError:
+        return False
+
+
+def _event_failures(receipt: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """How the stored event ``row`` disagrees with the receipt that names it."""
+    event_id = receipt["audit_event_id"]
+    failures: list[str] = []
     if row["event_type"] not in PURGE_EVENT_TYPES:
         failures.append(not_a_purge_failure(event_id, str(row["event_type"])))
     if row["event_hash"] != receipt["audit_event_hash"]:
         failures.append(f"audit event {event_id} has a different event_hash than the receipt names")
+    # The two columns outside the preimage come off the row; the rest recomputes the hash.
     payload_text = row.pop("payload")
     stored_hash = row.pop("event_hash")
     try:
         payload = loads_strict(payload_text)
     except ValueError:
         payload = None
+    recomputed: str | None = None
     if not isinstance(payload, dict):
         payload = {}
-        recomputed = None
     else:
         try:
             recomputed = compute_event_hash(payload=payload, **row)
@@ -210,18 +232,6 @@ def verify_deletion_receipt(receipt: Any, *, principal: Principal) -> list[str]:
     if payload.get("selector_sha256") != receipt["selector_sha256"]:
         failures.append(f"audit event {event_id} payload names a different selector_sha256")
     failures.extend(created_at_failure(receipt["created_at"], event_id, row["created_at"]))
-    for check in _purge_checks:
-        failures.extend(
-            check(
-                subject_id,
-                sorted(receipt["purged_record_ids"]),
-                sorted(receipt["purged_episode_ids"]),
-            )
-        )
-    if "log_proof" in receipt:
-        failures.extend(
-            server_log_proof_failures(receipt["log_proof"], receipt["audit_event_hash"])
-        )
     return failures
 
 
@@ -283,6 +293,19 @@ def log_proof_for(event: AuditEvent) -> dict[str, Any]:
     return proof
 
 
+def _log_proof_well_typed(proof: dict[str, Any]) -> bool:
+    event, nodes = proof.get("event"), proof.get("inclusion_proof")
+    return (
+        isinstance(event, dict)
+        and set(event) == set(PREIMAGE_FIELDS)
+        and type(proof.get("leaf_index")) is int
+        and type(proof.get("tree_size")) is int
+        and isinstance(nodes, list)
+        and all(isinstance(node, str) for node in nodes)
+        and isinstance(proof.get("root_hash"), str)
+    )
+
+
 def verify_log_proof(
     proof: Any, *, event_hash: str, key: notes.VerifierKey | None
 ) -> tuple[list[str], str]:
@@ -295,19 +318,10 @@ def verify_log_proof(
     """
     if not isinstance(proof, dict) or proof.get("format") != LOG_PROOF_FORMAT:
         return [f"log_proof is not an {LOG_PROOF_FORMAT} object"], "not signed"
-    event = proof.get("event")
-    index, size = proof.get("leaf_index"), proof.get("tree_size")
-    nodes = proof.get("inclusion_proof")
-    if (
-        not isinstance(event, dict)
-        or set(event) != set(PREIMAGE_FIELDS)
-        or type(index) is not int
-        or type(size) is not int
-        or not isinstance(nodes, list)
-        or not all(isinstance(node, str) for node in nodes)
-        or not isinstance(proof.get("root_hash"), str)
-    ):
+    if not _log_proof_well_typed(proof):
         return ["log_proof is missing a field or has one of the wrong type"], "not signed"
+    event, index, size = proof["event"], proof["leaf_index"], proof["tree_size"]
+    nodes = proof["inclusion_proof"]
     failures: list[str] = []
     try:
         recomputed = compute_event_hash(**event)

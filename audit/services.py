@@ -40,35 +40,21 @@ from django.utils import timezone
 
 from aetnaweb import access
 from aetnaweb.access import SYSTEM, Principal
-from aetnaweb.errors import DomainError
 from aetnaweb.limits import MAX_CONTEXT_CHARS
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import CanonicalJSONError, canonical_json, check_round_trip
 from audit.chain import EVENT_TYPE_RE, compute_event_hash, new_event_id, utc_now_iso
 from audit.checkpoints import CheckpointError, build_checkpoint_document
+
+# Re-exported: memory.services.host_hooks imports it from here (moves with the next session).
+from audit.errors import AuditError as AuditError
 from audit.models import AuditEvent, AuditSubject, Checkpoint, VerificationRun
 from audit.subscribers import announce, announce_failed_run
 from audit.tree import TREE_LOCK_KEY, after_append, lock_tree
 from audit.verification import VerificationReport, verify_all, verify_subjects
 
 logger = logging.getLogger(__name__)
-
-
-class AuditError(DomainError, ValueError):
-    """An append that the evidence layer refuses (bad subject, payload or call site).
-
-    ``field`` names the argument at fault when there is one (``event_type``,
-    ``payload``), so a caller can point at it.
-    """
-
-    code = "audit_refused"
-    status = 400
-    meaning = "the evidence layer refuses the append (bad subject, payload or call site)"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 MAX_CONTEXT_LENGTH = MAX_CONTEXT_CHARS  # one bound for session/turn IDs in every app

@@ -47,6 +47,7 @@ from audit.checkpoints import (
     stored_document_failures,
     verify_checkpoints,
 )
+from audit.errors import AuditError
 from audit.exports import ExportError, start_export
 from audit.forms import (
     EventFilterForm,
@@ -59,7 +60,7 @@ from audit.models import AuditEvent, Checkpoint, VerificationRun
 from audit.readable import event_summary
 from audit.receipts import verify_deletion_receipt
 from audit.selectors import readable
-from audit.services import AuditError, create_checkpoint, start_verification_run
+from audit.services import create_checkpoint, start_verification_run
 from audit.status import ChainStatus, may_see_checkpoint, status_from_run
 from audit.verification import COLUMNS
 from jobs import selectors as job_selectors

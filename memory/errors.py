@@ -170,3 +170,21 @@ class AetnamemImportError(MemoryEngineError):
     code = "aetnamem_import_refused"
     status = 400
     meaning = "an aetnamem import is refused (see detail); nothing was imported"
+
+
+class WarningNotAcknowledged(MemoryEngineError):
+    """A promotion of a fact that reads like an instruction to the agent or holds a credential,
+    without the reviewer acknowledging the warning shown on it."""
+
+    code = "warning_not_acknowledged"
+    status = 400
+    meaning = "promoting a flagged fact needs its warning acknowledged; nothing was promoted"
+
+
+class SourceFactsWaiting(MemoryEngineError):
+    """A rejection that leaves facts from the same source message waiting: rejecting purges
+    the source, so the facts of one source are decided together."""
+
+    code = "source_facts_waiting"
+    status = 400
+    meaning = "a rejection must take every waiting fact of its source; nothing was rejected"

@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import quote
 
 from django.contrib import messages
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -54,6 +53,8 @@ from memory.errors import (
     RecordNotFound,
     RecordStateError,
     SelectorError,
+    SourceFactsWaiting,
+    WarningNotAcknowledged,
 )
 from memory.extraction import review_warnings
 from memory.forms import (
@@ -662,27 +663,17 @@ def review_decide(request: HttpRequest) -> HttpResponse:
         )
     scope = form.cleaned_data["scope"]
     record_id = form.cleaned_data["record_id"]
-    problem = services.review_refusal(
-        principal=principal,
-        items=[(scope, record_id)],
-        decisions={record_id: form.cleaned_data["decision"]},
-        acknowledged=form.cleaned_data["acknowledge"],
-    )
-    if problem:
-        return _queue_page(
-            request, principal, failed=(record_id, form), problem=problem, status=400
-        )
     seen = selectors.quarantined_for_review(principal, [(scope, record_id)])
-    arguments = {
-        "scope": scope,
-        "record_id": record_id,
-        "reason": form.cleaned_data["reason"],
-        "principal": principal,
-    }
     named = quoted_fact(seen[record_id].content) if record_id in seen else record_id
     try:
         if form.cleaned_data["decision"] == PROMOTE:
-            promoted = services.promote(**arguments)
+            promoted = services.promote(
+                scope=scope,
+                record_id=record_id,
+                reason=form.cleaned_data["reason"],
+                acknowledged=form.cleaned_data["acknowledge"],
+                principal=principal,
+            )
             messages.success(
                 request,
                 format_html(
@@ -696,7 +687,12 @@ def review_decide(request: HttpRequest) -> HttpResponse:
                 ),
             )
         else:
-            receipt = services.reject(**arguments)
+            receipt = services.reject(
+                scope=scope,
+                record_id=record_id,
+                reason=form.cleaned_data["reason"],
+                principal=principal,
+            )
             messages.success(
                 request,
                 format_html(
@@ -708,6 +704,10 @@ def review_decide(request: HttpRequest) -> HttpResponse:
                     reverse("memory:receipt", args=[receipt["audit_event_id"]]),
                 ),
             )
+    except (WarningNotAcknowledged, SourceFactsWaiting) as exc:
+        return _queue_page(
+            request, principal, failed=(record_id, form), problem=str(exc), status=exc.status
+        )
     except RecordStateError as exc:
         # (RecordNotFound is the decorator's 404.) A stale page: someone else decided first. Show the queue as it is now.
         return _queue_page(
@@ -767,47 +767,26 @@ def review_bulk(request: HttpRequest) -> HttpResponse:
                 problem="Nothing was changed: no record matches the filter.",
                 status=400,
             )
-    problem = services.review_refusal(
-        principal=principal,
-        items=chosen,
-        decisions={record_id: decision for _, record_id in chosen},
-        acknowledged=form.cleaned_data["acknowledge"],
-    )
-    if problem:
-        return _queue_page(request, principal, bulk_form=form, problem=problem, status=400)
     seen = selectors.quarantined_for_review(principal, chosen)
-    results = []
-    current: tuple[Scope, str] | None = None
     try:
-        # All or nothing: a stale item (decided by someone else meanwhile) rolls
-        # back the decisions already made in this request.
-        with transaction.atomic():
-            for scope, record_id in chosen:
-                current = (scope, record_id)
-                arguments = {
-                    "scope": scope,
-                    "record_id": record_id,
-                    "reason": reason,
-                    "principal": principal,
-                }
-                if decision == PROMOTE:
-                    promoted = services.promote(**arguments)
-                    results.append(_decided_row(scope, record_id, promoted.audit_event_id, seen))
-                else:
-                    receipt = services.reject(**arguments)
-                    results.append(
-                        _decided_row(
-                            scope, record_id, receipt["audit_event_id"], seen, receipt=True
-                        )
-                    )
-    except RecordStateError as exc:  # (RecordNotFound is the decorator's 404)
-        assert current is not None
-        return _queue_page(
-            request,
-            principal,
-            problem=_stale_message(seen.get(current[1]), current[1], current[0], exc),
-            status=409,
+        decided = services.decide_records(
+            items=chosen,
+            decision=decision,
+            reason=reason,
+            acknowledged=form.cleaned_data["acknowledge"],
+            principal=principal,
         )
+    except (WarningNotAcknowledged, SourceFactsWaiting) as exc:
+        return _queue_page(request, principal, bulk_form=form, problem=str(exc), status=exc.status)
+    except RecordStateError as exc:  # (RecordNotFound is the decorator's 404)
+        # A stale item (decided by someone else meanwhile): the service changed nothing.
+        return _queue_page(request, principal, problem=f"Nothing was changed. {exc}", status=409)
+    results = [_decided_row(p.scope, p.record_id, p.audit_event_id, seen) for p in decided.promoted]
+    # Receipts come in the order the records were named.
+    results += [
+        _decided_row(scope, record_id, r["audit_event_id"], seen, receipt=True)
+        for (scope, record_id), r in zip(chosen, decided.receipts, strict=False)
+    ]
     return render_page(
         request,
         "memory/review_done.html",
@@ -834,14 +813,6 @@ def review_source(request: HttpRequest) -> HttpResponse:
     scope = form.cleaned_data["scope"]
     decisions = form.cleaned_data["decisions"]
     items = [(scope, record_id) for record_id in decisions]
-    problem = services.review_refusal(
-        principal=principal,
-        items=items,
-        decisions=decisions,
-        acknowledged=form.cleaned_data["acknowledge"],
-    )
-    if problem:
-        return _queue_page(request, principal, source_form=form, problem=problem, status=400)
     seen = selectors.quarantined_for_review(principal, items)
     try:
         decided = services.decide_source(
@@ -849,7 +820,12 @@ def review_source(request: HttpRequest) -> HttpResponse:
             episode_id=form.cleaned_data["episode_id"],
             decisions=decisions,
             reason=form.cleaned_data["reason"],
+            acknowledged=form.cleaned_data["acknowledge"],
             principal=principal,
+        )
+    except (WarningNotAcknowledged, SourceFactsWaiting) as exc:
+        return _queue_page(
+            request, principal, source_form=form, problem=str(exc), status=exc.status
         )
     except (RecordStateError, InvalidInput) as exc:
         # The queue page, re-rendered with the problem: 409 stale, 400 a malformed decision.

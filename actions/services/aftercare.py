@@ -287,6 +287,36 @@ def _clean_text(name: str, value: Any, *, limit: int) -> str:
     return value
 
 
+def _resolution_text(outcome: str, note: str, owner: str) -> tuple[str, str]:
+    """The note and owner as stored, or a refusal naming what is wrong with the input."""
+    if outcome not in RESOLUTION_OUTCOMES:
+        raise ActionInputError(
+            f"outcome must be one of {', '.join(RESOLUTION_OUTCOMES)}, not {str(outcome)[:40]!r}"
+        )
+    note = _clean_text("a note", note, limit=MAX_REASON_LENGTH)
+    owner = _clean_text("an owner", owner, limit=MAX_OWNER_LENGTH)
+    if "\n" in owner or "\r" in owner or "\t" in owner:
+        raise ActionInputError("an owner is one line: a name or a team")
+    return note, owner
+
+
+def _lock_unresolved(txn: ActionTransaction) -> None:
+    """Lock an attention-state transaction that has no resolution yet, or refuse."""
+    # Lock the row without touching it: a terminal transaction is never updated.
+    locked = (
+        ActionTransaction.objects.select_for_update()
+        .filter(pk=txn.id, state__in=ATTENTION_STATES)
+        .exists()
+    )
+    if not locked:
+        raise ActionStateError(
+            f"transaction {txn.id} is {txn.state}: only uncertain or recovery_required "
+            "transactions take a resolution"
+        )
+    if ActionResolution.objects.filter(transaction_id=txn.id).exists():
+        raise ActionStateError(f"transaction {txn.id} already has a recorded resolution")
+
+
 @db_transaction.atomic
 def record_resolution(
     *,
@@ -304,28 +334,9 @@ def record_resolution(
     the audit chain, ``action.resolution_recorded``). One per transaction.
     """
     txn = _load_for(principal, access.APPROVE, transaction_id)
-    if outcome not in RESOLUTION_OUTCOMES:
-        raise ActionInputError(
-            f"outcome must be one of {', '.join(RESOLUTION_OUTCOMES)}, not {str(outcome)[:40]!r}"
-        )
-    note = _clean_text("a note", note, limit=MAX_REASON_LENGTH)
-    owner = _clean_text("an owner", owner, limit=MAX_OWNER_LENGTH)
-    if "\n" in owner or "\r" in owner or "\t" in owner:
-        raise ActionInputError("an owner is one line: a name or a team")
+    note, owner = _resolution_text(outcome, note, owner)
     label = _actor_label(principal, actor, "operator")
-    # Lock the row without touching it: a terminal transaction is never updated.
-    locked = (
-        ActionTransaction.objects.select_for_update()
-        .filter(pk=txn.id, state__in=ATTENTION_STATES)
-        .exists()
-    )
-    if not locked:
-        raise ActionStateError(
-            f"transaction {txn.id} is {txn.state}: only uncertain or recovery_required "
-            "transactions take a resolution"
-        )
-    if ActionResolution.objects.filter(transaction_id=txn.id).exists():
-        raise ActionStateError(f"transaction {txn.id} already has a recorded resolution")
+    _lock_unresolved(txn)
     now = utc_now_iso()
     event = _event(
         txn,

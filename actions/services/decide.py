@@ -45,32 +45,14 @@ def _check_separation_of_duties(txn: ActionTransaction, principal: Principal) ->
         )
 
 
-@storable_text_arguments
-def approve(
-    *,
-    transaction_id: str,
+def _approval_document(
+    txn: ActionTransaction,
     principal: Principal,
-    approval: Mapping[str, Any] | None = None,
-    authority: ApprovalAuthority | None = None,
-) -> TransactionState:
-    """Sign (on the server, with the configured key) and record approval of this exact plan.
-
-    The approver is the authenticated person (``principal.label``), never
-    free text; the proposer and the proposing agent's owner are refused. A
-    pre-signed ``approval`` may be passed (it must name the same approver and
-    verify); either way exactly one approval row can exist (AP-3).
-    """
-    authority = authority or configured_authority(required=True)
-    assert authority is not None  # configured_authority(required=True) raises instead
-    txn = _load_for(principal, access.APPROVE, transaction_id)
-    if not principal.is_operator or principal.user_id is None:
-        raise SeparationOfDutiesError(
-            "approval must be given by a signed-in person with the approver role, "
-            f"not by a {principal.kind} principal"
-        )
-    if txn.state != formats.AWAITING_APPROVAL:
-        raise ActionStateError(f"transaction {txn.id} is {txn.state}, not awaiting_approval")
-    _check_separation_of_duties(txn, principal)
+    approval: Mapping[str, Any] | None,
+    authority: ApprovalAuthority,
+) -> dict[str, Any]:
+    """The approval to record: signed now for ``principal``, or the pre-signed one if it
+    names them; either way it must verify for this transaction's plan hash."""
     if approval is None:
         document = authority.issue(
             transaction_id=txn.id, plan_hash=txn.plan_hash, approver=principal.label
@@ -84,6 +66,13 @@ def approve(
             )
     if not authority.verify(document, transaction_id=txn.id, plan_hash=txn.plan_hash):
         raise ApprovalInvalid("approval signature, scope, plan hash, or expiry is invalid")
+    return document
+
+
+def _record_approval(
+    txn: ActionTransaction, principal: Principal, document: dict[str, Any]
+) -> None:
+    """AWAITING_APPROVAL to APPROVED, the approval row and its audit event, together."""
     approval_digest = formats.approval_digest(document)
     approval_id = formats.approval_id(document["nonce"])
     try:
@@ -120,6 +109,36 @@ def approve(
         raise ApprovalInvalid(
             "this approval's nonce was already used; it cannot be replayed"
         ) from exc
+
+
+@storable_text_arguments
+def approve(
+    *,
+    transaction_id: str,
+    principal: Principal,
+    approval: Mapping[str, Any] | None = None,
+    authority: ApprovalAuthority | None = None,
+) -> TransactionState:
+    """Sign (on the server, with the configured key) and record approval of this exact plan.
+
+    The approver is the authenticated person (``principal.label``), never
+    free text; the proposer and the proposing agent's owner are refused. A
+    pre-signed ``approval`` may be passed (it must name the same approver and
+    verify); either way exactly one approval row can exist (AP-3).
+    """
+    authority = authority or configured_authority(required=True)
+    assert authority is not None  # configured_authority(required=True) raises instead
+    txn = _load_for(principal, access.APPROVE, transaction_id)
+    if not principal.is_operator or principal.user_id is None:
+        raise SeparationOfDutiesError(
+            "approval must be given by a signed-in person with the approver role, "
+            f"not by a {principal.kind} principal"
+        )
+    if txn.state != formats.AWAITING_APPROVAL:
+        raise ActionStateError(f"transaction {txn.id} is {txn.state}, not awaiting_approval")
+    _check_separation_of_duties(txn, principal)
+    document = _approval_document(txn, principal, approval, authority)
+    _record_approval(txn, principal, document)
     return _refreshed(txn.id)
 
 

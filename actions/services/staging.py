@@ -153,10 +153,7 @@ def stage(
     """
     subject = access.require(principal, access.STAGE, scope)
     actor_id = _actor_label(principal, actor, "agent")
-    if mode not in formats.MODES:
-        raise ActionInputError(f"unknown mode {mode!r}; use one of {', '.join(formats.MODES)}")
-    if mode == formats.MODE_OFF:
-        raise ActionInputError("guarded actions are disabled in off mode")
+    _require_staging_mode(mode)
     ordered = _parse_operations(operations)
     session_value = _context_value("session_id", session_id)
     turn_value = _turn_value(turn_id)
@@ -172,27 +169,15 @@ def stage(
         mode=mode,
         policy=policy,
     )
-    body = formats.plan_body(
-        transaction_id=transaction_id,
-        subject_id=str(subject),
-        actor_id=actor_id,
-        mode=mode,
-        plan_version=formats.PLAN_VERSION,
-        policy_hash=policy.policy_hash,
-        operations=[step.hashed for step in steps],
-    )
-    plan = _Plan(
+    plan = _hashed_plan(
+        transaction_id,
         subject=subject,
         actor_id=actor_id,
         mode=mode,
-        state=formats.AWAITING_APPROVAL if mode == formats.MODE_ENFORCE else formats.STAGED,
-        policy_hash=policy.policy_hash,
-        plan_hash=formats.plan_hash(body),
-        body=body,
+        policy=policy,
         steps=steps,
         session_id=session_value,
         turn_id=turn_value,
-        created_at=utc_now_iso(),
     )
     _record_plan(plan, principal)
     return WorldPatch(
@@ -202,8 +187,51 @@ def stage(
         state=plan.state,
         plan_version=formats.PLAN_VERSION,
         plan_hash=plan.plan_hash,
-        operations=tuple(body["operations"]),
+        operations=tuple(plan.body["operations"]),
         created_at=plan.created_at,
+    )
+
+
+def _require_staging_mode(mode: str) -> None:
+    if mode not in formats.MODES:
+        raise ActionInputError(f"unknown mode {mode!r}; use one of {', '.join(formats.MODES)}")
+    if mode == formats.MODE_OFF:
+        raise ActionInputError("guarded actions are disabled in off mode")
+
+
+def _hashed_plan(
+    transaction_id: str,
+    *,
+    subject: Scope,
+    actor_id: str,
+    mode: str,
+    policy: GuardPolicy,
+    steps: list[_PreparedStep],
+    session_id: str | None,
+    turn_id: str | None,
+) -> _Plan:
+    """The world-patch body (F-1) of the prepared steps, its hash, and what is recorded with it."""
+    body = formats.plan_body(
+        transaction_id=transaction_id,
+        subject_id=str(subject),
+        actor_id=actor_id,
+        mode=mode,
+        plan_version=formats.PLAN_VERSION,
+        policy_hash=policy.policy_hash,
+        operations=[step.hashed for step in steps],
+    )
+    return _Plan(
+        subject=subject,
+        actor_id=actor_id,
+        mode=mode,
+        state=formats.AWAITING_APPROVAL if mode == formats.MODE_ENFORCE else formats.STAGED,
+        policy_hash=policy.policy_hash,
+        plan_hash=formats.plan_hash(body),
+        body=body,
+        steps=steps,
+        session_id=session_id,
+        turn_id=turn_id,
+        created_at=utc_now_iso(),
     )
 
 

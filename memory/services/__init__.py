@@ -65,6 +65,7 @@ from memory.services.results import (
     RecallCandidate,
     RecallResult,
     RememberResult,
+    ReviewDecisions,
     Scene,
     SourceDecision,
     StoredRecord,
@@ -72,10 +73,10 @@ from memory.services.results import (
 from memory.services.results import _AsDict as _AsDict
 from memory.services.review import (
     SOURCE_DECISIONS,
+    decide_records,
     decide_source,
     promote,
     reject,
-    review_refusal,
 )
 from memory.services.scoring import (
     CANDIDATE_LIMIT,
@@ -110,11 +111,13 @@ __all__ = [
     "RecallCandidate",
     "RecallResult",
     "RememberResult",
+    "ReviewDecisions",
     "Scene",
     "SourceDecision",
     "StoredRecord",
     "capture",
     "consolidate",
+    "decide_records",
     "decide_source",
     "forget",
     "forget_preview",
@@ -129,6 +132,5 @@ __all__ = [
     "reject",
     "remember",
     "remember_fact",
-    "review_refusal",
     "scenes",
 ]

@@ -253,3 +253,12 @@ class SourceDecision(_AsDict):
     episode_id: str
     promoted: tuple[PromoteResult, ...]
     receipts: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ReviewDecisions(_AsDict):
+    """Several records promoted (or rejected) at once, in the order they were named."""
+
+    decision: str
+    promoted: tuple[PromoteResult, ...]
+    receipts: tuple[dict[str, Any], ...]

@@ -44,7 +44,7 @@ def test_demo_has_each_state_and_is_idempotent(demo_dirs, approval_key):
     # And the pending one shows its file-write preview
     pending = ActionTransaction.objects.get(state="awaiting_approval")
     detail = selectors.transaction_detail(access.system_principal(), pending.id)
-    assert "+## 2.4.1" in detail["operations"][0]["diff"]
+    assert "+## 2.4.1" in detail.operations[0].diff
     # And the committed file is on disk, the uncertain run's write was undone
     root = demo_dirs / "data" / "actions-root" / "demo"
     assert (root / "zephyr" / "runners.txt").exists()

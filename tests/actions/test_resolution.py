@@ -142,7 +142,7 @@ def test_the_queue_filters_by_resolution_and_counts_follow(uncertain, actions_ro
     resolve(uncertain, principal)
     assert selectors.attention_queue(principal) == []
     resolved = selectors.attention_queue(principal, resolved="resolved")
-    assert [i["resolution"]["owner"] for i in resolved] == ["ops team"]
+    assert [i["resolution"].owner for i in resolved] == ["ops team"]
     assert len(selectors.attention_queue(principal, resolved="all")) == 1
     assert build_overview(principal, user=ada).totals["uncertain"] == 0
     with pytest.raises(ValueError):

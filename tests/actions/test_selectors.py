@@ -74,27 +74,27 @@ def test_detail_for_a_reviewer(actions_root, approval_key, approver_principal):
     op["evidence"].append({"kind": "web", "ref_id": "https://example.org", "digest": "a" * 64})
     txn_id = stage_and_approve([op], approver_principal)
     detail = selectors.transaction_detail(approver_principal, txn_id)
-    operation = detail["operations"][0]
+    operation = detail.operations[0]
     # Then the diff, preview and evidence split are there
-    assert "-beta" in operation["diff"] and "+gamma" in operation["diff"]
-    assert operation["target"] == "notes.txt" and operation["payload"] == "kept"
-    assert operation["preview"]["after_exists"] is True
-    assert [e["kind"] for e in detail["evidence"]["authorized_by"]] == ["episode"]
-    assert detail["evidence"]["authorized_by"][0]["authority"]["resolved"] is True
-    assert [e["kind"] for e in detail["evidence"]["informed_by"]] == ["web"]
-    approval = detail["approvals"][0]
-    assert approval["approver"] == "ada" and approval["expired"] is False and approval["expires_at"]
-    assert detail["permissions"]["commit"] and not detail["permissions"]["approve"]
-    assert detail["receipt"] is None
+    assert "-beta" in operation.diff and "+gamma" in operation.diff
+    assert operation.target == "notes.txt" and operation.payload == "kept"
+    assert operation.preview["after_exists"] is True
+    assert [e["kind"] for e in detail.evidence["authorized_by"]] == ["episode"]
+    assert detail.evidence["authorized_by"][0]["authority"]["resolved"] is True
+    assert [e["kind"] for e in detail.evidence["informed_by"]] == ["web"]
+    approval = detail.approvals[0]
+    assert approval.approver == "ada" and approval.expired is False and approval.expires_at
+    assert detail.permissions.commit and not detail.permissions.approve
+    assert detail.receipt is None
     # When it is committed and purged, Then the receipt shows and the content is gone
     services.commit(transaction_id=txn_id, principal=approver_principal)
     services.purge_payloads(transaction_id=txn_id, principal=approver_principal)
     detail = selectors.transaction_detail(approver_principal, txn_id)
-    assert detail["receipt"]["terminal_state"] == "committed"
-    assert detail["attempts"][0]["state"] == "verified"
-    assert detail["operations"][0]["diff"] == "" and detail["operations"][0]["payload"] == "purged"
-    assert detail["payloads_purged"] is True
-    assert detail["permissions"]["purge"]
+    assert detail.receipt["terminal_state"] == "committed"
+    assert detail.attempts[0].state == "verified"
+    assert detail.operations[0].diff == "" and detail.operations[0].payload == "purged"
+    assert detail.payloads_purged is True
+    assert detail.permissions.purge
 
 
 def test_detail_is_404_out_of_reach(actions_root, django_user_model):
@@ -114,7 +114,7 @@ def test_detail_flags_self_proposed_plans(actions_root, approval_key, django_use
         scope="acme:alice:proj", operations=[write_op("a.txt", "x")], principal=admin
     ).transaction_id
     detail = selectors.transaction_detail(admin, txn_id)
-    assert detail["self_proposed"] is True and detail["permissions"]["approve"] is False
+    assert detail.self_proposed is True and detail.permissions.approve is False
 
 
 def test_detail_query_count_is_bounded(
@@ -124,7 +124,7 @@ def test_detail_query_count_is_bounded(
     txn_id = stage_and_approve(ops, approver_principal)
     with django_assert_max_num_queries(10):
         detail = selectors.transaction_detail(approver_principal, txn_id)
-    assert len(detail["operations"]) == 10
+    assert len(detail.operations) == 10
 
 
 def test_approval_queue_only_where_principal_may_approve(
@@ -168,7 +168,7 @@ def test_attention_queue_says_what_to_check(scripted, approval_key, approver_pri
     assert "stopped mid-way" in fenced_checks[0]
     assert "Check whether filesystem write_text on other.txt happened" in fenced_checks[1]
     detail = selectors.transaction_detail(approver_principal, fenced)
-    assert detail["attention"] == fenced_checks
+    assert list(detail.attention) == fenced_checks
 
 
 def test_counts_by_tenant(actions_root, approval_key, approver_principal, django_user_model):
@@ -185,3 +185,61 @@ def test_counts_by_tenant(actions_root, approval_key, approver_principal, django
     assert selectors.counts_by_tenant(bob_viewer) == {
         "acme": {"pending_approvals": 1, "uncertain": 0, "recovery_required": 0}
     }
+
+
+def test_detail_json_keeps_the_keys_of_approvals_attempts_and_resolution(
+    actions_root, approval_key, approver_principal, monkeypatch
+):
+    # Given an approved plan whose write fails with its effect unknown, then resolved
+    txn_id = stage_and_approve([write_op("a.txt", "x")], approver_principal)
+    monkeypatch.setattr(
+        "actions.adapters.filesystem.FilesystemAdapter.execute",
+        lambda self, prepared, key: (_ for _ in ()).throw(RuntimeError("disk went away")),
+    )
+    services.commit(principal=SYSTEM, transaction_id=txn_id)
+    services.record_resolution(
+        transaction_id=txn_id,
+        principal=approver_principal,
+        outcome="applied",
+        note="seen",
+        owner="ops",
+    )
+    # When the detail is read as JSON
+    detail = selectors.transaction_detail(approver_principal, txn_id)
+    data = detail.as_dict()
+    # Then each part answers the keys (and order) it answered as a dict, typed on the way
+    assert list(data["approvals"][0]) == [
+        "approval_id",
+        "approver",
+        "decision",
+        "plan_hash",
+        "issued_at",
+        "expires_at",
+        "expired",
+        "approval_digest",
+        "created_at",
+    ]
+    assert list(data["attempts"][0]) == [
+        "attempt_id",
+        "operation_id",
+        "phase",
+        "attempt_number",
+        "state",
+        "idempotency_key",
+        "provider_request_id",
+        "error_code",
+        "error_digest",
+        "started_at",
+        "finished_at",
+    ]
+    assert data["resolution"] == {
+        "outcome": "applied",
+        "outcome_label": detail.resolution.outcome_label,
+        "note": "seen",
+        "owner": "ops",
+        "resolved_by": approver_principal.label,
+        "audit_event_id": detail.resolution.audit_event_id,
+        "created_at": detail.resolution.created_at,
+    }
+    assert data["attention"] == list(detail.attention) and data["attention"]
+    assert data["receipt"]["terminal_state"] == detail.receipt["terminal_state"]

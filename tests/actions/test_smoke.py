@@ -20,5 +20,5 @@ def test_stage_approve_commit_smoke(actions_root, approval_key, approver_princip
     report = services.verify(transaction_id=patch.transaction_id, principal=approver_principal)
     assert report.valid, report
     detail = selectors.transaction_detail(approver_principal, patch.transaction_id)
-    assert detail["receipt"]["format"] == "aetna-action-receipt-v1"
-    assert "+hello" in detail["operations"][0]["diff"]
+    assert detail.receipt["format"] == "aetna-action-receipt-v1"
+    assert "+hello" in detail.operations[0].diff

@@ -59,11 +59,11 @@ def test_detail_shows_the_exact_plan_and_binds_the_preview(actions_root):
     # When the detail is read
     detail = selectors.transaction_detail(access.system_principal(), patch.transaction_id)
     # Then the plan shown is the exact hashed body, and it hashes to the plan hash
-    assert detail["plan"]["format"] == "aetna-world-patch-v1"
-    assert detail["plan"]["operations"] == list(patch.operations)
-    assert detail["plan_matches_hash"] is True
+    assert detail.plan["format"] == "aetna-world-patch-v1"
+    assert detail.plan["operations"] == list(patch.operations)
+    assert detail.plan_matches_hash is True
     # And the content shown is the content the digests bind
-    assert detail["operations"][0]["payload_bound"] is True
+    assert detail.operations[0].payload_bound is True
 
 
 @pytest.mark.django_db
@@ -77,8 +77,8 @@ def test_detail_flags_a_payload_that_no_longer_matches_its_digest(actions_root):
     # When the detail is read
     detail = selectors.transaction_detail(access.system_principal(), patch.transaction_id)
     # Then the reviewer is told the content shown is not what the plan hash binds
-    assert detail["operations"][0]["payload_bound"] is False
-    assert detail["plan_matches_hash"] is True  # the hashed digests themselves are intact
+    assert detail.operations[0].payload_bound is False
+    assert detail.plan_matches_hash is True  # the hashed digests themselves are intact
 
 
 @pytest.mark.django_db
@@ -88,9 +88,7 @@ def test_detail_of_a_purged_plan_has_no_binding_to_show(actions_root, approval_k
     services.abort(principal=SYSTEM, transaction_id=patch.transaction_id)
     services.purge_payloads(principal=SYSTEM, transaction_id=patch.transaction_id)
     # When the detail is read, then there is no content and no binding claim
-    op = selectors.transaction_detail(access.system_principal(), patch.transaction_id)[
-        "operations"
-    ][0]
-    assert op["payload"] == "purged"
-    assert op["payload_bound"] is None
-    assert op["diff"] == ""
+    op = selectors.transaction_detail(access.system_principal(), patch.transaction_id).operations[0]
+    assert op.payload == "purged"
+    assert op.payload_bound is None
+    assert op.diff == ""

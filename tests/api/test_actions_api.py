@@ -149,6 +149,73 @@ def test_list_show_and_verify(alice_api, notes_dir):
     assert verified.data["failures"] == []
 
 
+# The JSON of GET /actions/{id}, as it was when the detail was a dict (issue 34 item 5:
+# it is a dataclass now, and its as_dict() must answer exactly these keys, in this order).
+DETAIL_KEYS = [
+    "transaction",
+    "abort_reason",
+    "plan",
+    "plan_matches_hash",
+    "operations",
+    "evidence",
+    "approvals",
+    "attempts",
+    "receipt",
+    "payloads_purged",
+    "attention",
+    "permissions",
+    "self_proposed",
+    "approval_enabled",
+    "resolution",
+    "summary",
+]
+OPERATION_KEYS = [
+    "operation_id",
+    "key",
+    "ordinal",
+    "adapter",
+    "operation",
+    "effect_class",
+    "state",
+    "arguments_digest",
+    "preview_digest",
+    "precondition_digest",
+    "manifest_digest",
+    "idempotency_key",
+    "result_digest",
+    "compensation_digest",
+    "depends_on",
+    "preview",
+    "target",
+    "diff",
+    "payload",
+    "payload_bound",
+    "authorized_by",
+    "informed_by",
+]
+PERMISSION_KEYS = ["approve", "deny", "commit", "abort", "recover", "resolve", "purge", "verify"]
+
+
+@pytest.mark.django_db
+def test_the_transaction_json_keeps_its_shape(alice_api, notes_dir):
+    # Given a staged plan
+    txn_id = stage(alice_api).data["transaction_id"]
+    # When it is shown over the API
+    shown = alice_api.get(f"/actions/{txn_id}")
+    # Then the keys, their order and the JSON types are the ones clients were built against
+    assert shown.status_code == 200
+    assert list(shown.data) == DETAIL_KEYS
+    operation = shown.data["operations"][0]
+    assert list(operation) == OPERATION_KEYS
+    assert isinstance(operation["depends_on"], list) and isinstance(operation["preview"], dict)
+    assert list(shown.data["permissions"]) == PERMISSION_KEYS
+    assert list(shown.data["evidence"]) == ["authorized_by", "informed_by"]
+    assert shown.data["evidence"]["authorized_by"][0]["authority"]["resolved"] is True
+    assert shown.data["approvals"] == shown.data["attempts"] == shown.data["attention"] == []
+    assert shown.data["resolution"] is None and shown.data["receipt"] is None
+    assert shown.data["plan"]["format"] == "aetna-world-patch-v1"
+
+
 @pytest.mark.django_db
 def test_unknown_transactions_are_404(alice_api):
     assert alice_api.get("/actions/act_" + "0" * 32).status_code == 404

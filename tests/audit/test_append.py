@@ -12,8 +12,9 @@ from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
 from audit.chain import compute_event_hash
+from audit.errors import AuditError
 from audit.models import AuditDailyCount, AuditEvent, AuditSubject
-from audit.services import AuditError, append_event, log_agent_event
+from audit.services import append_event, log_agent_event
 from tests.audit.conftest import append
 
 pytestmark = pytest.mark.django_db
@@ -166,3 +167,15 @@ def test_log_agent_event_needs_write_on_the_scope(operator):
     with pytest.raises(access.AccessDenied):
         log_agent_event(subject="acme:bob:p", event_type="agent.x", payload={}, principal=principal)
     assert AuditEvent.objects.count() == 1
+
+
+def test_audit_error_lives_in_audit_errors_and_is_catalogued_once():
+    # Given the error class, where the app keeps its errors (issue 34 item 7)
+    import audit.services
+    from aetnaweb.errors import CATALOGUE
+
+    # Then it is defined in audit.errors, the services' name is the same class,
+    # and the catalogue holds it under its one code
+    assert AuditError.__module__ == "audit.errors"
+    assert audit.services.AuditError is AuditError
+    assert CATALOGUE["audit_refused"] is AuditError

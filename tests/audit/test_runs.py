@@ -16,8 +16,9 @@ from access.models import Role, ScopeGrant
 from aetnaweb import access
 from aetnaweb.access import SYSTEM
 from audit import services
+from audit.errors import AuditError
 from audit.models import VerificationRun
-from audit.services import AuditError, run_verification, start_verification_run
+from audit.services import run_verification, start_verification_run
 from audit.tasks import verify_run
 from audit.verification import BAD_HASH
 from tests.audit.conftest import append, tamper

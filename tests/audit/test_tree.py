@@ -12,8 +12,9 @@ from django.db import IntegrityError, connection, transaction
 
 from aetnaweb import sql
 from audit import merkle, tree
+from audit.errors import AuditError
 from audit.models import AuditEvent, AuditTreeLeaf, AuditTreeNode, AuditTreeState
-from audit.services import AuditError, append_event
+from audit.services import append_event
 from tests.audit.conftest import append
 
 pytestmark = pytest.mark.django_db

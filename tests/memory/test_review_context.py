@@ -10,7 +10,7 @@ from django.urls import reverse
 from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
 from memory import services
-from memory.errors import InvalidInput, RecordStateError
+from memory.errors import InvalidInput, RecordStateError, SourceFactsWaiting
 from memory.extraction import CREDENTIAL_WARNING, INSTRUCTION_WARNING, review_warnings
 from memory.models import Episode, Record, Status
 from tests.factories import access_matrix, login_as, make_operator
@@ -125,8 +125,14 @@ def test_decide_source_refusals_write_nothing(source, change):
     elif change == "wrong scope":
         scope = "acme:alice:*"
     before = audit_count()
-    # A malformed decision is bad input (400); the others are the queue's state (409).
-    expected = InvalidInput if change in {"bad decision", "empty"} else RecordStateError
+    # A malformed decision is bad input (400); a rejection leaving a fact of its source
+    # undecided is the rule every review surface shares (400); the others are the
+    # queue's state (409).
+    expected = {
+        "bad decision": InvalidInput,
+        "empty": InvalidInput,
+        "missing": SourceFactsWaiting,
+    }.get(change, RecordStateError)
     with pytest.raises(expected):
         services.decide_source(
             principal=SYSTEM,

@@ -171,7 +171,7 @@ class Command(BaseCommand):
 
     def _show(self, options: dict[str, Any]) -> None:
         principal = self._principal(options.get("as_user"))
-        self._emit(selectors.transaction_detail(principal, options["transaction_id"]))
+        self._emit(selectors.transaction_detail(principal, options["transaction_id"]).as_dict())
 
     def _list(self, options: dict[str, Any]) -> None:
         principal = self._principal(options.get("as_user"))

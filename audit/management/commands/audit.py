@@ -42,10 +42,11 @@ from audit.checkpoints import (
     read_checkpoint_lines,
     verify_checkpoints,
 )
+from audit.errors import AuditError
 from audit.exports import ExportError, start_export
 from audit.models import Checkpoint
 from audit.receipts import verify_deletion_receipt
-from audit.services import AuditError, create_checkpoint, log_agent_event
+from audit.services import create_checkpoint, log_agent_event
 from audit.verification import verify_all, verify_subject
 from audit.witness import witness_cosign
 from jobs.services import exports_dir
@@ -118,36 +119,8 @@ class Command(BaseCommand):
 
         verbs.add_parser("public-key", help="print the configured checkpoint verifier key")
 
-        prove = verbs.add_parser(
-            "prove-consistency", help="prove checkpoint NEW extends OLD, or flag a fork"
-        )
-        prove.add_argument("old", help="a checkpoint ID, or a file with a note or checkpoint line")
-        prove.add_argument("new", help="a checkpoint ID, or a file with a note or checkpoint line")
-        prove.add_argument("--json", action="store_true", help="print the offline bundle")
-
-        witness = verbs.add_parser(
-            "witness", help="cosign a checkpoint note after checking it extends the last one"
-        )
-        witness.add_argument("note", help="file holding the log's signed checkpoint note")
-        witness.add_argument("--key", required=True, help="the witness's PRIVATE+KEY file")
-        witness.add_argument("--state", required=True, help="the witness's state file")
-        witness.add_argument("--log-key", required=True, help="the log's verifier key (or file)")
-        witness.add_argument(
-            "--proof", help="consistency bundle from the log (default: ask this database)"
-        )
-
-        export = verbs.add_parser("export", help="the rows as JSON Lines, by sequence")
-        export.add_argument("--subject")
-        export.add_argument("--out", help="write to FILE instead of stdout")
-        export.add_argument(
-            "--async",
-            dest="queued",
-            action="store_true",
-            help="queue an export of a subtree for the task worker (file under AETNAWEB_EXPORT_DIR)",
-        )
-        export.add_argument("--scope", help="with --async: the subtree to export (default: all)")
-        export.add_argument("--since", help="with --async: events created at or after (ISO 8601)")
-        export.add_argument("--until", help="with --async: events created before (ISO 8601)")
+        _add_log_verbs(verbs)
+        _add_export_verb(verbs)
 
     def handle(self, *args: Any, verb: str, **options: Any) -> None:
         handler = getattr(self, "_" + verb.replace("-", "_"))
@@ -414,3 +387,39 @@ def _readable(event: Any) -> str:
         f"    payload {event.payload}\n"
         f"    prev {prev}  hash {event.event_hash[:12]}…  id {event.event_id}"
     )
+
+
+def _add_log_verbs(verbs: Any) -> None:
+    """The Merkle log's verbs: consistency proofs and witness cosigning."""
+    prove = verbs.add_parser(
+        "prove-consistency", help="prove checkpoint NEW extends OLD, or flag a fork"
+    )
+    prove.add_argument("old", help="a checkpoint ID, or a file with a note or checkpoint line")
+    prove.add_argument("new", help="a checkpoint ID, or a file with a note or checkpoint line")
+    prove.add_argument("--json", action="store_true", help="print the offline bundle")
+
+    witness = verbs.add_parser(
+        "witness", help="cosign a checkpoint note after checking it extends the last one"
+    )
+    witness.add_argument("note", help="file holding the log's signed checkpoint note")
+    witness.add_argument("--key", required=True, help="the witness's PRIVATE+KEY file")
+    witness.add_argument("--state", required=True, help="the witness's state file")
+    witness.add_argument("--log-key", required=True, help="the log's verifier key (or file)")
+    witness.add_argument(
+        "--proof", help="consistency bundle from the log (default: ask this database)"
+    )
+
+
+def _add_export_verb(verbs: Any) -> None:
+    export = verbs.add_parser("export", help="the rows as JSON Lines, by sequence")
+    export.add_argument("--subject")
+    export.add_argument("--out", help="write to FILE instead of stdout")
+    export.add_argument(
+        "--async",
+        dest="queued",
+        action="store_true",
+        help="queue an export of a subtree for the task worker (file under AETNAWEB_EXPORT_DIR)",
+    )
+    export.add_argument("--scope", help="with --async: the subtree to export (default: all)")
+    export.add_argument("--since", help="with --async: events created at or after (ISO 8601)")
+    export.add_argument("--until", help="with --async: events created before (ISO 8601)")

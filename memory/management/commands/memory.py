@@ -14,8 +14,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
                          | --episode-id ID ... | --session S)
                         [--preview] [--expect ID ...] [--expect-episode ID ...]
                         [--receipt-out FILE]
-    memory promote SCOPE RECORD_ID [--reason TEXT]
-    memory reject SCOPE RECORD_ID [--reason TEXT] [--receipt-out FILE]
+    memory promote SCOPE RECORD_ID [--reason TEXT] [--acknowledge]
+    memory reject SCOPE RECORD_ID ... [--reason TEXT] [--receipt-out FILE]
     memory consolidate SCOPE
     memory persona SCOPE [--max-chars N]
     memory scenes SCOPE [--limit N]
@@ -166,16 +166,25 @@ class Command(BaseCommand):
         forget.add_argument("--receipt-out", dest="receipt_out", help="also write the receipt here")
         forget.add_argument("--actor")
 
-        for name, help_text in (
-            ("promote", "activate a quarantined record (user_confirmed)"),
-            ("reject", "purge a quarantined record and print the deletion receipt"),
-        ):
-            sub = verb(name, help_text)
-            sub.add_argument("record_id")
+        promote = verb("promote", "activate a quarantined record (user_confirmed)")
+        promote.add_argument("record_id")
+        promote.add_argument(
+            "--acknowledge",
+            action="store_true",
+            help="promote even though the fact reads like an instruction or holds a credential",
+        )
+        reject = verb(
+            "reject",
+            "purge quarantined records and print the deletion receipts; a rejection must "
+            "name every fact still waiting from the same source message",
+        )
+        reject.add_argument("record_ids", nargs="+", metavar="record_id")
+        reject.add_argument(
+            "--receipt-out", dest="receipt_out", help="also write the receipt (a list for several)"
+        )
+        for sub in (promote, reject):
             sub.add_argument("--reason", default="")
             sub.add_argument("--actor")
-            if name == "reject":
-                sub.add_argument("--receipt-out", dest="receipt_out")
 
         verb("consolidate", "collapse duplicates and one active record per fact key")
         persona = verb("persona", "the bounded persona text of SCOPE")
@@ -396,7 +405,7 @@ class Command(BaseCommand):
         lines.append(f"  recalls: {len(detail['recalls'])}")
         self._emit(detail, "\n".join(lines))
 
-    def _write_receipt(self, receipt: dict[str, Any], path: str | None) -> None:
+    def _write_receipt(self, receipt: dict[str, Any] | list[Any], path: str | None) -> None:
         if path:
             Path(path).write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n")
 
@@ -448,21 +457,35 @@ class Command(BaseCommand):
             scope=_scope(options["scope"]),
             record_id=options["record_id"],
             reason=options["reason"],
+            acknowledged=options["acknowledge"],
             actor=options["actor"],
         )
         extra = f"; superseded {', '.join(result.superseded_ids)}" if result.superseded_ids else ""
         self._emit(result.as_dict(), f"{result.record_id} is now active (user_confirmed){extra}")
 
     def _reject(self, options: dict[str, Any]) -> None:
-        receipt = services.reject(
+        scope = _scope(options["scope"])
+        if len(options["record_ids"]) == 1:
+            receipt = services.reject(
+                principal=SYSTEM,
+                scope=scope,
+                record_id=options["record_ids"][0],
+                reason=options["reason"],
+                actor=options["actor"],
+            )
+            self._write_receipt(receipt, options["receipt_out"])
+            self._emit(receipt, self._receipt_text(receipt))
+            return
+        decided = services.decide_records(
             principal=SYSTEM,
-            scope=_scope(options["scope"]),
-            record_id=options["record_id"],
+            items=[(scope, record_id) for record_id in options["record_ids"]],
+            decision="reject",
             reason=options["reason"],
             actor=options["actor"],
         )
-        self._write_receipt(receipt, options["receipt_out"])
-        self._emit(receipt, self._receipt_text(receipt))
+        receipts = list(decided.receipts)
+        self._write_receipt(receipts, options["receipt_out"])
+        self._emit(receipts, "\n".join(self._receipt_text(receipt) for receipt in receipts))
 
     def _consolidate(self, options: dict[str, Any]) -> None:
         result = services.consolidate(principal=SYSTEM, scope=_scope(options["scope"]))
