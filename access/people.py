@@ -116,6 +116,31 @@ def pending_invitation_for(username: str) -> Invitation | None:
     )
 
 
+def _check_invitation(
+    principal: Principal, username: str, scope: Scope | str, role: str, email: str, days: int
+) -> tuple[Scope, str, str]:
+    """The invitation's scope, name and email once every refusal rule holds."""
+    parsed = Scope.parse(scope)
+    if not access.may_administer(principal, parsed):
+        raise access.AccessDenied(f"{principal.label} may not invite people to {parsed}")
+    if role not in Role.values:
+        raise PeopleError(f"unknown role {role!r}: choose one of {', '.join(Role.values)}")
+    username = _check_username(username)
+    email = _check_email(email)
+    if not 1 <= days <= MAX_INVITATION_DAYS:
+        raise PeopleError(f"an invitation lasts 1 to {MAX_INVITATION_DAYS} days")
+    if get_user_model().objects.filter(username__iexact=username).exists():
+        raise PeopleError(
+            f"an account named {username!r} already exists: open it on the people page and "
+            "grant the role there"
+        )
+    if pending_invitation_for(username) is not None:
+        raise PeopleError(
+            f"{username!r} already has an invitation waiting: revoke it first to send a new link"
+        )
+    return parsed, username, email
+
+
 @storable_text_arguments
 @transaction.atomic
 def invite_person(
@@ -134,24 +159,9 @@ def invite_person(
     an unknown role, an invalid name or email, a name an account or a live
     invitation already has, and a lifetime outside 1 to 30 days.
     """
-    parsed = Scope.parse(scope)
-    if not access.may_administer(principal, parsed):
-        raise access.AccessDenied(f"{principal.label} may not invite people to {parsed}")
-    if role not in Role.values:
-        raise PeopleError(f"unknown role {role!r}: choose one of {', '.join(Role.values)}")
-    username = _check_username(username)
-    email = _check_email(email)
-    if not 1 <= expires_in_days <= MAX_INVITATION_DAYS:
-        raise PeopleError(f"an invitation lasts 1 to {MAX_INVITATION_DAYS} days")
-    if get_user_model().objects.filter(username__iexact=username).exists():
-        raise PeopleError(
-            f"an account named {username!r} already exists: open it on the people page and "
-            "grant the role there"
-        )
-    if pending_invitation_for(username) is not None:
-        raise PeopleError(
-            f"{username!r} already has an invitation waiting: revoke it first to send a new link"
-        )
+    parsed, username, email = _check_invitation(
+        principal, username, scope, role, email, expires_in_days
+    )
     token = secrets.token_urlsafe(INVITATION_TOKEN_BYTES)
     now = timezone.now()
     invitation = Invitation.objects.create(
