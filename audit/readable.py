@@ -98,6 +98,13 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
     "access.login_slowed": lambda e, p: "sign-ins were slowed after repeated failures",
     "access.login_locked": lambda e, p: "sign-ins were locked after repeated failures",
     "access.login_unlocked": lambda e, p: f"{e.actor} lifted a sign-in lock",
+    "access.person_invited": lambda e, p: f"{e.actor} invited {p.get('user')} as {p.get('role')}",
+    "access.invitation_accepted": lambda e, p: f"{p.get('user')} joined through an invitation",
+    "access.invitation_revoked": lambda e, p: (
+        f"{e.actor} revoked the invitation of {p.get('user')}"
+    ),
+    "access.person_deactivated": lambda e, p: f"{e.actor} deactivated {p.get('user')}",
+    "access.person_reactivated": lambda e, p: f"{e.actor} reactivated {p.get('user')}",
     "access.grant_added": lambda e, p: f"{e.actor} granted a role",
     "access.grant_revoked": lambda e, p: f"{e.actor} revoked a role",
     "access.token_created": lambda e, p: (
