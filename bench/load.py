@@ -353,10 +353,10 @@ def api_job(n: int) -> tuple[str, str, bytes]:
         return "POST", "/api/v1/memory/remember", json.dumps(body).encode()
     dense = int(os.environ.get(DENSE_ENV, "0"))
     if dense:
-        # A project of the dense scope, spread over it (a stride prime to any count).
-        project = (n * 7919) % dense
-        body = {"scope": DENSE_SCOPE, "query": f"What codename does project {project} use?"}
-        return "POST", "/api/v1/memory/recall", json.dumps(body | {"limit": 5}).encode()
+        # A project of the dense scope; a prime stride spreads the questions over it.
+        question = f"What codename does project {(n * 7919) % dense} use?"
+        body = {"scope": DENSE_SCOPE, "query": question, "limit": 5}
+        return "POST", "/api/v1/memory/recall", json.dumps(body).encode()
     body = {"scope": scope, "query": "deploy window", "limit": 5}
     return "POST", "/api/v1/memory/recall", json.dumps(body).encode()
 
