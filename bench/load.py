@@ -149,7 +149,8 @@ with connection.cursor() as cursor:
     )
     forks = cursor.fetchone()[0]
 print(json.dumps({"ok": report.ok, "chains": len(report.subjects),
-                  "events": report.events_checked, "failed": len(report.failed), "forks": forks}))
+                  "events": report.events_checked, "failed": len(report.failed), "forks": forks,
+                  "failed_subjects": [r.subject_id for r in report.failed]}))
 """
 
 
@@ -327,11 +328,35 @@ class RawConnection:
         return status, data
 
 
+# --dense N: this many records in one scope, seeded before the servers start
+# (bench/memory_scale.py's dense scope, its template and bulk seeding). The
+# count reaches the client processes through the environment.
+DENSE_SCOPE = "load:dense:p0"
+DENSE_ENV = "AETNAWEB_LOAD_DENSE"
+
+SEED_DENSE = """
+import sys
+import django
+django.setup()
+sys.path.insert(0, %(bench)r)
+import memory_scale
+memory_scale.DENSE_SCOPE = %(scope)r
+memory_scale.seed_dense(0, %(count)d)
+print("seeded")
+"""
+
+
 def api_job(n: int) -> tuple[str, str, bytes]:
     scope = SCOPES[n % len(SCOPES)]
     if n % 2 == 0:
         body = {"scope": scope, "key": f"fact {n}", "value": f"value {n} of the load run"}
         return "POST", "/api/v1/memory/remember", json.dumps(body).encode()
+    dense = int(os.environ.get(DENSE_ENV, "0"))
+    if dense:
+        # A project of the dense scope; a prime stride spreads the questions over it.
+        question = f"What codename does project {(n * 7919) % dense} use?"
+        body = {"scope": DENSE_SCOPE, "query": question, "limit": 5}
+        return "POST", "/api/v1/memory/recall", json.dumps(body).encode()
     body = {"scope": scope, "query": "deploy window", "limit": 5}
     return "POST", "/api/v1/memory/recall", json.dumps(body).encode()
 
@@ -590,6 +615,13 @@ def main() -> None:
         " (open loop); 0 (default): every client sends again as soon as it is answered",
     )
     parser.add_argument(
+        "--dense",
+        type=int,
+        default=0,
+        help="seed this many records in one scope first; recalls then ask that scope"
+        " (issue 31: recall p99 at 100k records under 8 clients)",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get(
             "AETNAWEB_BENCH_POSTGRES", "postgres://aetnaweb:aetnaweb@127.0.0.1:5432/postgres"
@@ -616,6 +648,19 @@ def main() -> None:
         seeded = json.loads(
             manage(env, "-c", SEED % {"scopes": SCOPES}, *ADMIN).strip().splitlines()[-1]
         )
+        if args.dense:
+            started = time.monotonic()
+            manage(
+                env,
+                "-c",
+                SEED_DENSE
+                % {"bench": str(ROOT / "bench"), "scope": DENSE_SCOPE, "count": args.dense},
+            )
+            os.environ[DENSE_ENV] = str(args.dense)
+            print(
+                f"  seeded {args.dense} records in {DENSE_SCOPE} "
+                f"in {time.monotonic() - started:.0f} s"
+            )
         encoder_ms = json.loads(manage(env, "-c", ENCODER_SPEED).strip().splitlines()[-1])["ms"]
         ports = [args.port + i for i in range(args.instances)]
         for port in ports:
@@ -689,6 +734,15 @@ def main() -> None:
         f"  chains verified: ok={verified['ok']} chains={verified['chains']} "
         f"events={verified['events']} failed={verified['failed']} forks={verified['forks']}"
     )
+    if args.dense:
+        # The dense records are bulk-inserted in SQL without their audit events
+        # (memory_scale.seed_dense), so that scope's chain cannot verify; any
+        # other failed chain is a real failure of the run.
+        others = [s for s in verified["failed_subjects"] if DENSE_SCOPE not in s]
+        print(
+            f"  (--dense: failed chains {verified['failed_subjects']}; "
+            f"outside the bulk-seeded scope: {len(others)})"
+        )
     print(
         json.dumps(
             {

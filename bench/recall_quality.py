@@ -16,6 +16,12 @@ false-positive rate over the negatives (questions whose right answer is
 nothing: a negative "fails" if anything is returned), and how many returned
 records belonged to another user (must be 0). Also prints the embedding cost
 per text on its own.
+
+``--calibrate`` fits the confidence (memory.ranking) on the calibration set
+(the even-numbered QUESTIONS and CALIBRATION_QUESTIONS), chooses the
+threshold on its out-of-fold confidences and scores the held-out half (the
+odd-numbered QUESTIONS), for the product's model and for the match with its
+margin over the other candidates (see docs/memory-engine-notes.md).
 """
 
 from __future__ import annotations
@@ -290,6 +296,119 @@ alice	*	What is the weather today in Berlin?	-
 bob	*	How do I reset my router?	-
 """
 
+# More questions for fitting the confidence only (never in the held-out
+# half): asked as users would, over the same facts, 64 with an answer and 40
+# without, many of the latter close to a stored fact (a brother beside a
+# sister, a phone number beside a phone, a hotel in Tokyo beside a ryokan in
+# Kyoto) or outside memory altogether. --calibrate fits on these and on the
+# even-numbered QUESTIONS, and tests on the odd-numbered ones.
+CALIBRATION_QUESTIONS = """
+alice	*	What's my dog called?	dog
+alice	*	Are there any medicines I must avoid?	allergy
+alice	*	What do I put in my coffee?	coffee
+alice	*	Where does my sister live?	sister
+alice	*	What music do I put on when I'm working?	music
+alice	*	What phone do I have for work?	phone
+alice	*	What plants do I look after?	plant
+alice	*	Which seat should you pick for me on a long-haul flight?	seat
+alice	*	What time zone am I in?	timezone
+alice	trip	Do I have travel insurance?	insurance
+alice	trip	Is a visa required for Japan?	visa
+alice	thesis	Which software do I write my thesis with?	tool
+bob	*	Do I eat animal products?	diet
+bob	*	What time do I wake up?	wake
+bob	*	What size shirts do I wear?	shirt
+bob	*	Which bank am I with?	bank
+bob	*	What is my blood group?	blood
+bob	*	What size shoes do I wear?	shoes
+bob	*	Which language am I studying?	language
+bob	*	Which airline do I prefer?	airline
+bob	*	What do I build as a hobby?	hobby
+bob	*	Do I wear contacts?	glasses
+bob	*	How old are my girls?	kids
+bob	renovation	What flooring did we pick?	floor
+bob	renovation	Do we have permission to build?	permit
+bob	launch	Where are launch updates posted?	channel
+carol	*	Where do I live?	home
+carol	*	Which airline's loyalty programme am I in?	airline
+carol	*	What does my husband do?	partner
+carol	*	What sport do I do?	sport
+carol	*	What's my email?	email
+carol	*	When was I born?	birthday
+carol	*	How do I feel about dogs?	pet
+carol	*	Do I like audiobooks or printed books?	reading
+carol	*	What do I need in a hotel room?	hotel
+carol	*	What car do I drive?	car
+carol	*	What is my native language?	language
+carol	*	What do I do on Sundays?	weekend
+carol	*	Am I involved in any volunteering?	politics
+carol	*	What phone do I have?	phone
+carol	bakery	When does the bakery open?	opening
+carol	bakery	What kind of oven do we have?	oven
+dan	*	Can I drink milk?	allergy
+dan	*	How many coffees do I have a day?	coffee
+dan	*	What editor do I use?	editor
+dan	*	Which shell do I use?	shell
+dan	*	What keyboard do I use?	keyboard
+dan	*	What kind of books do I read?	reading
+dan	*	What pet do we have?	pet
+dan	*	How do I get around the city?	car
+dan	*	When does my son start school?	kids
+dan	*	Where do I live?	home
+dan	*	When is my birthday?	birthday
+dan	*	Where do I put my savings?	bank
+dan	*	Who is my dentist?	doctor
+dan	api	How do clients log in to the API?	auth
+dan	api	When am I on call?	oncall
+erin	*	Which airline do I fly?	airline
+erin	*	Where do I live?	home
+erin	*	What exercise do I do at night?	sport
+erin	*	What coffee do I order?	coffee
+erin	*	What am I saving money for?	savings
+erin	*	Am I on social media?	social
+erin	bridge	What is the deck made of?	material
+alice	*	What is my brother's name?	-
+alice	*	Where did I go to university?	-
+alice	*	What is my salary?	-
+alice	*	Do I smoke?	-
+alice	*	What is my husband's name?	-
+alice	*	Which gym am I a member of?	-
+alice	trip	Which hotel are we staying at in Tokyo?	-
+alice	thesis	How many pages must the thesis have?	-
+alice	*	What is the capital of France?	-
+bob	*	Who is my cat's vet?	-
+bob	*	What is my favourite movie?	-
+bob	*	Where did I grow up?	-
+bob	*	How tall am I?	-
+bob	*	What is my mother's name?	-
+bob	*	Which newspaper do I read?	-
+bob	renovation	Who is the electrician?	-
+bob	launch	What is the launch budget?	-
+bob	*	Can you summarise today's news?	-
+carol	*	What is my phone number?	-
+carol	*	Do I have children?	-
+carol	*	What is my salary?	-
+carol	*	Which gym do I go to?	-
+carol	*	What is my favourite wine?	-
+carol	bakery	What is the bakery's website?	-
+carol	*	What is 15 percent of 80?	-
+dan	*	What is my wife's name?	-
+dan	*	What is my blood type?	-
+dan	*	What is my favourite food?	-
+dan	*	Which university did I attend?	-
+dan	*	What is my shoe size?	-
+dan	api	What is the API's uptime target?	-
+dan	api	Who reviews my pull requests?	-
+dan	*	Translate good morning into Spanish.	-
+erin	*	What is my brother's name?	-
+erin	*	What is my email address?	-
+erin	*	What is my salary?	-
+erin	*	Which university did I go to?	-
+erin	*	Do I smoke?	-
+erin	bridge	What is the bridge's budget?	-
+erin	*	What time is it in London?	-
+"""
+
 TENANT = "acme"
 
 
@@ -373,21 +492,42 @@ def evaluate(
     }
 
 
-Table = list[tuple[bool, str | None, list[tuple[str, float]]]]
+Table = list[tuple[bool, str | None, list[tuple[str, tuple[float, ...], float]]]]
+
+# The confidence models --calibrate fits: the product's (memory.ranking: the
+# match alone, or the word share alone without a model) and, measured beside
+# it, the match with its margin over the best other candidate.
+MODELS = ("match", "match+margin")
 
 
-def candidate_table(ids: dict[tuple[str, str], str], questions: list[list[str]]) -> Table:
-    """Each question's candidates in rank order, as (record ID, the evidence its confidence calibrates).
+def margins(values: list[float]) -> list[float]:
+    """Each candidate's match minus the best other candidate's (SEMANTIC_FLOOR when alone).
 
-    Recalled with no thresholds, so every candidate is seen. The evidence is
-    :func:`memory.ranking.match` with semantic recall on, the word share
-    with it off.
+    A record that is not a candidate matches at most the floor.
+    """
+    from memory import ranking
+
+    ordered = sorted(values, reverse=True)
+    best = ordered[0] if ordered else 0.0
+    second = ordered[1] if len(ordered) > 1 else ranking.SEMANTIC_FLOOR
+    return [value - (second if value >= best else best) for value in values]
+
+
+def candidate_table(
+    ids: dict[tuple[str, str], str], questions: list[list[str]], model: str = "match"
+) -> Table:
+    """Each question's candidates in rank order: (record ID, the features its confidence calibrates, relevance).
+
+    Recalled with no thresholds, so every candidate is seen. The features are
+    :func:`memory.ranking.match` with semantic recall on (and its margin for
+    "match+margin"), the word share with it off.
     """
     from django.conf import settings
 
     from aetnaweb.access import SYSTEM
     from memory import ranking, services
 
+    semantic = settings.AETNAWEB_SEMANTIC_RECALL
     table = []
     for user, project, question, key in questions:
         result = services.recall(
@@ -398,6 +538,13 @@ def candidate_table(ids: dict[tuple[str, str], str], questions: list[list[str]])
             min_score=0.0,
             min_confidence=0.0,
         )
+        values = [
+            ranking.match(c.parts["semantic"], c.parts["word_share"])
+            if semantic
+            else c.parts["word_share"]
+            for c in result.candidates
+        ]
+        leads = margins(values)
         table.append(
             (
                 key == "-",
@@ -405,26 +552,30 @@ def candidate_table(ids: dict[tuple[str, str], str], questions: list[list[str]])
                 [
                     (
                         c.record_id,
-                        ranking.match(c.parts["semantic"], c.parts["word_share"])
-                        if settings.AETNAWEB_SEMANTIC_RECALL
-                        else c.parts["word_share"],
+                        (value, lead) if model == "match+margin" and semantic else (value,),
+                        c.parts["relevance"],
                     )
-                    for c in result.candidates
+                    for c, value, lead in zip(result.candidates, values, leads, strict=True)
                 ],
             )
         )
     return table
 
 
-def fit_logistic(samples: list[tuple[float, int]]) -> tuple[float, float]:
-    """Platt scaling: (intercept, slope) by Newton's method on the log loss, lightly ridged."""
+def fit_logistic(samples: list[tuple[tuple[float, ...], int]]) -> list[float]:
+    """Logistic regression (intercept first) by Newton's method on the log loss, lightly ridged.
+
+    The intercept is not ridged; the ridge keeps the fit finite when a
+    feature separates the samples.
+    """
     import numpy as np
 
-    x = np.array([[1.0, value] for value, _ in samples])
+    x = np.array([[1.0, *values] for values, _ in samples])
     y = np.array([label for _, label in samples], dtype=float)
-    beta = np.zeros(2)
-    ridge = 1e-3 * np.eye(2)
-    for _ in range(100):
+    beta = np.zeros(x.shape[1])
+    ridge = 1e-2 * np.eye(x.shape[1])
+    ridge[0, 0] = 0.0
+    for _ in range(200):
         p = 1.0 / (1.0 + np.exp(-x @ beta))
         gradient = x.T @ (p - y) + ridge @ beta
         hessian = (x * (p * (1 - p))[:, None]).T @ x + ridge
@@ -432,81 +583,127 @@ def fit_logistic(samples: list[tuple[float, int]]) -> tuple[float, float]:
         beta -= step
         if np.abs(step).max() < 1e-10:
             break
-    return float(beta[0]), float(beta[1])
+    return [float(value) for value in beta]
 
 
-def answer_at(
-    table: Table, intercept: float, slope: float, threshold: float
-) -> tuple[int, int, int, int]:
-    """(no-answer questions answered, no-answer questions, correct top-1 kept, correct top-1 unthresholded)."""
+def probability(coefficients: list[float], values: tuple[float, ...]) -> float:
     import math
 
-    answered = negatives = kept = correct = 0
+    logit = coefficients[0] + sum(c * v for c, v in zip(coefficients[1:], values, strict=True))
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
+
+
+# Each question reduced to what a threshold decides (as recall does, a
+# candidate returns when its confidence reaches it): (no answer stored?, the
+# best confidence of any candidate, top-1 correct?, top-1's confidence).
+Decided = list[tuple[bool, float, bool, float]]
+
+
+def decided(table: Table, coefficients: list[float]) -> Decided:
+    rows = []
     for negative, want, candidates in table:
-        returned = [
-            rid
-            for rid, value in candidates
-            if 1.0 / (1.0 + math.exp(-(intercept + slope * value))) >= threshold
-        ][:3]
+        confidences = [probability(coefficients, values) for _rid, values, _rel in candidates]
+        rows.append(
+            (
+                negative,
+                max(confidences, default=0.0),
+                bool(candidates) and candidates[0][0] == want,
+                confidences[0] if confidences else 0.0,
+            )
+        )
+    return rows
+
+
+def answer_at(rows: Decided, threshold: float) -> tuple[int, int, int, int]:
+    """(no-answer questions answered, no-answer questions, correct top-1 kept, correct top-1 unthresholded)."""
+    answered = negatives = kept = correct = 0
+    for negative, best, right, top in rows:
         if negative:
             negatives += 1
-            answered += int(bool(returned))
-        elif candidates and candidates[0][0] == want:
+            answered += int(best >= threshold)
+        elif right:
             correct += 1
-            kept += int(returned[:1] == [want])
+            kept += int(top >= threshold)
     return answered, negatives, kept, correct
 
 
-def calibrate(ids: dict[tuple[str, str], str]) -> None:
-    """Fit the confidence on the even-numbered questions; choose the threshold there; test on the odd ones.
+def choose_threshold(rows: Decided) -> float | None:
+    """The threshold keeping the most correct first answers with at most 10% of no-answers answered."""
+    best: tuple[int, float] | None = None
+    for step in range(1, 100):
+        threshold = step / 100
+        answered, negatives, kept, _ = answer_at(rows, threshold)
+        if answered <= 0.10 * negatives and (best is None or kept > best[0]):
+            best = (kept, threshold)
+    return None if best is None else best[1]
 
-    Run twice: semantic recall on (the hybrid pair) and off (the lexical pair).
+
+FOLDS = 8
+
+
+def calibrate(ids: dict[tuple[str, str], str]) -> None:
+    """Fit the confidence on the calibration set; choose the threshold there; test on the held-out half.
+
+    The calibration set is the even-numbered QUESTIONS and every
+    CALIBRATION_QUESTIONS; the held-out half, the odd-numbered QUESTIONS, is
+    only scored. The threshold is chosen on out-of-fold confidences (each
+    calibration question scored by a model fitted without its fold), which
+    estimate how the model does on questions it has not seen better than
+    its fit on its own samples; the coefficients are then fitted on the whole
+    calibration set. Each of MODELS with semantic recall on; the word-share
+    model with it off.
     """
     from django.test import override_settings
 
     from memory import ranking
 
     questions = rows(QUESTIONS)
-    halves = {"calibration": questions[0::2], "held-out": questions[1::2]}
-    for semantic in (True, False):
-        with override_settings(AETNAWEB_SEMANTIC_RECALL=semantic):
-            tables = {name: candidate_table(ids, half) for name, half in halves.items()}
-        samples = [
-            (value, int(rid == want))
-            for _negative, want, candidates in tables["calibration"]
-            for rid, value in candidates[:10]
+    halves = {
+        "calibration": questions[0::2] + rows(CALIBRATION_QUESTIONS),
+        "held-out": questions[1::2],
+    }
+
+    def samples(table: Table) -> list[tuple[tuple[float, ...], int]]:
+        return [
+            (values, int(rid == want))
+            for _negative, want, candidates in table
+            for rid, values, _relevance in candidates[:10]
         ]
-        intercept, slope = fit_logistic(samples)
-        prefix = "" if semantic else "LEXICAL_"
+
+    for semantic, model in [*((True, name) for name in MODELS), (False, "word share")]:
+        with override_settings(AETNAWEB_SEMANTIC_RECALL=semantic):
+            tables = {name: candidate_table(ids, half, model) for name, half in halves.items()}
+        calibration = tables["calibration"]
+        out_of_fold: Decided = []
+        for fold in range(FOLDS):
+            train = [q for index, q in enumerate(calibration) if index % FOLDS != fold]
+            test = [q for index, q in enumerate(calibration) if index % FOLDS == fold]
+            out_of_fold += decided(test, fit_logistic(samples(train)))
+        coefficients = fit_logistic(samples(calibration))
         print(
-            f"{'hybrid' if semantic else 'lexical'}: fitted on {len(samples)} candidates "
-            f"of {len(halves['calibration'])} questions (LEXICAL_WEIGHT {ranking.LEXICAL_WEIGHT}):"
+            f"{'hybrid' if semantic else 'lexical'}, {model}: fitted on "
+            f"{len(samples(calibration))} candidates of {len(calibration)} questions "
+            f"(LEXICAL_WEIGHT {ranking.LEXICAL_WEIGHT}): coefficients (intercept first) "
+            + ", ".join(f"{value:.2f}" for value in coefficients)
         )
-        print(f"  {prefix}CONFIDENCE_INTERCEPT = {intercept:.2f}")
-        print(f"  {prefix}CONFIDENCE_SLOPE = {slope:.2f}")
-        best: tuple[int, float] | None = None
-        for step in range(1, 100):
-            threshold = step / 100
-            answered, negatives, kept, _ = answer_at(
-                tables["calibration"], intercept, slope, threshold
-            )
-            if answered <= 0.10 * negatives and (best is None or kept > best[0]):
-                best = (kept, threshold)
-        if best is None:
+        threshold = choose_threshold(out_of_fold)
+        if threshold is None:
             print("  no threshold keeps the no-answer rate at or under 10%")
             continue
-        print(f"  threshold (most correct top-1 kept, <=10% no-answers answered): {best[1]:.2f}")
-        for name, table in tables.items():
-            for label, threshold in (
-                ("chosen", best[1]),
-                ("default", ranking.DEFAULT_MIN_CONFIDENCE),
-            ):
-                answered, negatives, kept, correct = answer_at(table, intercept, slope, threshold)
-                print(
-                    f"  {name:12} at {label} {threshold:.2f}: no-answer questions answered "
-                    f"{answered}/{negatives} ({answered / negatives:.3f}); correct top-1 kept "
-                    f"{kept}/{correct} ({kept / max(correct, 1):.3f})"
-                )
+        print(
+            f"  threshold ({FOLDS}-fold out-of-fold: most correct top-1 kept, "
+            f"<=10% no-answers answered): {threshold:.2f}"
+        )
+        scored = {"out-of-fold": out_of_fold} | {
+            name: decided(table, coefficients) for name, table in tables.items()
+        }
+        for name, decisions in scored.items():
+            answered, negatives, kept, correct = answer_at(decisions, threshold)
+            print(
+                f"  {name:12} at {threshold:.2f}: no-answer questions answered "
+                f"{answered}/{negatives} ({answered / negatives:.3f}); correct top-1 kept "
+                f"{kept}/{correct} ({kept / max(correct, 1):.3f})"
+            )
 
 
 def embedding_cost(samples: int = 100) -> tuple[float, float]:
