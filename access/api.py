@@ -20,10 +20,13 @@ from aetnaweb.api import ERROR_RESPONSES, error_response, install_token_authenti
 router = Router(tags=["token"])
 
 
-def authenticate_bearer(raw: str) -> ApiToken:
-    """The live token for ``raw``, counted against its rate limit (401 or 429 otherwise)."""
+def authenticate_bearer(request: HttpRequest, raw: str) -> ApiToken:
+    """The live token for ``raw``, counted against its rate limit (401 or 429 otherwise).
+
+    The count is noted on ``request``, so the answer carries the ``RateLimit-*`` fields.
+    """
     api_token = tokens.authenticate(raw)
-    ratelimits.consume(api_token)  # 429 before any work (access/ratelimits.py)
+    ratelimits.consume_for(request, api_token)  # 429 before any work (access/ratelimits.py)
     return api_token
 
 

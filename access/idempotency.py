@@ -5,7 +5,9 @@ DELETE gets, on a retry with the same key, the first answer (status and
 body, plus ``Idempotent-Replayed: true``) and the write runs once:
 
 - the key is bound to the token and to a digest of the method, the path
-  (query included) and the body; the same key with another request is 422;
+  (query included) and the body *as a JSON value* (:func:`comparable_body`:
+  other whitespace or key order is the same request); the same key with
+  another request is 422;
 - a row is inserted *before* the write runs; the unique constraint on
   (token, key) is the lock, so of two racing requests (threads, workers,
   machines sharing the database) exactly one executes and the other gets
@@ -68,14 +70,33 @@ def _json_error(status: int, error: str, detail: str) -> HttpResponse:
     )
 
 
+def comparable_body(body: bytes) -> bytes:
+    """The body as a JSON value, spelled one way: what "the same body" means.
+
+    A client that re-serialises its request for a retry (other whitespace,
+    other key order, ``\\u00e9`` for ``é``) sends the same request; a
+    different value (another string, ``1`` for ``"1"``, ``1.0`` for ``1``)
+    is a different one. A body that is not JSON (the API refuses it anyway)
+    is compared byte for byte.
+    """
+    if not body:
+        return b""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return b"bytes:" + body
+    # ensure_ascii: a lone surrogate (refused later by the API) still encodes.
+    return b"json:" + json.dumps(value, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
 def request_digest(request: HttpRequest) -> str:
-    """SHA-256 over method, full path and body: what "the same request" means."""
+    """SHA-256 over method, full path and the body's JSON value: what "the same request" means."""
     digest = hashlib.sha256()
     digest.update(request.method.encode("ascii") if request.method else b"")
     digest.update(b"\n")
     digest.update(request.get_full_path().encode("utf-8", "surrogatepass"))
     digest.update(b"\n")
-    digest.update(request.body)
+    digest.update(comparable_body(request.body))
     return digest.hexdigest()
 
 
@@ -124,7 +145,9 @@ def _claim(token: ApiToken, key: str, digest: str) -> IdempotencyKey | None:
     return IdempotencyKey.objects.filter(token=token, key=key).first()
 
 
-def _replay(token: ApiToken, existing: IdempotencyKey, digest: str) -> HttpResponse:
+def _replay(
+    request: HttpRequest, token: ApiToken, existing: IdempotencyKey, digest: str
+) -> HttpResponse:
     if existing.request_digest != digest:
         return _json_error(
             422,
@@ -142,7 +165,7 @@ def _replay(token: ApiToken, existing: IdempotencyKey, digest: str) -> HttpRespo
         return response
     # A replay is a request too: it counts against the token's rate limit.
     try:
-        ratelimits.consume(token)
+        ratelimits.consume_for(request, token)
     except ratelimits.RateLimited as exc:
         return ratelimits.too_many_requests(exc)
     response = HttpResponse(
@@ -180,7 +203,7 @@ class IdempotencyMiddleware:
         digest = request_digest(request)
         existing = _claim(token, key, digest)
         if existing is not None:
-            return _replay(token, existing, digest)
+            return _replay(request, token, existing, digest)
         try:
             response = self.get_response(request)
         except BaseException:

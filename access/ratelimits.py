@@ -28,8 +28,17 @@ limit (at most a block less one per process), and the token page counts
 reserved requests (the same bound). ``AETNAWEB_API_RATE_LIMIT_BLOCK=1``
 restores exact per-request counting.
 
-A token over its limit gets 429 with ``Retry-After`` (the seconds until its
-window ends). Once per window per token, older windows of that token are
+Every response to a rate-limited token carries the limit, what is left of
+it and when the window ends, as the separate header fields of the IETF
+draft (draft-ietf-httpapi-ratelimit-headers, the form of drafts 03 to 06):
+``RateLimit-Limit`` (requests per window), ``RateLimit-Remaining`` and
+``RateLimit-Reset`` (seconds until the window ends), set by
+:class:`RateLimitHeadersMiddleware`. ``Remaining`` is this process's view:
+what no process has reserved yet plus what this process holds, so with
+several processes it can be a little higher than what is left (by the
+blocks other processes hold). A token over its limit gets 429 with
+``Retry-After`` (the seconds until its window ends) and the same fields,
+``Remaining`` 0. Once per window per token, older windows of that token are
 deleted. The limit is ``ApiToken.rate_limit_per_minute`` when set, otherwise
 ``settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE``; 0 means unlimited (no
 statement at all). A fixed window lets a client make up to twice its limit
@@ -40,12 +49,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from access.models import ApiToken, RateLimitWindow
@@ -70,6 +80,8 @@ class Usage:
     limit: int  # 0: unlimited
     used: int  # requests reserved in the database for this window (all processes)
     window_start: int
+    remaining: int = 0  # requests this token may still make in the window (this process's view)
+    reset_after: int = WINDOW_SECONDS  # seconds until the window ends
 
 
 @dataclass
@@ -150,9 +162,10 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
     limit = limit_for(token)
     now = now or timezone.now()
     window = _window_of(now)
-    if limit == 0:
-        return Usage(limit=0, used=0, window_start=window)
     second = int(now.timestamp())
+    reset_after = max(1, window + WINDOW_SECONDS - second)
+    if limit == 0:
+        return Usage(limit=0, used=0, window_start=window, reset_after=reset_after)
     state = _reservation(token, window, limit)
     with state.lock:
         if not state.exhausted and state.left == 0:
@@ -164,8 +177,7 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
             state.left = granted
             state.exhausted = granted == 0
         if state.exhausted:
-            retry_after = max(1, window + WINDOW_SECONDS - second)
-            raise RateLimited(limit, retry_after)
+            raise RateLimited(limit, reset_after)
         state.left -= 1
         if state.left == 0 and state.seen >= limit:
             state.exhausted = True
@@ -173,7 +185,15 @@ def consume(token: ApiToken, *, now: datetime | None = None) -> Usage:
             state.pace_before = state.pace_now if second == state.pace_second + 1 else 0
             state.pace_now, state.pace_second = 0, second
         state.pace_now += 1
-        return Usage(limit=limit, used=state.seen, window_start=window)
+        # Not yet reserved by any process, plus reserved here and not yet used.
+        remaining = max(0, limit - state.seen) + state.left
+        return Usage(
+            limit=limit,
+            used=state.seen,
+            window_start=window,
+            remaining=remaining,
+            reset_after=reset_after,
+        )
 
 
 def requests_this_window(tokens: list[ApiToken], *, now: datetime | None = None) -> dict[int, int]:
@@ -183,12 +203,76 @@ def requests_this_window(tokens: list[ApiToken], *, now: datetime | None = None)
     return dict(rows.values_list("token_id", "count"))
 
 
+def header_fields(usage: Usage) -> dict[str, str]:
+    """The draft's three fields for ``usage``; none for an unlimited token (nothing to tell)."""
+    if usage.limit == 0:
+        return {}
+    return {
+        "RateLimit-Limit": str(usage.limit),
+        "RateLimit-Remaining": str(usage.remaining),
+        "RateLimit-Reset": str(usage.reset_after),
+    }
+
+
+# Where the usage of the request's token waits for the response (set by whoever
+# counted the request: the bearer's authenticator or an idempotent replay).
+_USAGE_ATTRIBUTE = "aetnaweb_rate_limit_usage"
+
+
+def note_usage(request: HttpRequest, usage: Usage) -> None:
+    """Remember ``usage`` on ``request`` so its response carries the rate-limit fields."""
+    setattr(request, _USAGE_ATTRIBUTE, usage)
+
+
+def consume_for(request: HttpRequest, token: ApiToken) -> Usage:
+    """:func:`consume`, noting the usage on ``request`` (a refusal notes the spent window)."""
+    try:
+        usage = consume(token)
+    except RateLimited as exc:
+        note_usage(
+            request,
+            Usage(
+                limit=exc.limit,
+                used=exc.limit,
+                window_start=0,
+                remaining=0,
+                reset_after=exc.retry_after,
+            ),
+        )
+        raise
+    note_usage(request, usage)
+    return usage
+
+
+class RateLimitHeadersMiddleware:
+    """Adds ``RateLimit-Limit``/``-Remaining``/``-Reset`` to every answer of a counted request.
+
+    Outside the idempotency middleware, so a replayed answer (counted too)
+    carries them; a request nobody counted (no token, a bad token, an
+    unlimited token) gets none.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        usage = getattr(request, _USAGE_ATTRIBUTE, None)
+        if isinstance(usage, Usage):
+            for name, value in header_fields(usage).items():
+                response[name] = value
+        return response
+
+
 def too_many_requests(exc: RateLimited) -> HttpResponse:
-    """The API's JSON error shape with status 429 and ``Retry-After``."""
+    """The API's JSON error shape with status 429, ``Retry-After`` and the spent window's fields."""
     response = HttpResponse(
         json.dumps({"error": "rate_limited", "field": None, "detail": str(exc)}),
         status=429,
         content_type="application/json",
     )
     response["Retry-After"] = str(exc.retry_after)
+    response["RateLimit-Limit"] = str(exc.limit)
+    response["RateLimit-Remaining"] = "0"
+    response["RateLimit-Reset"] = str(exc.retry_after)
     return response

@@ -282,8 +282,9 @@ def check_body_size(request: HttpRequest) -> None:
 # -- authentication ------------------------------------------------------------------
 
 
-TokenAuthenticator = Callable[[str], TokenRow]
-"""The raw bearer token -> its live token row; raises to refuse (the installer maps its errors)."""
+TokenAuthenticator = Callable[[HttpRequest, str], TokenRow]
+"""(request, raw bearer token) -> its live token row; raises to refuse (the installer maps
+its errors). It gets the request so what it learns (the rate-limit count) can reach the answer."""
 
 
 def unauthorized(detail: str) -> ApiError:
@@ -316,7 +317,7 @@ class TokenBearer(HttpBearer):
             raise unauthorized("token authentication is not configured on this server")
         # The authenticator also counts the request against the token's rate
         # limit: 429 before any work.
-        api_token = self.authenticator(token)
+        api_token = self.authenticator(request, token)
         request.principal = access.token_principal(api_token)  # type: ignore[attr-defined]
         # Checked here, after authentication, so an anonymous caller learns
         # only "401" and an agent learns its body is too large before any
@@ -431,6 +432,22 @@ _RETRY_AFTER_HEADER = {
         "schema": {"type": "integer", "minimum": 0},
     }
 }
+# Every answer to a counted token carries the draft's separate fields
+# (access/ratelimits.py); an unlimited token's answers carry none, hence "may".
+_RATE_LIMIT_HEADERS = {
+    "RateLimit-Limit": {
+        "description": "Requests this token may make per window (absent when unlimited).",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "RateLimit-Remaining": {
+        "description": "Requests left in the current window.",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "RateLimit-Reset": {
+        "description": "Seconds until the current window ends.",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+}
 _ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
 
 
@@ -468,6 +485,9 @@ def _add_refusal(
 def _describe_guards(method: str, operation: dict[str, Any]) -> None:
     if operation.get("security"):
         _add_refusal(operation, 429, _RATE_LIMIT_CODES, retry_after=True)
+        for status, response in operation["responses"].items():
+            if status != "401":  # a refused token was never counted
+                response.setdefault("headers", {}).update(_RATE_LIMIT_HEADERS)
     if method.upper() not in IDEMPOTENT_WRITE_METHODS:
         return
     parameters = operation.setdefault("parameters", [])

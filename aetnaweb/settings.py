@@ -156,7 +156,13 @@ CORS_URLS_REGEX = r"^/api/v1/.*$"
 CORS_ALLOW_CREDENTIALS = False
 CORS_ALLOW_METHODS = ("DELETE", "GET", "OPTIONS", "PATCH", "POST", "PUT")
 CORS_ALLOW_HEADERS = ("accept", "authorization", "content-type", "idempotency-key")
-CORS_EXPOSE_HEADERS = ("Retry-After", "Idempotent-Replayed")
+CORS_EXPOSE_HEADERS = (
+    "Retry-After",
+    "Idempotent-Replayed",
+    "RateLimit-Limit",
+    "RateLimit-Remaining",
+    "RateLimit-Reset",
+)
 CORS_PREFLIGHT_MAX_AGE = env_int("AETNAWEB_CORS_MAX_AGE_SECONDS", 600)
 
 INSTALLED_APPS = [
@@ -200,6 +206,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Outside the idempotency middleware: a replayed answer is counted too and says so.
+    "access.ratelimits.RateLimitHeadersMiddleware",
     # Innermost: a replayed API write skips the view but passes every header above.
     "access.idempotency.IdempotencyMiddleware",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from pydantic import Field, model_validator
 
 from aetnaweb import access
@@ -55,13 +55,15 @@ def add_routes(router: Router) -> None:
 
     @router.post(
         "/remember/batch",
-        response={200: RememberBatchOut, **ERROR_RESPONSES},
+        response={201: RememberBatchOut, 200: RememberBatchOut, **ERROR_RESPONSES},
         summary="Remember many messages at one scope in one transaction (all or nothing)",
     )
-    def remember_batch(request: HttpRequest, payload: RememberBatchIn) -> dict[str, Any]:
+    def remember_batch(request: HttpRequest, payload: RememberBatchIn) -> Status[dict[str, Any]]:
         """Each item is a message (``text``) or a fact (``key`` and ``value``), stored in order
-        at exactly ``scope`` (capability ``write``). One result per item, in order. If any
-        item is refused the answer is 400 naming ``items.<index>.<field>`` and nothing is stored."""
+        at exactly ``scope`` (capability ``write``). One result per item, in order. 201 when
+        any item stored a record; 200 when none did (every item a duplicate or a message with
+        no fact in it), as ``/remember`` answers for one. If any item is refused the answer
+        is 400 naming ``items.<index>.<field>`` and nothing is stored."""
         require(request, access.WRITE, payload.scope)
         items = [batch.BatchItem(**item.model_dump()) for item in payload.items]
         # A refused item (BatchItemError) names items.<index>.<field> and its own code.
@@ -70,4 +72,6 @@ def add_routes(router: Router) -> None:
             items=items,
             principal=principal_of(request),
         )
-        return {"scope": payload.scope, "results": [result.as_dict() for result in results]}
+        answers = [result.as_dict() for result in results]
+        stored = any(answer["records"] for answer in answers)
+        return Status(201 if stored else 200, {"scope": payload.scope, "results": answers})

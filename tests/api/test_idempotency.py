@@ -87,6 +87,65 @@ def test_the_same_key_with_a_different_body_is_422_and_writes_nothing(client, se
     assert (Record.objects.count(), AuditEvent.objects.count()) == (records, events)
 
 
+def _post_raw(client: Client, secret: str, key: str, raw: str):
+    return client.post(
+        "/api/v1/memory/remember",
+        data=raw,
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": key},
+    )
+
+
+def test_the_same_json_spelled_otherwise_is_a_replay(client, secret):
+    # Given a write sent compactly, with a key
+    first = _post_raw(
+        client, secret, "k-json", '{"scope":"acme:alice:proj","text":"My car is red."}'
+    )
+    assert first.status_code == 201
+    records, events = Record.objects.count(), AuditEvent.objects.count()
+    # When the retry re-serialises it: other whitespace, other key order, an escaped letter
+    retry = _post_raw(
+        client,
+        secret,
+        "k-json",
+        '{\n  "text": "My c\\u0061r is red.",\n  "scope": "acme:alice:proj"\n}\n',
+    )
+    # Then it is the same request: the first answer, replayed, and nothing stored twice
+    assert retry.status_code == 201
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.content == first.content
+    assert (Record.objects.count(), AuditEvent.objects.count()) == (records, events)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        '{"scope": "acme:alice:proj", "text": "My car is red!"}',  # another string
+        '{"scope": "acme:alice:proj", "text": "My car is red.", "force": false}',  # a field more
+        '{"scope": "acme:alice:proj", "text": "My car is red.", "metadata": {"n": 1.0}}',
+    ],
+)
+def test_a_different_json_value_under_the_same_key_is_still_422(client, secret, other):
+    # Given a key used for one JSON value
+    first = _post_raw(
+        client,
+        secret,
+        "k-value",
+        '{"scope": "acme:alice:proj", "text": "My car is red.", "metadata": {"n": 1}}'
+        if "metadata" in other
+        else '{"scope": "acme:alice:proj", "text": "My car is red."}',
+    )
+    assert first.status_code == 201
+    records, events = Record.objects.count(), AuditEvent.objects.count()
+    # When the same key comes with a different value (even 1.0 for 1: a different spelling
+    # of a number may mean another type to the server)
+    response = _post_raw(client, secret, "k-value", other)
+    # Then 422, and nothing written
+    assert response.status_code == 422
+    assert response.json()["error"] == "idempotency_key_reused"
+    assert (Record.objects.count(), AuditEvent.objects.count()) == (records, events)
+
+
 def test_the_same_key_on_another_path_is_422(client, secret):
     body = {"scope": S, "query": "car"}
     assert _post(client, secret, "k-3", body, path="recall").status_code == 200

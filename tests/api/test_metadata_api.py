@@ -193,7 +193,7 @@ def test_batch_items_take_metadata_and_a_bad_one_names_its_item(alice_api):
             ],
         },
     )
-    assert ok.status_code == 200, ok.data
+    assert ok.status_code == 201, ok.data
     assert [r["records"][0]["metadata"] for r in ok.data["results"]] == [{"n": 1}, {"n": 2}]
     before = counts()
     bad = alice_api.post(

@@ -325,3 +325,84 @@ def test_the_token_page_shows_limits_and_creates_with_an_override(
     )
     assert refused.status_code == 400
     assert not ApiToken.objects.filter(name="bad-bot").exists()
+
+
+def test_every_counted_answer_carries_the_rate_limit_fields(client, db, settings, one_window):
+    # Given a limit of 3 per minute, counted request by request
+    settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 3
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 1
+    secret = issue_token("acme:alice:*")
+    # When the token makes three successful requests (a read, a write, a read)
+    answers = [
+        _get(client, secret),
+        _remember(client, secret, "My car is red."),
+        _get(client, secret),
+    ]
+    # Then each says the limit, what is left and when the window ends
+    assert [a.status_code for a in answers] == [200, 201, 200]
+    assert [a["RateLimit-Limit"] for a in answers] == ["3", "3", "3"]
+    assert [a["RateLimit-Remaining"] for a in answers] == ["2", "1", "0"]
+    for answer in answers:
+        assert 1 <= int(answer["RateLimit-Reset"]) <= 60
+    # And the refusal that follows carries them too, with Retry-After
+    refused = _get(client, secret)
+    assert refused.status_code == 429
+    assert (refused["RateLimit-Limit"], refused["RateLimit-Remaining"]) == ("3", "0")
+    assert refused["RateLimit-Reset"] == refused["Retry-After"]
+
+
+def test_a_refused_answer_of_a_counted_request_carries_the_fields(client, db, settings, one_window):
+    # Given a counted token and a request the API refuses (a bad body)
+    settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 10
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 1
+    secret = issue_token("acme:alice:*")
+    response = client.post(
+        "/api/v1/memory/remember",
+        data=json.dumps({"scope": S}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    # Then the 400 still tells the client its limit
+    assert response.status_code == 400
+    assert (response["RateLimit-Limit"], response["RateLimit-Remaining"]) == ("10", "9")
+
+
+def test_an_idempotent_replay_carries_the_fields(client, db, settings, one_window):
+    settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 5
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 1
+    secret = issue_token("acme:alice:*")
+    headers = {"Authorization": f"Bearer {secret}", "Idempotency-Key": "k-fields"}
+    body = json.dumps({"scope": S, "text": "My car is red."})
+    answers = [
+        client.post(
+            "/api/v1/memory/remember", data=body, content_type="application/json", headers=headers
+        )
+        for _ in range(2)
+    ]
+    assert answers[1]["Idempotent-Replayed"] == "true"
+    assert [a["RateLimit-Remaining"] for a in answers] == ["4", "3"]
+
+
+def test_uncounted_answers_carry_no_fields(client, db, settings):
+    # Given an unlimited token, and a request with a bad token
+    settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 0
+    secret = issue_token("acme:alice:*")
+    unlimited = _get(client, secret)
+    bad = _get(client, "aetna_x_y")
+    # Then neither says anything about a limit (there is none to tell, or nobody was counted)
+    assert unlimited.status_code == 200 and bad.status_code == 401
+    for response in (unlimited, bad):
+        assert not response.has_header("RateLimit-Limit")
+        assert not response.has_header("RateLimit-Remaining")
+
+
+def test_remaining_counts_blocks_reserved_here_as_still_available(db, settings, one_window):
+    # Given a busy token counted in blocks (a block reserves several requests at once)
+    settings.AETNAWEB_API_RATE_LIMIT_PER_MINUTE = 1000
+    settings.AETNAWEB_API_RATE_LIMIT_BLOCK = 16
+    issue_token("acme:alice:*")
+    token = ApiToken.objects.get()
+    # When it makes 40 requests in this process
+    usages = [ratelimits.consume(token) for _ in range(40)]
+    # Then Remaining goes down by one per request, whatever the database row says
+    assert [u.remaining for u in usages] == list(range(999, 959, -1))

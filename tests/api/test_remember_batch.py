@@ -31,8 +31,9 @@ def test_a_batch_stores_every_item_in_order_with_one_result_each(alice_api):
     }
     # When they are sent in one call
     response = alice_api.post(URL, body)
-    # Then there is one result per item, in order, each as /remember would answer
-    assert response.status_code == 200, response.data
+    # Then it is 201 (something was stored), one result per item, in order, each as
+    # /remember would answer
+    assert response.status_code == 201, response.data
     results = response.data["results"]
     assert len(results) == 3
     assert results[0]["trust_tier"] == "trusted_user"
@@ -97,3 +98,16 @@ def test_the_service_refuses_an_empty_or_oversized_batch():
     with pytest.raises(batch.MemoryEngineError):
         batch.remember_batch(principal=SYSTEM, scope=S, items=[batch.BatchItem(text="x")] * 101)
     assert counts() == (0, 0, 0)
+
+
+def test_a_batch_that_stores_nothing_new_answers_200(alice_api):
+    # Given a fact already stored
+    item = {"key": "deploy window", "value": "Tuesdays 9-11"}
+    assert alice_api.post(URL, {"scope": S, "items": [item]}).status_code == 201
+    before = counts()
+    # When a batch holds only that duplicate
+    response = alice_api.post(URL, {"scope": S, "items": [item]})
+    # Then it is 200 (nothing new stored), with its result saying so
+    assert response.status_code == 200, response.data
+    assert response.data["results"][0]["records"] == []
+    assert counts()[0] == before[0]

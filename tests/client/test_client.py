@@ -14,6 +14,7 @@ from aetnaweb_client import (
     Conflict,
     Forbidden,
     NotFound,
+    RateLimited,
     ServerError,
     TransportError,
     Unauthorized,
@@ -213,3 +214,96 @@ def test_an_unreachable_server_is_a_transport_error_after_the_retries():
     with pytest.raises(TransportError):
         client.list_records(SCOPE)
     assert len(seen) == 3  # one try and two retries
+
+
+def _limited_then_ok(count: int, seen: list[httpx.Request], retry_after: str | None = "7"):
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) <= count:
+            headers = {"Retry-After": retry_after} if retry_after is not None else {}
+            body = {"error": "rate_limited", "field": None, "detail": "slow down"}
+            return httpx.Response(429, json=body, headers=headers)
+        return httpx.Response(201, json={"scope": SCOPE, "records": []})
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_429_is_waited_out_as_retry_after_says_then_retried_with_the_same_key(monkeypatch):
+    # Given a server that answers 429 (Retry-After: 7) twice, then accepts
+    waits: list[float] = []
+    monkeypatch.setattr("aetnaweb_client.client.time.sleep", waits.append)
+    seen: list[httpx.Request] = []
+    client = Client("http://x", token="t", transport=_limited_then_ok(2, seen))
+    # When a write is sent
+    result = client.remember(SCOPE, "My shell is zsh")
+    # Then the client waited what the server said, retried, and succeeded
+    assert result["scope"] == SCOPE
+    assert waits == [7.0, 7.0]
+    assert len(seen) == 3
+    # And every attempt carried one Idempotency-Key (a retry is a replay, never a second write)
+    keys = {request.headers["Idempotency-Key"] for request in seen}
+    assert len(keys) == 1 and len(keys.pop()) == 36
+
+
+def test_after_its_retries_a_429_raises_rate_limited_carrying_retry_after(monkeypatch):
+    # Given a server that keeps answering 429 and a client allowed one retry, waits capped at 2 s
+    waits: list[float] = []
+    monkeypatch.setattr("aetnaweb_client.client.time.sleep", waits.append)
+    seen: list[httpx.Request] = []
+    client = Client(
+        "http://x",
+        token="t",
+        transport=_limited_then_ok(99, seen),
+        rate_limit_retries=1,
+        max_retry_after=2,
+    )
+    # When reading / Then one capped wait, two tries, and the typed error with the server's figure
+    with pytest.raises(RateLimited) as caught:
+        client.whoami()
+    assert waits == [2.0]
+    assert len(seen) == 2
+    assert caught.value.retry_after == 7.0
+    assert (caught.value.status, caught.value.code) == (429, "rate_limited")
+    assert "Idempotency-Key" not in seen[0].headers  # reads carry no key
+
+
+def test_zero_rate_limit_retries_raises_at_once_and_no_retry_after_means_none(monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr("aetnaweb_client.client.time.sleep", waits.append)
+    seen: list[httpx.Request] = []
+    client = Client(
+        "http://x",
+        token="t",
+        transport=_limited_then_ok(1, seen, retry_after=None),
+        rate_limit_retries=0,
+    )
+    with pytest.raises(RateLimited) as caught:
+        client.remember(SCOPE, "My shell is zsh")
+    assert (waits, len(seen), caught.value.retry_after) == ([], 1, None)
+
+
+def test_every_write_sends_its_own_idempotency_key():
+    seen: list[httpx.Request] = []
+    client = Client("http://x", token="t", transport=_limited_then_ok(0, seen))
+    client.remember(SCOPE, "My shell is zsh")
+    client.remember(SCOPE, "My shell is zsh")
+    keys = [request.headers["Idempotency-Key"] for request in seen]
+    assert len(set(keys)) == 2
+
+
+def test_the_async_client_waits_out_a_429_too(monkeypatch):
+    waits: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("aetnaweb_client.client.asyncio.sleep", fake_sleep)
+    seen: list[httpx.Request] = []
+
+    async def main() -> None:
+        async with AsyncClient("http://x", token="t", transport=_limited_then_ok(1, seen)) as c:
+            await c.remember(SCOPE, "My shell is zsh")
+
+    asyncio.run(main())
+    assert waits == [7.0]
+    assert len({r.headers["Idempotency-Key"] for r in seen}) == 1 and len(seen) == 2

@@ -2,9 +2,14 @@
 
 Each endpoint is described once (:class:`_Call`: method, path, query, body);
 :class:`Client` and :class:`AsyncClient` only differ in how they send it.
-Only GETs are retried (connection failures and 502/503/504): a write is never
-sent twice, since the API has no idempotency keys yet and a retried remember
-could store a fact twice.
+Every write carries a fresh ``Idempotency-Key`` (one per call, the same on
+each of its attempts), so a retried write is answered from the first answer
+instead of storing twice. GETs are retried on connection failures and
+502/503/504; every call, writes included, is retried on 429 after the
+server's ``Retry-After`` (at most ``rate_limit_retries`` times, each wait
+capped at ``max_retry_after`` seconds), then raises
+:class:`~aetnaweb_client.errors.RateLimited` carrying ``retry_after``. A 429
+is never kept for a key, so the retry runs the write.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +26,7 @@ from urllib.parse import quote
 
 import httpx
 
-from aetnaweb_client.errors import TransportError, error_for
+from aetnaweb_client.errors import TransportError, error_for, retry_after_of
 from aetnaweb_client.types import (
     JSON,
     ForgetPreview,
@@ -33,7 +39,9 @@ from aetnaweb_client.types import (
 )
 
 RETRY_STATUSES = frozenset({502, 503, 504})
+RATE_LIMITED = 429
 DEFAULT_TIMEOUT = 30.0
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @dataclass(frozen=True)
@@ -193,7 +201,7 @@ def _decode(response: httpx.Response, call: _Call) -> Any:
         body: Any = response.json()
     except ValueError:
         body = response.text
-    raise error_for(response.status_code, body)
+    raise error_for(response.status_code, body, response.headers.get("Retry-After"))
 
 
 def _base_url(url: str) -> str:
@@ -209,12 +217,26 @@ def _backoff(attempt: int, base: float) -> float:
     return float(base * (2**attempt))
 
 
+def _call_headers(call: _Call) -> dict[str, str] | None:
+    # One key per call, reused by its retries: that is what makes a retry a replay.
+    return None if call.idempotent else {IDEMPOTENCY_HEADER: str(uuid.uuid4())}
+
+
+def _rate_limit_wait(response: httpx.Response, attempt: int, base: float, cap: float) -> float:
+    """The server's Retry-After (exponential backoff if it sent none), at most ``cap``."""
+    told = retry_after_of(response.headers.get("Retry-After"))
+    return min(cap, told if told is not None else _backoff(attempt, base))
+
+
 class Client:
     """A blocking client. ``Client("http://127.0.0.1:8000", token="aetna_...")``.
 
     Refusals raise :class:`~aetnaweb_client.errors.ApiError` subclasses carrying
     the JSON ``code`` and ``field``. GETs are retried ``retries`` times on
-    connection errors and 502/503/504; writes are never retried.
+    connection errors and 502/503/504; every call is retried
+    ``rate_limit_retries`` times on 429 after ``Retry-After`` (capped at
+    ``max_retry_after`` seconds), then raises ``RateLimited``. Every write
+    sends an ``Idempotency-Key``.
     """
 
     def __init__(
@@ -225,6 +247,8 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = 2,
         backoff: float = 0.2,
+        rate_limit_retries: int = 2,
+        max_retry_after: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._http = httpx.Client(
@@ -235,6 +259,8 @@ class Client:
         )
         self.retries = retries
         self.backoff = backoff
+        self.rate_limit_retries = rate_limit_retries
+        self.max_retry_after = max_retry_after
 
     def __enter__(self) -> Client:
         return self
@@ -246,21 +272,35 @@ class Client:
         self._http.close()
 
     def _run(self, call: _Call) -> Any:
+        headers = _call_headers(call)
         attempts = 1 + (self.retries if call.idempotent else 0)
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        attempt = limited = 0
+        while True:
+            last = attempt >= attempts - 1
             try:
                 response = self._http.request(
-                    call.method, call.path, params=call.params or None, json=call.body
+                    call.method,
+                    call.path,
+                    params=call.params or None,
+                    json=call.body,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 if last:
                     raise TransportError(f"{call.method} {call.path}: {exc}") from exc
             else:
+                if response.status_code == RATE_LIMITED:
+                    # Nothing was done; waiting as told is always safe, writes included.
+                    if limited >= self.rate_limit_retries:
+                        return _decode(response, call)
+                    wait = _rate_limit_wait(response, limited, self.backoff, self.max_retry_after)
+                    limited += 1
+                    time.sleep(wait)
+                    continue
                 if response.status_code not in RETRY_STATUSES or last:
                     return _decode(response, call)
             time.sleep(_backoff(attempt, self.backoff))
-        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+            attempt += 1
 
     # -- the token -----------------------------------------------------------------
 
@@ -564,6 +604,8 @@ class AsyncClient:
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = 2,
         backoff: float = 0.2,
+        rate_limit_retries: int = 2,
+        max_retry_after: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(
@@ -574,6 +616,8 @@ class AsyncClient:
         )
         self.retries = retries
         self.backoff = backoff
+        self.rate_limit_retries = rate_limit_retries
+        self.max_retry_after = max_retry_after
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -585,21 +629,35 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _run(self, call: _Call) -> Any:
+        headers = _call_headers(call)
         attempts = 1 + (self.retries if call.idempotent else 0)
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        attempt = limited = 0
+        while True:
+            last = attempt >= attempts - 1
             try:
                 response = await self._http.request(
-                    call.method, call.path, params=call.params or None, json=call.body
+                    call.method,
+                    call.path,
+                    params=call.params or None,
+                    json=call.body,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 if last:
                     raise TransportError(f"{call.method} {call.path}: {exc}") from exc
             else:
+                if response.status_code == RATE_LIMITED:
+                    # Nothing was done; waiting as told is always safe, writes included.
+                    if limited >= self.rate_limit_retries:
+                        return _decode(response, call)
+                    wait = _rate_limit_wait(response, limited, self.backoff, self.max_retry_after)
+                    limited += 1
+                    await asyncio.sleep(wait)
+                    continue
                 if response.status_code not in RETRY_STATUSES or last:
                     return _decode(response, call)
             await asyncio.sleep(_backoff(attempt, self.backoff))
-        raise AssertionError("unreachable")
+            attempt += 1
 
     async def whoami(self) -> TokenInfo:
         return cast(TokenInfo, await self._run(_Calls.whoami()))

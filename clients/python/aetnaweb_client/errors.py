@@ -45,6 +45,26 @@ class Conflict(ApiError):
     """409: the records are not in the state the request assumed (e.g. a stale forget preview)."""
 
 
+class RateLimited(ApiError):
+    """429: the token's requests for this window are used up; nothing was done.
+
+    ``retry_after`` is the server's ``Retry-After`` in seconds (None if it sent none).
+    The client has already waited and retried ``rate_limit_retries`` times when it raises.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        field: str | None = None,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(status, code, detail, field)
+        self.retry_after = retry_after
+
+
 class ServerError(ApiError):
     """5xx: the server failed or is unavailable."""
 
@@ -58,11 +78,23 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def error_for(status: int, body: Any) -> ApiError:
+def retry_after_of(value: str | None) -> float | None:
+    """``Retry-After`` as seconds (the API sends a number); None when absent or not a number."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def error_for(status: int, body: Any, retry_after: str | None = None) -> ApiError:
     """The typed exception for a non-2xx answer (the body as parsed JSON, or text)."""
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         code, detail, field = body["error"], str(body.get("detail", "")), body.get("field")
     else:
         code, detail, field = "http_error", str(body)[:500], None
+    field = field if isinstance(field, str) else None
+    if status == 429:
+        return RateLimited(status, code, detail, field, retry_after=retry_after_of(retry_after))
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
-    return cls(status, code, detail, field if isinstance(field, str) else None)
+    return cls(status, code, detail, field)
