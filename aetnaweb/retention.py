@@ -10,7 +10,11 @@ What one run removes (periods from settings, documented in docs/operators.md):
   ``AETNAWEB_RETENTION_TASK_RESULT_DAYS``;
 - ``export_files``: audit export files older than ``AETNAWEB_RETENTION_EXPORT_DAYS``
   (the job row stays, saying the file was removed);
-- ``jobs``: finished job rows older than ``AETNAWEB_RETENTION_JOB_DAYS``.
+- ``jobs``: finished job rows older than ``AETNAWEB_RETENTION_JOB_DAYS``;
+- memory content that lapsed: what the retention policies on scope subtrees
+  let go and records past their own ``expires_at``, purged with deletion
+  receipts under the forget's lineage rules, scopes under a legal hold
+  skipped and reported (:mod:`memory.services.retention`).
 
 Audit events, checkpoints, deletion receipts, the Merkle tree, verification
 runs and retrieval logs (the "why was this recalled" pages that audit events
@@ -42,6 +46,7 @@ from aetnaweb.text import storable_text_arguments
 from audit.services import append_event
 from jobs.models import Job
 from jobs.services import Progress, queue_after_commit, record_job, remove_file, run_job
+from memory.services import retention as memory_retention
 from memory.services.holds import is_held
 
 EVENT_TYPE = "retention.run"
@@ -102,7 +107,7 @@ def _record(principal: Principal, *, dry_run: bool, started_by: str | None) -> J
         scope=None,
         started_by=access.audit_actor(principal, started_by),
         requested_by_id=principal.user_id,
-        total=len(CATEGORIES),
+        total=len(CATEGORIES) + 1,
         params={"dry_run": dry_run, "policy": policy()},
     )
 
@@ -160,7 +165,12 @@ def _sweep(job: Job, progress: Progress) -> dict[str, Any]:
         for step, name in enumerate(CATEGORIES, start=1):
             counts[name] = candidates[name].count()
             progress.set(step)
-        return {"dry_run": True, "removed": counts}
+        preview = memory_retention.lapsed_counts(now)
+        progress.set(len(CATEGORIES) + 1)
+        return {"dry_run": True, "removed": counts, "memory": preview}
+    # Memory content first, scope by scope (each purge its own transaction,
+    # event and receipt, as a forget), so a hold refusing one scope stops no other.
+    memory = memory_retention.purge_lapsed(actor=job.started_by, job_id=job.pk, now=now).summary()
     # Files first, outside the transaction: a file is gone once unlinked, and
     # its row then says so whatever happens to the rest of the run.
     for export in candidates["export_files"].iterator():
@@ -176,9 +186,25 @@ def _sweep(job: Job, progress: Progress) -> dict[str, Any]:
             subject=Scope.platform(),
             event_type=EVENT_TYPE,
             actor=job.started_by,
-            payload={"job": job.pk, "removed": counts, "policy": job.params.get("policy")},
+            payload={
+                "job": job.pk,
+                "removed": counts,
+                "policy": job.params.get("policy"),
+                # Counts only: the receipts are in each scope's own chain.
+                "memory": {
+                    "records": memory["records"],
+                    "episodes": memory["episodes"],
+                    "receipts": len(memory["receipts"]),
+                    "held_scopes": len(memory["held"]),
+                },
+            },
         )
-    return {"dry_run": False, "removed": {name: counts[name] for name in CATEGORIES}}
+        progress.set(len(CATEGORIES) + 1)
+    return {
+        "dry_run": False,
+        "removed": {name: counts[name] for name in CATEGORIES},
+        "memory": memory,
+    }
 
 
 def _delete(rows: QuerySet[Any]) -> int:

@@ -62,7 +62,17 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
             else ""
         )
     ),
-    "memory.forget": lambda e, p: f"{e.actor} forgot {_plural(_count(p, 'count'), 'record')}",
+    "memory.forget": lambda e, p: (
+        f"retention purged {_plural(_count(p, 'count'), 'lapsed record')}"
+        if p.get("mode") == "expired"
+        else f"{e.actor} forgot {_plural(_count(p, 'count'), 'record')}"
+    ),
+    "memory.retention_policy_set": lambda e, p: (
+        f"{e.actor} set retention: keep {p.get('target')} {p.get('keep_days')} days here and below"
+    ),
+    "memory.retention_policy_removed": lambda e, p: (
+        f"{e.actor} removed the retention policy for {p.get('target')}"
+    ),
     "memory.forget_rejected": lambda e, p: f"{e.actor}'s forget was refused (nothing deleted)",
     "memory.subject_exported": lambda e, p: (
         f"{e.actor} exported everything stored under {e.subject_id}"

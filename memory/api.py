@@ -89,6 +89,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
                 force=payload.force,
                 metadata=payload.metadata,
                 occurred_at=payload.occurred_at,
+                expires_at=payload.expires_at,
                 principal=principal_of(request),
             )
         return _created_if_stored(result.as_dict())
@@ -105,6 +106,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]
             session_id=payload.session_id,
             turn_id=payload.turn_id,
             metadata=payload.metadata,
+            expires_at=payload.expires_at,
             principal=principal_of(request),
         )
     return _created_if_stored(result.as_dict())

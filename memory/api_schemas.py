@@ -140,6 +140,12 @@ class RememberIn(Schema):
         description="When the message was said (ISO 8601 with a time zone), for backfilling "
         "old conversations; kept on the episode and its records.",
     )
+    expires_at: datetime | None = Field(
+        None,
+        description="When the stored records lapse (ISO 8601 with a time zone, in the future): "
+        "recall skips them from then on and the retention run purges them, with a deletion "
+        "receipt. Omit to keep them until forgotten.",
+    )
 
 
 class CaptureIn(Schema):

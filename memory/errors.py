@@ -188,3 +188,12 @@ class SourceFactsWaiting(MemoryEngineError):
     code = "source_facts_waiting"
     status = 400
     meaning = "a rejection must take every waiting fact of its source; nothing was rejected"
+
+
+class RetentionPolicyError(MemoryEngineError):
+    """A retention policy that cannot be set or removed as asked: an unknown target, a keep
+    that is not a whole number of days in range, or no policy to remove."""
+
+    code = "retention_policy_refused"
+    status = 400
+    meaning = "a retention policy cannot be set or removed as asked (see detail); nothing changed"

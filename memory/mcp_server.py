@@ -117,6 +117,15 @@ SessionArg = Annotated[
         description="Forget every stored message and record of this session.",
     ),
 ]
+ExpiresAtArg = Annotated[
+    str | None,
+    Field(
+        default=None,
+        description="When the stored memories lapse (ISO 8601 with a time zone, in the "
+        "future): recall skips them from then on and retention purges them. Omit to keep "
+        "them until forgotten.",
+    ),
+]
 MetadataArg = Annotated[
     dict[str, Any] | None,
     Field(
@@ -326,6 +335,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
             str | None,
             Field(description="When the message was said, ISO 8601 with a time zone."),
         ] = None,
+        expires_at: ExpiresAtArg = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: services.remember(
@@ -337,6 +347,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 force=force,
                 metadata=metadata,
                 occurred_at=occurred_at,
+                expires_at=expires_at,
                 principal=principal,
             ).as_dict()
         )
@@ -369,6 +380,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         kind: Annotated[str | None, Field(default=None, max_length=MAX_KIND_CHARS)] = None,
         session_id: Context = None,
         metadata: MetadataArg = None,
+        expires_at: ExpiresAtArg = None,
     ) -> dict[str, Any]:
         """Remember an explicit fact: key (a slot such as 'backup email') and its value.
 
@@ -383,6 +395,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 kind=kind,
                 session_id=session_id,
                 metadata=metadata,
+                expires_at=expires_at,
                 principal=principal,
             ).as_dict()
         )

@@ -153,6 +153,9 @@ class Record(ScopedRow):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # When the caller said the record lapses (remember's expires_at): from then
+    # on recall skips it, and the next retention run purges it with its lineage.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -172,6 +175,12 @@ class Record(ScopedRow):
             # a scope's page, newest first whatever the status: without it the
             # planner sorts every record of a busy scope to keep 51
             models.Index(fields=["scope", "id"], name="mem_record_scope_id"),
+            # the retention run's "what lapsed" (only rows that carry a time)
+            models.Index(
+                fields=["expires_at"],
+                name="mem_record_expires",
+                condition=models.Q(expires_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -333,3 +342,45 @@ class LegalHold(ScopedRow):
 
     def __str__(self) -> str:
         return f"legal hold {self.hold_id} on {self.scope}"
+
+
+class RetentionTarget(models.TextChoices):
+    """What a retention policy keeps for a while (issue 32 item 3)."""
+
+    # Stored messages: their text is cleared; the facts drawn from them stay.
+    EPISODES = "episodes", "Stored messages (episodes)"
+    # Quarantined facts nobody promoted: purged with their supersession lineage.
+    QUARANTINED = "quarantined", "Quarantined records"
+    # Every record still holding content: purged with its lineage once the
+    # lineage's newest value is older than the keep.
+    RECORDS = "records", "All records"
+
+
+class RetentionPolicy(ScopedRow):
+    """Keep ``target`` under ``scope`` (the scope and every scope below it) for ``keep_days``.
+
+    Set and removed by admins of the subtree through
+    :mod:`memory.services.retention` (both audited); the scheduled retention
+    run purges what lapsed. Without a policy, content is kept until forgotten.
+    """
+
+    policy_id = models.CharField(max_length=40, unique=True)
+    target = models.CharField(max_length=20, choices=RetentionTarget.choices)
+    keep_days = models.PositiveIntegerField()
+    set_by = models.CharField(max_length=150)
+    set_at = models.DateTimeField()
+    # The last real run that applied it, and what that run purged under it.
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_records = models.PositiveIntegerField(default=0)
+    last_run_episodes = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+        indexes = [models.Index(fields=["tenant", "user", "project"], name="mem_retention_tree")]
+        constraints = [
+            # One keep per kind of content per subtree: setting again replaces it.
+            models.UniqueConstraint(fields=["scope", "target"], name="mem_retention_one")
+        ]
+
+    def __str__(self) -> str:
+        return f"keep {self.target} {self.keep_days} days under {self.scope}"

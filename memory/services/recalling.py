@@ -88,7 +88,10 @@ _CANDIDATE_SQL = (
     f"SELECT r.id, {', '.join('r.' + name for name in _CandidateRow._fields[1:])}, "  # noqa: S608  (constants)
     f"EXISTS (SELECT 1 FROM {RecordAuditLink._meta.db_table} l WHERE l.record_id = r.record_id "
     f"AND l.event_type IN ({', '.join(repr(t) for t in PURGE_EVENTS)})) "
-    f"FROM {Record._meta.db_table} r WHERE r.id IN ({{marks}})"
+    f"FROM {Record._meta.db_table} r WHERE r.id IN ({{marks}}) "
+    # A record whose own expires_at passed is never recalled, even before the
+    # retention run purges it (memory.services.retention).
+    "AND (r.expires_at IS NULL OR r.expires_at > %s)"
 )
 
 
@@ -100,7 +103,10 @@ def _candidate_rows(pks: list[int]) -> dict[int, _CandidateRow]:
     """
     field: Any = Record._meta.get_field("metadata")
     with connection.cursor() as cursor:
-        cursor.execute(_CANDIDATE_SQL.format(marks=", ".join(["%s"] * len(pks))), pks)
+        cursor.execute(
+            _CANDIDATE_SQL.format(marks=", ".join(["%s"] * len(pks))),
+            [*pks, connection.ops.adapt_datetimefield_value(timezone.now())],
+        )
         return {
             row[0]: _CandidateRow._make(
                 (

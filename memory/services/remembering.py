@@ -122,6 +122,8 @@ class _Write(NamedTuple):
     occurred_at: datetime | None = None
     # A trusted record's tier when it is not the user's own words (user_confirmed).
     tier: str = ""
+    # When the records lapse (remember's expires_at; None: kept until forgotten).
+    expires_at: datetime | None = None
 
     @property
     def trust_tier(self) -> str:
@@ -152,6 +154,7 @@ def _store_candidate(
     metadata: record_metadata.Metadata | None = None,
     occurred_at: datetime | None = None,
     trust_tier: str = "",
+    expires_at: datetime | None = None,
 ) -> tuple[StoredRecord | None, list[str]]:
     """Insert one candidate (or note its duplicate). Returns (stored, duplicate_of).
 
@@ -172,6 +175,7 @@ def _store_candidate(
         metadata or {},
         occurred_at,
         trust_tier,
+        expires_at,
     )
     digest_value = content_digest(candidate.content)
     duplicates = _repeats(scope, candidate, digest_value, trusted=trusted)
@@ -350,9 +354,21 @@ def _new_record(
             evidence=list(write.evidence),
             metadata=write.metadata,
             occurred_at=write.occurred_at,
+            expires_at=write.expires_at,
             created_at=write.now,
             updated_at=write.now,
         )
+
+
+def check_expires_at(value: Any) -> datetime | None:
+    """Remember's ``expires_at``: an aware time in the future (ISO 8601 with a zone), or None."""
+    lapses_at = parse_time(value, "expires_at")
+    if lapses_at is not None and lapses_at <= timezone.now():
+        raise InvalidInput(
+            "expires_at is not in the future: the record would lapse before it is stored",
+            field="expires_at",
+        )
+    return lapses_at
 
 
 def dated(candidates: Sequence[Candidate], said_at: datetime) -> list[Candidate]:
@@ -450,6 +466,7 @@ def remember(
     force: bool = False,
     metadata: dict[str, Any] | None = None,
     occurred_at: datetime | str | None = None,
+    expires_at: datetime | str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -460,10 +477,13 @@ def remember(
     Every record stored gets ``metadata`` (a duplicate keeps its own).
     ``occurred_at`` (aware, or ISO 8601 with a zone) is when the message was
     said, for backfilling old conversations; it is kept on the episode and records.
+    ``expires_at`` (aware, in the future) is when the records lapse: recall
+    skips them from then on and the retention run purges them with their lineage.
     """
     parsed = access.require(principal, access.WRITE, scope)
     text = _check_text(text)
     said_at = parse_time(occurred_at, "occurred_at")
+    lapses_at = check_expires_at(expires_at)
     checked_metadata = record_metadata.check_metadata(metadata)
     session = _context("session_id", session_id)
     turn = _context("turn_id", turn_id)
@@ -494,6 +514,7 @@ def remember(
             actor_label=actor_label,
             metadata=checked_metadata,
             occurred_at=said_at,
+            expires_at=lapses_at,
         )
 
 
@@ -508,6 +529,7 @@ def _remember_in_transaction(
     actor_label: str,
     metadata: record_metadata.Metadata,
     occurred_at: datetime | None = None,
+    expires_at: datetime | None = None,
 ) -> RememberResult:
     trust_tier = TrustTier.TRUSTED_USER if reading.trusted else TrustTier.UNTRUSTED_CONTENT
     lock_subject(str(parsed))
@@ -540,6 +562,7 @@ def _remember_in_transaction(
             tally=tally,
             metadata=metadata,
             occurred_at=occurred_at,
+            expires_at=expires_at,
         )
         if record:
             stored.append(record)
@@ -576,6 +599,7 @@ def remember_fact(
     session_id: str | None = None,
     turn_id: str | None = None,
     metadata: dict[str, Any] | None = None,
+    expires_at: datetime | str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RememberResult:
@@ -586,6 +610,7 @@ def remember_fact(
     parsed = access.require(principal, access.WRITE, scope)
     candidate = explicit_fact(key, value)
     checked_metadata = record_metadata.check_metadata(metadata)
+    lapses_at = check_expires_at(expires_at)
     kind_label = kind or ""
     if not isinstance(kind_label, str) or len(kind_label) > MAX_KIND_CHARS:
         raise InvalidInput(
@@ -604,6 +629,7 @@ def remember_fact(
             principal=principal,
             actor=actor,
             metadata=checked_metadata,
+            expires_at=lapses_at,
         )
 
 
@@ -617,6 +643,7 @@ def _remember_fact_in_transaction(
     principal: Principal,
     actor: str | None,
     metadata: record_metadata.Metadata,
+    expires_at: datetime | None = None,
 ) -> RememberResult:
     lock_subject(str(parsed))
     tally: dict[str, int] = {}
@@ -634,6 +661,7 @@ def _remember_fact_in_transaction(
         kind=kind_label,
         extra_payload={"kind": kind_label},
         metadata=metadata,
+        expires_at=expires_at,
     )
     _bump(parsed, **tally)
     return RememberResult(

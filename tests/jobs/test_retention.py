@@ -112,6 +112,8 @@ def test_a_run_removes_what_is_past_its_keep_by_and_keeps_the_rest():
             "export_files": 1,
             "jobs": 1,
         },
+        # No memory content lapsed (no retention policy, no expires_at): none purged.
+        "memory": {"records": 0, "episodes": 0, "receipts": [], "scopes": [], "held": []},
     }
     assert list(IdempotencyKey.objects.values_list("pk", flat=True)) == keep["idempotency"]
     assert list(RateLimitWindow.objects.values_list("pk", flat=True)) == keep["windows"]

@@ -62,3 +62,14 @@ class Command(BaseCommand):
         # In the documented order (a jsonb column does not keep key order).
         summary = ", ".join(f"{removed.get(name, 0)} {name}" for name in retention.CATEGORIES)
         self.stdout.write(f"retention job {job.pk}: {verb_done} {summary}")
+        memory = job.result.get("memory") or {}
+        self.stdout.write(
+            f"memory: {verb_done} {memory.get('records', 0)} lapsed records and "
+            f"{memory.get('episodes', 0)} stored messages"
+            + (f" with {len(memory['receipts'])} deletion receipts" if "receipts" in memory else "")
+        )
+        for held in memory.get("held", []):
+            self.stdout.write(
+                f"memory: kept under legal hold {held['hold_id']} at {held['scope']}: "
+                f"{held['records']} records and {held['episodes']} stored messages not purged"
+            )

@@ -4,8 +4,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
 :mod:`memory.selectors`::
 
     memory remember SCOPE TEXT [--session S] [--turn T] [--source-type T] [--force]
-                         [--occurred-at ISO-TIME]
-    memory remember SCOPE --key KEY --value VALUE [--kind KIND]
+                         [--occurred-at ISO-TIME] [--expires-at ISO-TIME]
+    memory remember SCOPE --key KEY --value VALUE [--kind KIND] [--expires-at ISO-TIME]
     memory recall SCOPE QUERY [--limit N] [--min-score X] [--block [--max-chars N]]
     memory list SCOPE [--status S] [--source-type T] [--trust-tier T] [--session S]
                       [--text T] [--subtree] [--after CURSOR] [--limit N]
@@ -26,6 +26,10 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory capture SCOPE ROLE CONTENT [--session S] [--turn T]
     memory import-aetnamem PATH --map SUBJECT=SCOPE [--map ...] [--force]
                                      (move in an aetnamem 0.2.1 SQLite file, all or nothing)
+    memory retention set SCOPE TARGET DAYS     (keep TARGET: episodes, quarantined or
+                                                records, at SCOPE and below, for DAYS)
+    memory retention remove SCOPE TARGET        (kept until forgotten again)
+    memory retention list                       (each policy, what it purges next, last run)
     memory reindex [--scope S [--resplit]] [--batch N]
                                              (backfill semantic vectors; resumable; on SQLite
                                               also splits big scopes into cells, --resplit
@@ -63,6 +67,11 @@ from memory.services.erasure import (
     subject_erasure_preview,
 )
 from memory.services.holds import lift_legal_hold, set_legal_hold
+from memory.services.retention import (
+    remove_retention_policy,
+    retention_preview,
+    set_retention_policy,
+)
 from memory.services.subject_export import export_csv, export_subject
 
 
@@ -99,6 +108,12 @@ class Command(BaseCommand):
             "--occurred-at",
             dest="occurred_at",
             help="when the message was said, ISO 8601 with a zone (e.g. 2026-03-02T09:30+00:00)",
+        )
+        remember.add_argument(
+            "--expires-at",
+            dest="expires_at",
+            help="when the records lapse, ISO 8601 with a zone, in the future (recall skips "
+            "them from then on; the retention run purges them)",
         )
         remember.add_argument("--key", help="explicit fact key (with --value)")
         remember.add_argument("--value", help="explicit fact value (with --key)")
@@ -261,6 +276,22 @@ class Command(BaseCommand):
         hold.add_argument("--reference", help="the matter or order the hold answers")
         hold.add_argument("--lift", action="store_true", help="lift the hold at exactly SCOPE")
         hold.add_argument("--actor", help="the operator named in the audit chain")
+        retain = verb(
+            "retention",
+            "retention policies of memory content per scope subtree (the retention run purges)",
+            scope=False,
+        )
+        retain_verbs = retain.add_subparsers(dest="retention_verb", required=True, metavar="ACTION")
+        retain_set = retain_verbs.add_parser("set", help="keep TARGET at SCOPE and below for DAYS")
+        retain_set.add_argument("scope", help="tenant:user:project, e.g. acme:alice:*")
+        retain_set.add_argument("target", help="episodes, quarantined or records")
+        retain_set.add_argument("days", help="whole days to keep it")
+        retain_set.add_argument("--actor", help="the operator named in the audit chain")
+        retain_remove = retain_verbs.add_parser("remove", help="remove the policy at exactly SCOPE")
+        retain_remove.add_argument("scope", help="tenant:user:project, e.g. acme:alice:*")
+        retain_remove.add_argument("target", help="episodes, quarantined or records")
+        retain_remove.add_argument("--actor", help="the operator named in the audit chain")
+        retain_verbs.add_parser("list", help="each policy, what it purges next, when it last ran")
         reindex = verb(
             "reindex",
             "give every active record without a semantic vector one (resumable)",
@@ -304,6 +335,7 @@ class Command(BaseCommand):
                 kind=options["kind"],
                 session_id=options["session"],
                 turn_id=options["turn"],
+                expires_at=options["expires_at"],
                 actor=options["actor"],
             )
         else:
@@ -318,6 +350,7 @@ class Command(BaseCommand):
                 source_type=options["source_type"],
                 force=options["force"],
                 occurred_at=options["occurred_at"],
+                expires_at=options["expires_at"],
                 actor=options["actor"],
             )
         lines = [f"episode {result.episode_id or '-'} ({result.source_type}, {result.trust_tier})"]
@@ -692,6 +725,44 @@ class Command(BaseCommand):
                 f"legal hold {result.hold_id} set at {scope} (reference {result.reference}): "
                 "forget, reject and erasure are refused there and below until it is lifted"
             )
+        self._emit(result.as_dict(), text)
+
+    def _retention(self, options: dict[str, Any]) -> None:
+        action = options["retention_verb"]
+        if action == "list":
+            preview = retention_preview(principal=SYSTEM)
+            lines = [
+                f"{row['policy_id']} keep {row['target']} {row['keep_days']} days under "
+                f"{row['scope']}: next run purges {row['records']} records and "
+                f"{row['episodes']} stored messages; last ran {row['last_run_at'] or 'never'}"
+                for row in preview.policies
+            ] or ["no retention policy: memory content is kept until forgotten"]
+            lines.append(f"records past their own expires_at: {preview.expired_records}")
+            lines += [
+                f"held, skipped: {row['scope']} ({row['hold_id']}) would lose {row['records']} "
+                f"records and {row['episodes']} stored messages"
+                for row in preview.held
+            ]
+            self._emit(preview.as_dict(), "\n".join(lines))
+            return
+        scope = _scope(options["scope"])
+        if action == "set":
+            result = set_retention_policy(
+                scope=scope,
+                target=options["target"],
+                keep_days=options["days"],
+                principal=SYSTEM,
+                actor=options["actor"],
+            )
+            text = (
+                f"retention policy {result.policy_id}: keep {result.target} {result.keep_days} "
+                f"days at {scope} and below (purged by the next `manage.py retention run`)"
+            )
+        else:
+            result = remove_retention_policy(
+                scope=scope, target=options["target"], principal=SYSTEM, actor=options["actor"]
+            )
+            text = f"removed retention policy {result.policy_id}: {result.target} at {scope} kept until forgotten"
         self._emit(result.as_dict(), text)
 
     def _reindex(self, options: dict[str, Any]) -> None:
