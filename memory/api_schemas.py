@@ -608,6 +608,10 @@ class RecordOut(Schema):
     created_at: str
     updated_at: str
     deleted_at: str | None
+    expires_at: str | None = Field(
+        None,
+        description="When the record lapses (remember's expires_at); null: kept until forgotten.",
+    )
 
 
 class RecordListOut(Schema):

@@ -128,6 +128,7 @@ def record_as_dict(record: Record) -> dict[str, Any]:
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
         "deleted_at": record.deleted_at.isoformat() if record.deleted_at else None,
+        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
 from aetnaweb_client import Client
@@ -11,6 +12,7 @@ from aetnaweb_client.langgraph_store import AetnawebStore
 from aetnaweb_client.openai_agents import memory_tools
 from agents import FunctionTool
 from agents.tool_context import ToolContext
+from django.utils import timezone
 
 from memory.models import Record
 from tests.api.conftest import issue_token
@@ -117,3 +119,35 @@ def test_openai_agents_tool_refusals_come_back_as_json(server_url):
     assert answer["error"] == "capability_missing"
     assert not Record.objects.exists()
     reader.close()
+
+
+def test_langgraph_put_with_ttl_sets_expires_at_and_a_lapsed_item_is_gone(alice):
+    # Given an item put with a ttl of 90 minutes and one without
+    store = AetnawebStore(alice)
+    store.put(NS, "parking spot", {"level": 3}, ttl=90)
+    store.put(NS, "home city", {"name": "Lyon"})
+    # Then the first record lapses 90 minutes from now; the other is kept until forgotten
+    spot = Record.objects.get(scope=SCOPE, content__startswith="parking spot")
+    left = spot.expires_at - timezone.now()
+    assert timedelta(minutes=89) < left <= timedelta(minutes=90)
+    assert Record.objects.get(scope=SCOPE, content__startswith="home city").expires_at is None
+    assert store.get(NS, "parking spot").value == {"level": 3}
+    # When the time has passed (before any retention run)
+    Record.objects.filter(pk=spot.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    # Then get, search and listing no longer return it
+    assert store.get(NS, "parking spot") is None
+    assert [i.key for i in store.search(NS, query="parking spot")] == []
+    assert [i.key for i in store.search(NS)] == ["home city"]
+    # And a ttl the server cannot honour is refused before anything is sent
+    for bad in (0, -5, float("nan")):
+        with pytest.raises(ValueError, match="ttl"):
+            store.put(NS, "desk", {"n": 1}, ttl=bad)
+    assert not Record.objects.filter(content__startswith="desk").exists()
+
+
+def test_langgraph_default_ttl_from_ttl_config(alice):
+    store = AetnawebStore(alice, ttl_config={"default_ttl": 60})
+    store.put(NS, "lunch order", {"dish": "ramen"})
+    record = Record.objects.get(scope=SCOPE)
+    assert record.expires_at is not None
+    assert record.expires_at - timezone.now() <= timedelta(minutes=60)

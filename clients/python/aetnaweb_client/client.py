@@ -324,11 +324,14 @@ class Client:
         force: bool | None = None,
         metadata: dict[str, Any] | None = None,
         occurred_at: datetime | str | None = None,
+        expires_at: datetime | str | None = None,
     ) -> RememberResult:
         """Store a message (``text``) or an explicit ``key``/``value`` at exactly ``scope``.
 
         ``metadata`` (flat JSON key/values) is stored with every record made;
-        ``occurred_at`` (with a time zone) is when the message was said.
+        ``occurred_at`` (with a time zone) is when the message was said;
+        ``expires_at`` (with a time zone, in the future) is when the records
+        lapse: recall skips them from then on and retention purges them.
         """
         call = _Calls.remember(
             scope,
@@ -342,6 +345,7 @@ class Client:
             force=force,
             metadata=metadata,
             occurred_at=_time(occurred_at),
+            expires_at=_time(expires_at),
         )
         return cast(RememberResult, self._run(call))
 

@@ -8,6 +8,13 @@ reads the active value of that key; ``search(ns, query=...)`` is recall (ranked,
 audited, sees the scope's ancestors); ``delete`` forgets the key's lineage and
 returns the deletion receipt's evidence to the audit chain.
 
+``put(ns, key, value, ttl=minutes)`` sets the record's ``expires_at`` that
+many minutes from now (or ``ttl_config={"default_ttl": minutes}`` for every
+put): from then on ``get`` and ``search`` no longer return it, and the
+server's retention run purges it with a deletion receipt. The time is fixed
+at the put: a read does not extend it (``refresh_ttl`` has no effect), and a
+put of the same key sets a new value with its own time.
+
 A value's top-level scalar fields (string, number, bool, null, under keys
 the engine accepts) are also stored as the record's metadata, so
 ``search(ns, filter={"customer_id": 42})`` is a metadata filter the server
@@ -22,7 +29,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -35,6 +42,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from aetnaweb_client.client import Client
@@ -100,6 +108,23 @@ def _split(content: str) -> tuple[str, dict[str, Any]]:
     return content, {"text": content}
 
 
+def _expiry(ttl: float | None) -> datetime | None:
+    """LangGraph's ``ttl`` (minutes from now) as the record's ``expires_at``; None keeps it."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise ValueError(f"ttl must be a number of minutes, got {ttl!r}")
+    if ttl <= 0:
+        raise ValueError("ttl must be more than 0 minutes")
+    return datetime.now(UTC) + timedelta(minutes=ttl)
+
+
+def _lapsed(record: Record) -> bool:
+    """A record whose ttl passed is gone for the store, as it is for recall."""
+    expires_at = record.get("expires_at")
+    return bool(expires_at) and _when(str(expires_at)) <= datetime.now(UTC)
+
+
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
@@ -113,8 +138,11 @@ class AetnawebStore(BaseStore):
     query it lists the scope's active records, newest first.
     """
 
-    def __init__(self, client: Client) -> None:
+    supports_ttl = True
+
+    def __init__(self, client: Client, *, ttl_config: TTLConfig | None = None) -> None:
         self.client = client
+        self.ttl_config = ttl_config
 
     # -- BaseStore --------------------------------------------------------------------
 
@@ -129,7 +157,7 @@ class AetnawebStore(BaseStore):
         if isinstance(op, GetOp):
             return self._get(op.namespace, op.key)
         if isinstance(op, PutOp):
-            self._put(op.namespace, op.key, op.value)
+            self._put(op.namespace, op.key, op.value, op.ttl)
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -144,7 +172,9 @@ class AetnawebStore(BaseStore):
         return [
             record
             for record in self.client.iter_records(scope, status="active", text=key.strip())
-            if record["scope"] == scope and _split(record["content"])[0].casefold() == wanted
+            if record["scope"] == scope
+            and _split(record["content"])[0].casefold() == wanted
+            and not _lapsed(record)
         ]
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
@@ -160,7 +190,13 @@ class AetnawebStore(BaseStore):
             )
         return None
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
+    def _put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any] | None,
+        ttl: float | None = None,
+    ) -> None:
         scope = namespace_scope(namespace)
         if value is None:
             ids = [record["record_id"] for record in self._active(scope, key)]
@@ -170,7 +206,12 @@ class AetnawebStore(BaseStore):
             return
         encoded = json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
         self.client.remember(
-            scope, key=key, value=encoded, kind=KIND, metadata=value_metadata(value)
+            scope,
+            key=key,
+            value=encoded,
+            kind=KIND,
+            metadata=value_metadata(value),
+            expires_at=_expiry(ttl),
         )
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -192,7 +233,7 @@ class AetnawebStore(BaseStore):
             records = self.client.list_records(
                 scope, status="active", limit=op.offset + op.limit, metadata=server_filter
             )
-            rows = [(r["scope"], r["content"], None, r) for r in records["items"]]
+            rows = [(r["scope"], r["content"], None, r) for r in records["items"] if not _lapsed(r)]
         items = []
         for row_scope, content, score, record in rows[op.offset : op.offset + op.limit]:
             key, value = _split(content)

@@ -98,6 +98,8 @@ class Record(TypedDict):
     created_at: str
     updated_at: str
     deleted_at: str | None
+    # When it lapses (remember's expires_at); None: kept until forgotten.
+    expires_at: str | None
 
 
 class ForgetPreview(TypedDict):
