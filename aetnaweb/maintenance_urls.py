@@ -12,4 +12,9 @@ urlpatterns = [
     path("", maintenance_views.index, name="index"),
     path("retention/", maintenance_views.retention_start, name="retention"),
     path("reindex/", maintenance_views.reindex_start, name="reindex"),
+    path(
+        "memory-retention/",
+        maintenance_views.memory_retention_policy,
+        name="memory_retention",
+    ),
 ]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -283,6 +284,10 @@ def _old_lineages(scope: Scope, seeds: list[Record], cutoff: datetime) -> set[st
     for seed in seeds:
         if seed.record_id in seen:
             continue
+        if not seed.supersedes_id and not seed.superseded_by_id:
+            # Alone in its lineage (the common case): old enough by itself, no query.
+            lapsed.add(seed.record_id)
+            continue
         members = _lineage(scope, [seed])
         seen.update(members)
         rows = Record.objects.filter(scope=str(scope), record_id__in=members)
@@ -327,20 +332,24 @@ def _held_hold(scope: str) -> str | None:
 
 
 def retention_preview(*, principal: Principal, now: datetime | None = None) -> RetentionPreview:
-    """Counts of what the next retention run would purge (platform admins: it spans every tenant)."""
-    _require_platform_admin(principal)
-    return _preview(now or timezone.now())
+    """Counts of what the next retention run would purge, in the subtrees the principal
+    administers (a platform admin: everything); nobody else may ask."""
+    if not access.administered_scopes(principal) and not principal.is_system:
+        raise AccessDenied(f"{principal.label} administers no scope")
+    return _preview(now or timezone.now(), lambda scope: access.may_erase_subject(principal, scope))
 
 
 def lapsed_counts(now: datetime) -> dict[str, Any]:
-    """:func:`retention_preview` as a dict, for a dry run the caller already authorised."""
-    return _preview(now).as_dict()
+    """:func:`retention_preview` of everything as a dict, for a dry run already authorised."""
+    return _preview(now, lambda scope: True).as_dict()
 
 
-def _preview(now: datetime) -> RetentionPreview:
+def _preview(now: datetime, reaches: Callable[[str], bool]) -> RetentionPreview:
     rows = []
     union: dict[str, ScopeLapse] = {}
     for policy in RetentionPolicy.objects.order_by("scope", "target"):
+        if not reaches(policy.scope):
+            continue
         lapsed = _lapsed_by_policy(policy, now)
         _merge(union, lapsed)
         free = [lapse for scope, lapse in lapsed.items() if _held_hold(scope) is None]
@@ -351,7 +360,7 @@ def _preview(now: datetime) -> RetentionPreview:
                 "episodes": sum(len(lapse.episode_ids) for lapse in free),
             }
         )
-    expired = _lapsed_by_expiry(now)
+    expired = {s: lapse for s, lapse in _lapsed_by_expiry(now).items() if reaches(s)}
     _merge(union, expired)
     held, records, episodes = [], 0, 0
     for scope in sorted(union):
@@ -394,11 +403,6 @@ def _held_row(lapse: ScopeLapse, hold_id: str) -> dict[str, Any]:
         "records": len(lapse.record_ids),
         "episodes": len(lapse.episode_ids),
     }
-
-
-def _require_platform_admin(principal: Principal) -> None:
-    if not access.may_administer(principal, Scope.platform()):
-        raise AccessDenied(f"{principal.label} may not run or preview retention")
 
 
 # -- the purge ----------------------------------------------------------------
