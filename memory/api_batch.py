@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from django.http import HttpRequest
@@ -25,6 +26,9 @@ class BatchItemIn(Schema):
     source_type: Literal["user_message", "webpage", "tool_output"] | None = None
     force: bool = False
     metadata: Metadata
+    expires_at: datetime | None = Field(
+        None, description="When this item's records lapse (ISO 8601 with a zone, in the future)."
+    )
 
     @model_validator(mode="after")
     def _text_or_key_value(self) -> BatchItemIn:

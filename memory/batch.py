@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -53,6 +54,8 @@ class BatchItem:
     source_type: str | None = None
     force: bool = False
     metadata: dict[str, Any] | None = None
+    # When the item's records lapse (remember's expires_at); None: kept until forgotten.
+    expires_at: datetime | str | None = None
 
 
 def _remember_one(
@@ -67,6 +70,7 @@ def _remember_one(
             source_type=item.source_type,
             force=item.force,
             metadata=item.metadata,
+            expires_at=item.expires_at,
             principal=principal,
             actor=actor,
         )
@@ -78,6 +82,7 @@ def _remember_one(
         session_id=item.session_id,
         turn_id=item.turn_id,
         metadata=item.metadata,
+        expires_at=item.expires_at,
         principal=principal,
         actor=actor,
     )

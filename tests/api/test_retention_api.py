@@ -93,3 +93,40 @@ def test_a_read_write_token_may_not_set_a_policy_and_another_subtree_is_out_of_r
         json.dumps(other.get("/memory/retention-policies", {"scope": ALICE}).data).count("ret_")
         == 0
     )
+
+
+@pytest.mark.django_db
+def test_batch_items_take_expires_at(make_api):
+    api = make_api(ALICE, ["read", "write"])
+    later = (timezone.now() + timedelta(days=2)).isoformat()
+    answer = api.post(
+        "/memory/remember/batch",
+        {
+            "scope": APOLLO,
+            "items": [
+                {"text": "My room is 101.", "expires_at": later},
+                {"key": "door code", "value": "4711"},
+            ],
+        },
+    )
+    assert answer.status_code == 201, answer.data
+    assert sorted(str(r.expires_at is not None) for r in Record.objects.filter(scope=APOLLO)) == [
+        "False",
+        "True",
+    ]
+
+
+@pytest.mark.django_db
+def test_a_batch_item_with_a_past_expiry_refuses_the_whole_batch(make_api):
+    api = make_api(ALICE, ["read", "write"])
+    past = (timezone.now() - timedelta(days=2)).isoformat()
+    answer = api.post(
+        "/memory/remember/batch",
+        {
+            "scope": APOLLO,
+            "items": [{"text": "My room is 101."}, {"text": "My desk is 7.", "expires_at": past}],
+        },
+    )
+    assert answer.status_code == 400, answer.data
+    assert answer.data["field"] == "items.1.expires_at"
+    assert not Record.objects.exists()

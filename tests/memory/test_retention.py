@@ -18,6 +18,7 @@ from aetnaweb import retention as platform_retention
 from aetnaweb.access import SYSTEM, AccessDenied, operator_principal, system_principal
 from audit.models import AuditEvent
 from audit.receipts import verify_deletion_receipt
+from audit.verification import verify_subject
 from memory import services
 from memory.errors import InvalidInput, LegalHoldError, RetentionPolicyError
 from memory.models import DeletionReceipt, Episode, Record, RetentionPolicy, Status
@@ -33,6 +34,7 @@ from memory.services.retention import (
 )
 from tests.factories import make_operator
 from tests.memory.test_forget_residue import rows_holding
+from tests.tools.test_verify_audit import database_file, parse_report, run_tool
 
 ALICE = "acme:alice:*"
 APOLLO = "acme:alice:apollo"
@@ -417,3 +419,26 @@ def test_purge_lapsed_with_nothing_lapsed_writes_nothing():
     outcome = purge_lapsed(actor="retention")
     assert (outcome.records, outcome.episodes, outcome.receipts) == (0, 0, ())
     assert AuditEvent.objects.count() == before
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("clean_index")
+def test_the_offline_verifier_checks_a_retention_receipt_and_the_chain(tmp_path):
+    # Given an expired fact purged by the retention run (committed: the tool reads the file)
+    services.remember(
+        principal=SYSTEM,
+        scope=APOLLO,
+        text="My hotel room is 101.",
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    Record.objects.update(expires_at=timezone.now())
+    [event_id] = run()["memory"]["receipts"]
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(DeletionReceipt.objects.get(audit_event_id=event_id).receipt))
+    # When tools/verify_audit.py checks the scope's chain and the receipt, standard library only
+    result = run_tool(str(database_file(tmp_path)), "--subject", APOLLO, "--receipt", str(path))
+    # Then both hold, and so does the engine's own verification
+    report = parse_report(result.stdout)
+    assert report[f"receipt {path}"] is None, result.stdout
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert verify_subject(APOLLO, principal=SYSTEM).ok
