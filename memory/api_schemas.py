@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from aetnaweb.api import ContextStr, ScopeStr
+from aetnaweb.api import BodyIn, ContextStr, ScopeStr
 from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory.limits import (
     MAX_BLOCK_CHARS,
@@ -72,7 +72,7 @@ MetadataOut = Annotated[
 ]
 
 
-class MetadataFilterIn(Schema):
+class MetadataFilterIn(BodyIn):
     metadata: dict[str, MetadataValue] = Field(
         ...,
         max_length=MAX_METADATA_FILTER_KEYS,
@@ -86,7 +86,7 @@ class MetadataFilterIn(Schema):
 # -- requests ---------------------------------------------------------------------------
 
 
-class RememberIn(Schema):
+class RememberIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -142,7 +142,7 @@ class RememberIn(Schema):
     )
 
 
-class CaptureIn(Schema):
+class CaptureIn(BodyIn):
     scope: ScopeStr
     role: Literal["user", "assistant", "tool_call", "tool_result"]
     content: str = Field(..., max_length=MAX_TEXT_CHARS)
@@ -154,7 +154,7 @@ class CaptureIn(Schema):
     )
 
 
-class ForgetIn(Schema):
+class ForgetIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -204,7 +204,7 @@ class ForgetIn(Schema):
     )
 
 
-class ProposedFact(Schema):
+class ProposedFact(BodyIn):
     content: str = Field(..., min_length=1, max_length=MAX_FACT_CONTENT_CHARS)
     evidence: list[RecordId] = Field(
         ...,
@@ -216,12 +216,12 @@ class ProposedFact(Schema):
     confidence: Score | None = None
 
 
-class ProposeIn(Schema):
+class ProposeIn(BodyIn):
     scope: ScopeStr
     facts: list[ProposedFact] = Field(..., min_length=1, max_length=MAX_PROPOSED_FACTS)
 
 
-class LogActionIn(Schema):
+class LogActionIn(BodyIn):
     scope: ScopeStr
     event_type: str = Field(
         ...,
@@ -241,7 +241,7 @@ class LogActionIn(Schema):
     turn_id: ContextStr | None = None
 
 
-class RecallIn(Schema):
+class RecallIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -270,7 +270,7 @@ class RecallIn(Schema):
     )
 
 
-class RecallBlockIn(Schema):
+class RecallBlockIn(BodyIn):
     scope: ScopeStr
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     max_items: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
@@ -286,7 +286,7 @@ class RecallBlockIn(Schema):
     )
 
 
-class PersonaIn(Schema):
+class PersonaIn(BodyIn):
     scope: ScopeStr
     max_chars: int = Field(PERSONA_MAX_CHARS, ge=1, le=MAX_BLOCK_CHARS)
 
