@@ -3,8 +3,6 @@ the field, on every JSON-body endpoint, and a refusal writes nothing."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from audit.models import AuditEvent

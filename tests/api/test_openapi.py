@@ -289,7 +289,11 @@ def test_remember_s_400_lists_only_what_remember_can_answer(document):
 
 def test_a_read_without_body_lists_no_body_codes(document):
     get_record = _operation(document, "get_record")
-    assert _codes_listed(get_record, "400") == {"invalid_request", "body_too_large", "invalid_field"}
+    assert _codes_listed(get_record, "400") == {
+        "invalid_request",
+        "body_too_large",
+        "invalid_field",
+    }
 
 
 def test_a_declared_conflict_gets_its_own_response(document):
