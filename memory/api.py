@@ -295,6 +295,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
             min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
+            created_at=payload.filters.created_at if payload.filters else None,
             principal=principal_of(request),
         )
     return result.as_dict()
@@ -321,6 +322,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
             min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
+            created_at=payload.filters.created_at if payload.filters else None,
             principal=principal_of(request),
         )
     return block.as_dict()
