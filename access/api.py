@@ -15,7 +15,7 @@ from ninja import NinjaAPI, Router, Schema
 
 from access import ratelimits, tokens
 from access.models import ApiToken
-from aetnaweb.api import ERROR_RESPONSES, error_response, install_token_authenticator
+from aetnaweb.api import ERROR_RESPONSES, error_response, install_token_authenticator, may_refuse
 
 router = Router(tags=["token"])
 
@@ -51,6 +51,7 @@ class TokenOut(Schema):
     response={200: TokenOut, **ERROR_RESPONSES},
     summary="Describe the calling token",
 )
+@may_refuse()
 def whoami(request: HttpRequest) -> dict[str, Any]:
     """The calling token's scope subtree, capabilities and expiry (never its secret)."""
     token: ApiToken = request.auth  # type: ignore[attr-defined]

@@ -21,9 +21,15 @@ from actions.api_schemas import (
     VerificationOut,
     WorldPatchOut,
 )
+from actions.errors import (
+    ActionInputError,
+    ActionPolicyViolation,
+    AdapterNotRegistered,
+)
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
+    may_refuse,
     not_found,
     principal_of,
     refusals_about,
@@ -41,6 +47,7 @@ MAX_TRANSACTION_ID = 64
     response={201: WorldPatchOut, **ERROR_RESPONSES},
     summary="Stage an exact plan (a world patch) for a person to approve",
 )
+@may_refuse(ActionInputError, ActionPolicyViolation, AdapterNotRegistered)
 def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
     """Record an exact, hashed plan at ``scope`` (capability ``stage``).
 
@@ -68,6 +75,7 @@ def stage(request: HttpRequest, payload: StageIn) -> Status[dict[str, Any]]:
     response={200: TransactionsOut, **ERROR_RESPONSES},
     summary="List the guarded-action transactions the token may read, newest first",
 )
+@may_refuse(ActionInputError)
 def list_transactions(request: HttpRequest, params: Query[TransactionsQuery]) -> dict[str, Any]:
     """Transactions inside the token's subtree (or ``scope``), optionally in some states;
     pass ``next_cursor`` back as ``after`` for the next page. Capability ``read``."""
@@ -91,6 +99,7 @@ def list_transactions(request: HttpRequest, params: Query[TransactionsQuery]) ->
     response={200: dict[str, Any], **ERROR_RESPONSES},
     summary="One transaction: operations with previews, evidence, approvals, attempts, receipt",
 )
+@may_refuse()
 def show_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any]:
     """A transaction the token may read (capability ``read``); any other ID is a 404."""
     require_capability(request, access.READ)
@@ -105,6 +114,7 @@ def show_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any
     response={200: VerificationOut, **ERROR_RESPONSES},
     summary="Verify a transaction: plan hash, approvals, receipts and the scope's chain",
 )
+@may_refuse()
 def verify_transaction(request: HttpRequest, transaction_id: str) -> dict[str, Any]:
     """The V-1 verification of one transaction (capability ``audit``); read-only."""
     require_capability(request, access.AUDIT)

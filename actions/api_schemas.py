@@ -9,7 +9,7 @@ from ninja import Schema
 from pydantic import ConfigDict, Field
 
 from actions.limits import MAX_PAGE
-from aetnaweb.api import ContextStr, ScopeStr
+from aetnaweb.api import BodyIn, ContextStr, ScopeStr
 
 EXAMPLE_DIGEST = hashlib.sha256(b"msg-1").hexdigest()
 OperationKey = Annotated[str, Field(min_length=1, max_length=200)]
@@ -29,7 +29,7 @@ TransactionState = Literal[
 ]
 
 
-class EvidenceIn(Schema):
+class EvidenceIn(BodyIn):
     kind: str = Field(..., min_length=1, max_length=100, examples=["episode"])
     ref_id: str = Field(..., min_length=1, max_length=200)
     digest: str = Field(
@@ -40,7 +40,7 @@ class EvidenceIn(Schema):
     attested: bool = False
 
 
-class OperationIn(Schema):
+class OperationIn(BodyIn):
     key: OperationKey
     adapter: str = Field(..., min_length=1, max_length=100, examples=["filesystem"])
     operation: str = Field(..., min_length=1, max_length=100, examples=["write_text"])
@@ -51,7 +51,7 @@ class OperationIn(Schema):
     depends_on: list[OperationKey] = Field(default_factory=list, max_length=100)
 
 
-class StageIn(Schema):
+class StageIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [

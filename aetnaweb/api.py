@@ -31,6 +31,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from http import HTTPStatus
 from typing import Annotated, Any, NoReturn
 
 from django.contrib.auth.decorators import login_not_required
@@ -102,6 +103,19 @@ ContextStr = Annotated[str, Field(min_length=1, max_length=MAX_CONTEXT_CHARS)]
 """A session or turn ID."""
 
 
+class BodyIn(Schema):
+    """Base of every JSON request body and of every object nested in one.
+
+    A field the endpoint does not take is refused (400 ``unknown_field``
+    naming it) rather than ignored: ``top_k`` instead of ``limit`` must not
+    quietly run with the default. The served document says so per schema
+    (``additionalProperties: false``); tests/api/test_openapi.py checks that
+    every request body is built on this base.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+
 # The codes the transport itself answers with (parsing, tokens, limits, bugs), by
 # status. Domain refusals document themselves: each DomainError class declares
 # its code, status and meaning (aetnaweb/errors.py) and ERROR_CODES merges them.
@@ -112,6 +126,7 @@ TRANSPORT_CODES: dict[int, dict[str, str]] = {
         "body_too_large": "the body is over 64 KiB",
         "invalid_field": "a field does not validate (see field and detail)",
         "missing_field": "a required field is missing",
+        "unknown_field": "the body holds a field this endpoint does not take (field names it)",
         "invalid_scope": "a scope does not parse (see scopes.md)",
         "invalid_idempotency_key": "Idempotency-Key is not 1 to 255 visible ASCII characters",
     },
@@ -171,6 +186,48 @@ ERROR_CODES: Mapping[int, dict[str, str]] = _ErrorCatalogue()
 def document_error_codes(status: int, codes: dict[str, str]) -> None:
     """Add an endpoint's own transport codes (not a DomainError's) to the documented list."""
     TRANSPORT_CODES.setdefault(status, {}).update(codes)
+
+
+REFUSALS_ATTRIBUTE = "declared_refusals"
+"""Where :func:`may_refuse` keeps an endpoint function's declaration."""
+
+
+def may_refuse[View: Callable[..., Any]](
+    *errors: type[DomainError] | str,
+) -> Callable[[View], View]:
+    """Declare what an endpoint's own code may refuse with: error classes or transport codes.
+
+    A class stands for itself and its subclasses (their codes and extra codes).
+    The served document then lists, on each error response of the operation,
+    only these codes and those every request may meet (a malformed body, a
+    scope that does not parse, a bad token...), never the whole catalogue.
+    ``may_refuse()`` with nothing says the endpoint refuses only bad input;
+    tests/api/test_openapi.py checks every operation declares its refusals.
+    """
+
+    def declare(view: View) -> View:
+        setattr(view, REFUSALS_ATTRIBUTE, (*getattr(view, REFUSALS_ATTRIBUTE, ()), *errors))
+        return view
+
+    return declare
+
+
+def _codes_of(error: type[DomainError] | str) -> dict[int, set[str]]:
+    if isinstance(error, str):  # a transport code; resolved late, endpoints add some at mount
+        statuses = [status for status, codes in ERROR_CODES.items() if error in codes]
+        if not statuses:
+            raise ValueError(f"{error!r} is not a documented error code")
+        return {status: {error} for status in statuses}
+    found: dict[int, set[str]] = {}
+    for cls in (error, *_subclasses(error)):
+        if cls.status == 404:  # answers not_found, which every operation lists
+            continue
+        found.setdefault(cls.status, set()).update((cls.code, *cls.extra_codes))
+    return found
+
+
+def _subclasses(cls: type[DomainError]) -> list[type[DomainError]]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 @contextmanager
@@ -371,11 +428,28 @@ class AetnaAPI(NinjaAPI):
         # An endpoint may set operation_id itself where its function name is ambiguous.
         return str(operation.view_func.__name__)
 
+    def _declared_refusals(self) -> dict[str, tuple[type[DomainError] | str, ...]]:
+        """operationId -> what :func:`may_refuse` declared on its function."""
+        declared = {}
+        for _prefix, router in self._routers:
+            for path_view in router.path_operations.values():
+                for operation in path_view.operations:
+                    refusals = getattr(operation.view_func, REFUSALS_ATTRIBUTE, None)
+                    if refusals is not None:
+                        operation_id = operation.operation_id or self.get_openapi_operation_id(
+                            operation
+                        )
+                        declared[operation_id] = refusals
+        return declared
+
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
         schema = super().get_openapi_schema(*args, **kwargs)
+        components = schema.get("components", {}).get("schemas", {})
+        declared = self._declared_refusals()
         for operations in schema.get("paths", {}).values():
             for method, operation in operations.items():
-                _repair_operation(operation)
+                refusals = declared.get(str(operation.get("operationId")))
+                _repair_operation(operation, _body_fields(operation, components), refusals)
                 _describe_guards(method, operation)
         error_out = schema.get("components", {}).get("schemas", {}).get("ErrorOut")
         if error_out is not None:
@@ -386,7 +460,21 @@ class AetnaAPI(NinjaAPI):
         return schema
 
 
-def _repair_operation(operation: dict[str, Any]) -> None:
+def _body_fields(operation: dict[str, Any], components: dict[str, Any]) -> set[str]:
+    """The top-level field names of an operation's JSON body (empty without one)."""
+    content = operation.get("requestBody", {}).get("content", {})
+    schema = content.get("application/json", {}).get("schema", {})
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/components/schemas/"):
+        schema = components.get(ref.rsplit("/", 1)[-1], {})
+    return set(schema.get("properties", {}))
+
+
+def _repair_operation(
+    operation: dict[str, Any],
+    body_fields: set[str],
+    refusals: tuple[type[DomainError] | str, ...] | None,
+) -> None:
     # Ninja keys responses by int, an endpoint's openapi_extra by str: one key per
     # status in the served JSON (the explicit extra wins, it describes the body).
     responses = operation.get("responses", {})
@@ -404,11 +492,58 @@ def _repair_operation(operation: dict[str, Any]) -> None:
             parameter["examples"] = {
                 f"example{index}": {"value": value} for index, value in enumerate(examples, 1)
             }
+    listed_codes = _operation_codes(operation, body_fields, refusals)
+    for error in refusals or ():
+        for status in _codes_of(error):
+            # A declared refusal's status gets a response even where ninja listed none.
+            operation["responses"].setdefault(
+                str(status), {"description": HTTPStatus(status).phrase, "content": _ERROR_CONTENT}
+            )
     for status, response in operation.get("responses", {}).items():
-        codes = ERROR_CODES.get(int(status), {}) if str(status).isdigit() else {}
+        codes = listed_codes.get(int(status), {}) if str(status).isdigit() else {}
         if codes and int(status) >= 400:
             listed = "; ".join(f"`{code}`: {meaning}" for code, meaning in sorted(codes.items()))
             response["description"] = f"{response.get('description', 'Error')}. Codes: {listed}"
+
+
+def _operation_codes(
+    operation: dict[str, Any],
+    body_fields: set[str],
+    declared: tuple[type[DomainError] | str, ...] | None,
+) -> dict[int, dict[str, str]]:
+    """The codes one operation may answer with, by status, with their meanings.
+
+    What every request may meet (the token, the body's size, text that cannot
+    be stored, a parameter that does not validate) plus what the request's
+    shape allows (a body: invalid JSON, unknown fields; a scope) plus the
+    endpoint's own declared refusals. An operation that declared nothing
+    lists the whole catalogue, which is true if unhelpful (a test forbids it).
+    """
+    if declared is None:
+        return dict(ERROR_CODES.items())
+    wanted: dict[int, set[str]] = {
+        400: {"invalid_request", "body_too_large", "invalid_field"},
+        401: {"unauthorized"},
+        403: {"capability_missing"},
+        404: {"not_found"},
+        503: {"service_unavailable"},
+    }
+    parameters = operation.get("parameters", [])
+    if operation.get("requestBody"):
+        wanted[400] |= {"invalid_json", "unknown_field", "missing_field"}
+    # A path parameter is never missing: without it the route does not match.
+    if any(p.get("required") and p.get("in") != "path" for p in parameters):
+        wanted[400].add("missing_field")
+    if "scope" in body_fields or any(parameter.get("name") == "scope" for parameter in parameters):
+        wanted[400].add("invalid_scope")
+    for error in declared:
+        for status, codes in _codes_of(error).items():
+            wanted.setdefault(status, set()).update(codes)
+    return {
+        status: {code: ERROR_CODES[status][code] for code in codes if code in ERROR_CODES[status]}
+        for status, codes in wanted.items()
+        if status in ERROR_CODES
+    }
 
 
 # The refusals that happen before an endpoint runs (access/ratelimits.py in
@@ -569,13 +704,22 @@ def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
 
 @api.exception_handler(ValidationError)
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first = exc.errors[0] if exc.errors else {}
+    # A misspelt field is both unknown and (its real name) missing: name the one sent.
+    unknown = [error for error in exc.errors if error.get("type") == "extra_forbidden"]
+    first = unknown[0] if unknown else exc.errors[0] if exc.errors else {}
     field = _field_of(first.get("loc", ()))
     reason = str(first.get("msg", "invalid value"))
     reason = reason.removeprefix("Value error, ")
     error = "invalid_field"
     if first.get("type") == "missing":
         reason, error = "this field is required", "missing_field"
+    elif first.get("type") == "extra_forbidden":
+        name = field.rsplit(".", 1)[-1] if field else "?"
+        reason = (
+            f"unknown field {displayable(name)[:80]!r}: this endpoint does not take it "
+            "(its fields are in /api/v1/openapi.json)"
+        )
+        error = "unknown_field"
     elif field is not None and field.rsplit(".", 1)[-1] == "scope":
         error = "invalid_scope"
     return error_response(request, 400, error, reason, field)

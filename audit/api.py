@@ -22,6 +22,7 @@ from aetnaweb.api import (
     ApiError,
     ScopeStr,
     document_error_codes,
+    may_refuse,
     not_found,
     principal_of,
     require,
@@ -30,7 +31,9 @@ from aetnaweb.api import (
 from audit import selectors
 from audit.canonical import canonical_json
 from audit.checkpoints import CONSISTENCY_BUNDLE_FORMAT, CheckpointError
+from audit.exports import ExportError
 from audit.models import Checkpoint
+from audit.selectors import AuditQueryError
 from audit.services import create_checkpoint
 from audit.verification import verify_subjects
 
@@ -98,6 +101,7 @@ def _jsonl_201(description: str) -> dict[str, Any]:
     summary="Verify the audit chains inside the token's subtree",
     operation_id="verify_audit_chains",
 )
+@may_refuse(AuditQueryError)
 def verify(request: HttpRequest, params: Query[VerifyQuery]) -> dict[str, Any]:
     """Recompute every event hash and link of each chain the token may audit
     (inside ``scope`` when given). Read-only. Capability ``audit``."""
@@ -123,6 +127,7 @@ def verify(request: HttpRequest, params: Query[VerifyQuery]) -> dict[str, Any]:
     operation_id="export_audit_events",
     openapi_extra=_jsonl_200("One canonical-JSON audit_log row per line, by sequence."),
 )
+@may_refuse(AuditQueryError, ExportError)
 def export(request: HttpRequest, params: Query[ExportQuery]) -> StreamingHttpResponse:
     """Every event of one chain (``subject``) or of every chain the token may audit,
     one row per line, in sequence order, streamed. Capability ``audit``."""
@@ -141,6 +146,7 @@ def export(request: HttpRequest, params: Query[ExportQuery]) -> StreamingHttpRes
     operation_id="create_checkpoint",
     openapi_extra=_jsonl_201("One aetnamem-checkpoint-v1 line, to keep outside this server."),
 )
+@may_refuse("checkpoint_unavailable")
 def checkpoint(request: HttpRequest) -> HttpResponse:
     """Pin the head of every chain the token may audit in an ``aetnamem-checkpoint-v1``
     document (also kept by the server) and download it as one JSON Lines line.
@@ -248,6 +254,7 @@ class ConsistencyBundleOut(Schema):
     summary="Prove that a newer checkpoint extends an older one (or flag a fork)",
     operation_id="checkpoint_consistency_bundle",
 )
+@may_refuse("checkpoint_not_provable", "checkpoint_unavailable")
 def consistency(request: HttpRequest, params: Query[ConsistencyQuery]) -> dict[str, Any]:
     """The consistency bundle between checkpoint ``old`` and checkpoint ``new`` (default:
     the newest the token may see): both signed notes, their sizes and roots, and the

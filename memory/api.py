@@ -20,12 +20,14 @@ from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
     bad_request,
+    may_refuse,
     not_found,
     principal_of,
     refusals_about,
     require,
     require_capability,
 )
+from aetnaweb.errors import InvalidInput
 from memory import metadata as record_metadata
 from memory import selectors, services
 from memory.api_schemas import (
@@ -52,7 +54,19 @@ from memory.api_schemas import (
     ScenesOut,
     ScenesQuery,
 )
-from memory.errors import RecordNotFound
+from memory.errors import (
+    ActionLogError,
+    CaptureError,
+    EpisodeNotFound,
+    ExtractionError,
+    ForgetPreviewStale,
+    ProposalError,
+    QueryError,
+    RecordNotFound,
+    RecordStateError,
+    SelectorError,
+)
+from memory.metadata import MetadataError
 
 router = Router(tags=["memory"])
 
@@ -67,6 +81,7 @@ CONFLICT_RESPONSES = {**ERROR_RESPONSES, 409: ERROR_RESPONSES[400]}
     response={201: RememberOut, 200: RememberOut, **ERROR_RESPONSES},
     summary="Remember a message, a forced note, or an explicit key and value",
 )
+@may_refuse(ExtractionError, InvalidInput)
 def remember(request: HttpRequest, payload: RememberIn) -> Status[dict[str, Any]]:
     """Store a message at exactly ``scope`` (capability ``write``).
 
@@ -121,6 +136,7 @@ def _created_if_stored(result: dict[str, Any]) -> Status[dict[str, Any]]:
     response={200: CaptureOut, **ERROR_RESPONSES},
     summary="Capture one turn from an agent host",
 )
+@may_refuse(CaptureError, ExtractionError, InvalidInput)
 def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
     """A host's turn hook (capability ``write``): a ``user`` turn is remembered;
     ``assistant``, ``tool_call`` and ``tool_result`` turns leave only a digest and a size."""
@@ -144,6 +160,7 @@ def capture(request: HttpRequest, payload: CaptureIn) -> dict[str, Any]:
     response={200: ForgetPreviewOut, **CONFLICT_RESPONSES},
     summary="Preview a forget: exactly what would be purged (writes nothing)",
 )
+@may_refuse(SelectorError, RecordNotFound, EpisodeNotFound, InvalidInput)
 def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     """The records and episodes a forget with this body would purge (capability ``forget``)."""
     require(request, access.FORGET, payload.scope)
@@ -166,6 +183,14 @@ def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     "/forget",
     response={200: DeletionReceiptOut, **CONFLICT_RESPONSES},
     summary="Forget records at exactly one scope and get the deletion receipt",
+)
+@may_refuse(
+    SelectorError,
+    RecordNotFound,
+    EpisodeNotFound,
+    ForgetPreviewStale,
+    RecordStateError,
+    InvalidInput,
 )
 def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     """Purge matching records and stored messages at exactly ``scope`` (capability ``forget``).
@@ -210,6 +235,7 @@ def _forget_field(payload: ForgetIn) -> str:
     response={201: ProposeOut, **ERROR_RESPONSES},
     summary="Propose facts for review (they land quarantined)",
 )
+@may_refuse(ProposalError, InvalidInput)
 def propose(request: HttpRequest, payload: ProposeIn) -> Status[dict[str, Any]]:
     """Each fact must cite episode or record IDs of this scope as evidence
     (capability ``propose``); accepted facts wait in quarantine for a person."""
@@ -228,6 +254,7 @@ def propose(request: HttpRequest, payload: ProposeIn) -> Status[dict[str, Any]]:
     response={201: LogActionOut, **ERROR_RESPONSES},
     summary="Append an agent.* event to the scope's audit chain",
 )
+@may_refuse(ActionLogError, InvalidInput)
 def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, Any]]:
     """Record what the agent did (capability ``write``). The payload goes into the
     audit chain as given: it must hold digests, IDs and counts, never content."""
@@ -254,6 +281,7 @@ def log_action(request: HttpRequest, payload: LogActionIn) -> Status[dict[str, A
     response={200: RecallOut, **ERROR_RESPONSES},
     summary="Recall the most relevant active memories visible from a scope",
 )
+@may_refuse(QueryError, MetadataError, InvalidInput)
 def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     """Top ``limit`` active records at ``scope`` and its ancestors, weighted by distance,
     whose calibrated match ``confidence`` reaches ``min_confidence``; ``abstained`` is true
@@ -269,6 +297,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
             min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
+            created_at=payload.filters.created_at if payload.filters else None,
             principal=principal_of(request),
         )
     return result.as_dict()
@@ -279,6 +308,7 @@ def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     response={200: RecallBlockOut, **ERROR_RESPONSES},
     summary="A <relevant_memories> block to inject into a prompt",
 )
+@may_refuse(QueryError, MetadataError, InvalidInput)
 def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]:
     """At most ``max_items`` lines and ``max_chars`` characters of memories whose calibrated
     match confidence reaches ``min_confidence`` (and whose score reaches ``min_score``);
@@ -294,6 +324,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
             min_confidence=payload.min_confidence,
             session_id=payload.session_id,
             metadata=payload.filters.metadata if payload.filters else None,
+            created_at=payload.filters.created_at if payload.filters else None,
             principal=principal_of(request),
         )
     return block.as_dict()
@@ -304,6 +335,7 @@ def recall_block(request: HttpRequest, payload: RecallBlockIn) -> dict[str, Any]
     response={200: PersonaOut, **ERROR_RESPONSES},
     summary="The persona: a bounded text of the active facts visible from a scope",
 )
+@may_refuse(InvalidInput)
 def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
     """Keyed facts first (by key), then unkeyed ones newest first, one
     ``- [record_id] content`` line each, cut at ``max_chars``. Audited. Capability ``read``."""
@@ -325,6 +357,7 @@ def persona(request: HttpRequest, payload: PersonaIn) -> dict[str, Any]:
     response={200: ScenesOut, **ERROR_RESPONSES},
     summary="Scenes: one per session at exactly a scope, newest first",
 )
+@may_refuse(InvalidInput)
 def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
     """Each session's episodes and records at ``scope`` (capability ``read``), paginated
     by key: pass ``next_cursor`` back as ``after`` for older sessions."""
@@ -358,6 +391,7 @@ def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
         }
     },
 )
+@may_refuse(QueryError, MetadataError, InvalidInput)
 def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str, Any]:
     """Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
     and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``.
@@ -394,6 +428,7 @@ def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str,
     response={200: RecordDetailOut, **ERROR_RESPONSES},
     summary="One record with its supersession chain, source episode, audit events and recalls",
 )
+@may_refuse()
 def get_record(request: HttpRequest, record_id: str) -> dict[str, Any]:
     """A record the token may read (capability ``read``); any other ID is a 404,
     whether it exists elsewhere or not at all."""

@@ -10,13 +10,23 @@ from ninja import Router, Schema, Status
 from pydantic import Field, model_validator
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, principal_of, require
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    BodyIn,
+    ContextStr,
+    ScopeStr,
+    may_refuse,
+    principal_of,
+    require,
+)
+from aetnaweb.errors import InvalidInput
 from memory import batch
 from memory.api_schemas import Metadata, RememberOut
+from memory.errors import ExtractionError
 from memory.limits import MAX_KEY_CHARS, MAX_TEXT_CHARS, MAX_VALUE_CHARS
 
 
-class BatchItemIn(Schema):
+class BatchItemIn(BodyIn):
     text: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
     key: str | None = Field(None, min_length=1, max_length=MAX_KEY_CHARS)
     value: str | None = Field(None, min_length=1, max_length=MAX_VALUE_CHARS)
@@ -39,7 +49,7 @@ class BatchItemIn(Schema):
         return self
 
 
-class RememberBatchIn(Schema):
+class RememberBatchIn(BodyIn):
     scope: ScopeStr
     items: list[BatchItemIn] = Field(
         ...,
@@ -62,6 +72,7 @@ def add_routes(router: Router) -> None:
         response={201: RememberBatchOut, 200: RememberBatchOut, **ERROR_RESPONSES},
         summary="Remember many messages at one scope in one transaction (all or nothing)",
     )
+    @may_refuse(ExtractionError, InvalidInput)
     def remember_batch(request: HttpRequest, payload: RememberBatchIn) -> Status[dict[str, Any]]:
         """Each item is a message (``text``) or a fact (``key`` and ``value``), stored in order
         at exactly ``scope`` (capability ``write``). One result per item, in order. 201 when

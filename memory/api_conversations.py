@@ -14,14 +14,24 @@ from ninja import Router, Schema
 from pydantic import Field
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, ContextStr, ScopeStr, principal_of, require
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    BodyIn,
+    ContextStr,
+    ScopeStr,
+    may_refuse,
+    principal_of,
+    require,
+)
+from aetnaweb.errors import InvalidInput
 from memory import services
 from memory.api_schemas import StoredRecordOut
+from memory.errors import ExtractionError
 from memory.inputs import ConversationTurn
 from memory.limits import MAX_IMPORT_TURNS, MAX_SPEAKER_CHARS, MAX_TEXT_CHARS
 
 
-class TurnIn(Schema):
+class TurnIn(BodyIn):
     text: str = Field(..., min_length=1, max_length=MAX_TEXT_CHARS, description="What was said.")
     role: Literal["user", "assistant", "tool", "other"] = Field(
         "user",
@@ -36,7 +46,7 @@ class TurnIn(Schema):
     session_id: ContextStr | None = None
 
 
-class ImportConversationIn(Schema):
+class ImportConversationIn(BodyIn):
     scope: ScopeStr
     turns: list[TurnIn] = Field(
         ...,
@@ -70,6 +80,7 @@ def add_routes(router: Router) -> None:
         response={200: ImportConversationOut, **ERROR_RESPONSES},
         summary="Import a conversation: each human turn kept word for word, facts linked to it",
     )
+    @may_refuse(ExtractionError, InvalidInput)
     def import_conversation(request: HttpRequest, payload: ImportConversationIn) -> dict[str, Any]:
         """Store the turns at exactly ``scope`` (capability ``write``), in order, all or
         nothing. What each role keeps is in docs/agents.md ("Importing a conversation");

@@ -15,18 +15,21 @@ from pydantic import Field
 from aetnaweb import access
 from aetnaweb.api import (
     ERROR_RESPONSES,
+    BodyIn,
+    may_refuse,
     not_found,
     principal_of,
     refusals_about,
     require_capability,
 )
+from aetnaweb.errors import InvalidInput
 from memory import corrections, selectors
 from memory.api_schemas import METADATA_DESCRIPTION, MetadataValue, RecordOut, StoredRecordOut
-from memory.errors import RecordNotFound
+from memory.errors import ExtractionError, RecordNotFound, RecordStateError
 from memory.limits import MAX_TEXT_CHARS
 
 
-class CorrectIn(Schema):
+class CorrectIn(BodyIn):
     content: str = Field(
         ...,
         min_length=1,
@@ -64,6 +67,7 @@ def add_routes(router: Router) -> None:
         response={200: CorrectOut, 409: ERROR_RESPONSES[400], **ERROR_RESPONSES},
         summary="Correct a record: a new record supersedes it (history kept)",
     )
+    @may_refuse(RecordStateError, ExtractionError, InvalidInput)
     def correct_record(request: HttpRequest, record_id: str, payload: CorrectIn) -> dict[str, Any]:
         """Capability ``write`` at the record's scope; any other record is 404. Trusted
         content supersedes the record at once; third-party content lands quarantined
@@ -91,6 +95,7 @@ def add_routes(router: Router) -> None:
         response={200: HistoryOut, **ERROR_RESPONSES},
         summary="A record's lineage, oldest first",
     )
+    @may_refuse()
     def record_history(request: HttpRequest, record_id: str) -> dict[str, Any]:
         """What the record replaced, the record, and what replaced it (capability ``read``);
         records the token may not read are left out, forgotten ones have no content."""

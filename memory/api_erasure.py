@@ -16,10 +16,20 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, not_found, principal_of, refusals_about, require
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    BodyIn,
+    may_refuse,
+    not_found,
+    principal_of,
+    refusals_about,
+    require,
+)
+from aetnaweb.errors import InvalidInput
 from aetnaweb.scopes import Scope
 from jobs.models import Job
 from memory.api_schemas import ScopeStr
+from memory.errors import LegalHoldError, SubjectErasureError
 from memory.services.erasure import (
     MAX_REFERENCE_CHARS,
     erasure_certificate,
@@ -30,11 +40,11 @@ from memory.services.holds import legal_holds, lift_legal_hold, set_legal_hold
 from memory.services.subject_export import export_subject
 
 
-class EraseSubjectPreviewIn(Schema):
+class EraseSubjectPreviewIn(BodyIn):
     scope: ScopeStr = Field(..., description="One person's subtree, e.g. acme:dana:*")
 
 
-class EraseSubjectIn(Schema):
+class EraseSubjectIn(BodyIn):
     model_config = {
         "json_schema_extra": {
             "examples": [
@@ -75,14 +85,14 @@ class ErasureOut(Schema):
     certificate_url: str | None
 
 
-class ExportSubjectIn(Schema):
+class ExportSubjectIn(BodyIn):
     scope: ScopeStr = Field(..., description="One person's subtree, e.g. acme:dana:*")
     reference: str = Field(
         ..., max_length=MAX_REFERENCE_CHARS, description="The request's reference"
     )
 
 
-class LegalHoldIn(Schema):
+class LegalHoldIn(BodyIn):
     model_config = {
         "json_schema_extra": {"examples": [{"scope": "acme:dana:*", "reference": "CASE-2026-7"}]}
     }
@@ -91,7 +101,7 @@ class LegalHoldIn(Schema):
     reference: str = Field(..., max_length=200, description="The matter or order the hold answers")
 
 
-class LegalHoldLiftIn(Schema):
+class LegalHoldLiftIn(BodyIn):
     scope: ScopeStr = Field(..., description="The scope whose hold is lifted (exactly)")
 
 
@@ -152,6 +162,7 @@ def add_routes(router: Router) -> None:
         response={200: ErasurePreviewOut, **ERROR_RESPONSES},
         summary="Preview erasing one person's subtree: counts per scope (writes nothing)",
     )
+    @may_refuse(SubjectErasureError, InvalidInput)
     def erase_subject_preview(
         request: HttpRequest, payload: EraseSubjectPreviewIn
     ) -> dict[str, Any]:
@@ -168,6 +179,7 @@ def add_routes(router: Router) -> None:
         response={202: ErasureOut, **ERROR_RESPONSES},
         summary="Erase everything stored under one person's subtree, as a job with a certificate",
     )
+    @may_refuse(SubjectErasureError, LegalHoldError, InvalidInput)
     def erase_subject(request: HttpRequest, payload: EraseSubjectIn) -> Status[dict[str, Any]]:
         """Queue the erasure of every record (any status) and stored message under ``scope``.
 
@@ -192,6 +204,7 @@ def add_routes(router: Router) -> None:
         response={200: ErasureOut, **ERROR_RESPONSES},
         summary="A subject erasure's progress and result",
     )
+    @may_refuse()
     def erasure(request: HttpRequest, job_id: int) -> dict[str, Any]:
         """Its status, progress (done of total) and, when finished, counts per scope."""
         return _erasure_out(_erasure(request, job_id))
@@ -201,6 +214,7 @@ def add_routes(router: Router) -> None:
         response={200: dict[str, Any], **ERROR_RESPONSES},
         summary="A finished subject erasure's certificate (aetnaweb-erasure-certificate-v1)",
     )
+    @may_refuse()
     def erasure_certificate_json(request: HttpRequest, job_id: int) -> dict[str, Any]:
         """The certificate file, as JSON; 400 `subject_erasure_refused` while it has not finished."""
         job = _erasure(request, job_id)
@@ -211,6 +225,7 @@ def add_routes(router: Router) -> None:
         response={200: LegalHoldListOut, **ERROR_RESPONSES},
         summary="Legal holds in force over a scope or inside it",
     )
+    @may_refuse(InvalidInput)
     def list_legal_holds(request: HttpRequest, params: Query[LegalHoldQuery]) -> dict[str, Any]:
         """Holds that keep ``scope``: at it, at an ancestor, or below it (capability ``read``)."""
         require(request, access.READ, params.scope)
@@ -233,6 +248,7 @@ def add_routes(router: Router) -> None:
         response={201: LegalHoldOut, **CONFLICT_RESPONSES},
         summary="Set a legal hold: every purge at the scope and below is refused until lifted",
     )
+    @may_refuse(LegalHoldError, InvalidInput)
     def create_legal_hold(request: HttpRequest, payload: LegalHoldIn) -> Status[dict[str, Any]]:
         """Forget, reject and erasure at or below ``scope`` answer 409 ``legal_hold`` while it holds."""
         require(request, access.READ, payload.scope)
@@ -247,6 +263,7 @@ def add_routes(router: Router) -> None:
         response={200: LegalHoldOut, **CONFLICT_RESPONSES},
         summary="Lift the legal hold at exactly one scope",
     )
+    @may_refuse(LegalHoldError, InvalidInput)
     def lift(request: HttpRequest, payload: LegalHoldLiftIn) -> dict[str, Any]:
         """Purges at the scope are possible again; the lift is audited."""
         require(request, access.READ, payload.scope)
@@ -260,6 +277,7 @@ def add_routes(router: Router) -> None:
         summary="Export everything stored under one person's subtree, with a manifest bound "
         "to the log",
     )
+    @may_refuse(SubjectErasureError, InvalidInput)
     def export_subject_json(request: HttpRequest, payload: ExportSubjectIn) -> dict[str, Any]:
         """Records (every status), stored messages and the audit events of the subtree's scopes,
         with a manifest whose digest a ``memory.subject_exported`` event commits; check it with

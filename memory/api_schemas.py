@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from aetnaweb.api import ContextStr, ScopeStr
+from aetnaweb.api import BodyIn, ContextStr, ScopeStr
 from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory.limits import (
     MAX_BLOCK_CHARS,
@@ -34,6 +34,7 @@ from memory.limits import (
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
 )
+from memory.metadata import MAX_IN_VALUES
 from memory.ranking import DEFAULT_MIN_CONFIDENCE
 from memory.services import (
     MAX_UNPREVIEWED_FORGET,
@@ -72,21 +73,82 @@ MetadataOut = Annotated[
 ]
 
 
-class MetadataFilterIn(Schema):
-    metadata: dict[str, MetadataValue] = Field(
-        ...,
+_SCALAR = {"type": ["string", "number", "boolean", "null"]}
+_RANGE_BOUND = {
+    "type": ["number", "string"],
+    "description": "A number, or an ISO 8601 date or timestamp string (compared as text).",
+}
+MetadataCondition = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {**_SCALAR, "description": "Equality: exactly this typed value."},
+                {
+                    "type": "object",
+                    "description": "Operators, ANDed; each needs the key to be present.",
+                    "properties": {
+                        "$eq": _SCALAR,
+                        "$ne": _SCALAR,
+                        "$in": {
+                            "type": "array",
+                            "items": _SCALAR,
+                            "minItems": 1,
+                            "maxItems": MAX_IN_VALUES,
+                        },
+                        **dict.fromkeys(("$gt", "$gte", "$lt", "$lte"), _RANGE_BOUND),
+                    },
+                    "additionalProperties": False,
+                    "minProperties": 1,
+                },
+            ]
+        }
+    ),
+]
+_MOMENT = {
+    "type": "string",
+    "description": "ISO 8601 timestamp with a time zone, or a date (its midnight UTC).",
+    "examples": ["2026-01-31T09:00:00Z"],
+}
+CreatedAtRange = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "object",
+            "properties": dict.fromkeys(("$gt", "$gte", "$lt", "$lte"), _MOMENT),
+            "additionalProperties": False,
+            "minProperties": 1,
+        }
+    ),
+]
+FILTERS_DESCRIPTION = (
+    'Restrict the candidates, e.g. {"metadata": {"customer_id": 42, "score": {"$gte": 3}}, '
+    '"created_at": {"$gte": "2026-01-01T00:00:00Z"}}. Runs inside the candidate queries, '
+    "so it never starves the top results."
+)
+
+
+class MetadataFilterIn(BodyIn):
+    metadata: dict[str, MetadataCondition] | None = Field(
+        None,
         max_length=MAX_METADATA_FILTER_KEYS,
-        description=f"Keep records holding every key with exactly this typed value (at "
-        f'most {MAX_METADATA_FILTER_KEYS} keys, ANDed): 42 and "42" differ. The filter '
-        "runs inside the candidate queries, so it never starves the top results.",
-        examples=[{"customer_id": 42}],
+        description=f"At most {MAX_METADATA_FILTER_KEYS} keys, ANDed. A value asks for "
+        'exactly that typed value (42 and "42" differ); an object applies operators: '
+        "$eq, $ne, $in (a list), $gt, $gte, $lt, $lte (numbers match numbers, ISO 8601 "
+        "date strings match strings as text). Every operator needs the key present.",
+        examples=[{"customer_id": 42}, {"tier": {"$in": ["gold", "silver"]}, "score": {"$gte": 3}}],
+    )
+    created_at: CreatedAtRange | None = Field(
+        None,
+        description="When the record was stored: range bounds $gt, $gte, $lt, $lte.",
+        examples=[{"$gte": "2026-01-01T00:00:00Z", "$lt": "2026-02-01T00:00:00Z"}],
     )
 
 
 # -- requests ---------------------------------------------------------------------------
 
 
-class RememberIn(Schema):
+class RememberIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -148,7 +210,7 @@ class RememberIn(Schema):
     )
 
 
-class CaptureIn(Schema):
+class CaptureIn(BodyIn):
     scope: ScopeStr
     role: Literal["user", "assistant", "tool_call", "tool_result"]
     content: str = Field(..., max_length=MAX_TEXT_CHARS)
@@ -160,7 +222,7 @@ class CaptureIn(Schema):
     )
 
 
-class ForgetIn(Schema):
+class ForgetIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -210,7 +272,7 @@ class ForgetIn(Schema):
     )
 
 
-class ProposedFact(Schema):
+class ProposedFact(BodyIn):
     content: str = Field(..., min_length=1, max_length=MAX_FACT_CONTENT_CHARS)
     evidence: list[RecordId] = Field(
         ...,
@@ -222,12 +284,12 @@ class ProposedFact(Schema):
     confidence: Score | None = None
 
 
-class ProposeIn(Schema):
+class ProposeIn(BodyIn):
     scope: ScopeStr
     facts: list[ProposedFact] = Field(..., min_length=1, max_length=MAX_PROPOSED_FACTS)
 
 
-class LogActionIn(Schema):
+class LogActionIn(BodyIn):
     scope: ScopeStr
     event_type: str = Field(
         ...,
@@ -247,7 +309,7 @@ class LogActionIn(Schema):
     turn_id: ContextStr | None = None
 
 
-class RecallIn(Schema):
+class RecallIn(BodyIn):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -271,12 +333,10 @@ class RecallIn(Schema):
         "when none does the answer says abstained (no memory fits).",
     )
     session_id: ContextStr | None = None
-    filters: MetadataFilterIn | None = Field(
-        None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
-    )
+    filters: MetadataFilterIn | None = Field(None, description=FILTERS_DESCRIPTION)
 
 
-class RecallBlockIn(Schema):
+class RecallBlockIn(BodyIn):
     scope: ScopeStr
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     max_items: int = Field(5, ge=1, le=MAX_RECALL_LIMIT)
@@ -287,12 +347,10 @@ class RecallBlockIn(Schema):
         description="Inject only memories whose calibrated match confidence reaches this.",
     )
     session_id: ContextStr | None = None
-    filters: MetadataFilterIn | None = Field(
-        None, description='Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}.'
-    )
+    filters: MetadataFilterIn | None = Field(None, description=FILTERS_DESCRIPTION)
 
 
-class PersonaIn(Schema):
+class PersonaIn(BodyIn):
     scope: ScopeStr
     max_chars: int = Field(PERSONA_MAX_CHARS, ge=1, le=MAX_BLOCK_CHARS)
 

@@ -194,16 +194,19 @@ def list_records(
     text: str | None = None,
     include_descendants: bool = False,
     metadata: Mapping[str, Any] | None = None,
+    created_at: Mapping[str, Any] | None = None,
     after: Any = None,
     limit: int = 50,
 ) -> Page:
     """Records stored at ``scope`` (or its subtree), newest first, filtered.
 
     ``text`` is a case-insensitive substring of the content; ``metadata`` keeps
-    records holding every one of those keys with exactly that typed value.
+    records holding every one of those keys with exactly that typed value (or
+    meeting its operators), ``created_at`` those stored in that range
+    (:func:`memory.metadata.check_filter`).
     """
     parsed = access.require(principal, access.READ, scope)
-    wanted = record_metadata.check_filter(metadata)
+    wanted = record_metadata.check_filter(metadata, created_at=created_at)
     queryset = Record.objects.all()
     if include_descendants:
         queryset = queryset.filter(**parsed.subtree_filter()).filter(readable_records_q(principal))

@@ -365,6 +365,7 @@ def recall(
     min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
     session_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    created_at: Mapping[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RecallResult:
@@ -373,7 +374,9 @@ def recall(
     Every recall is logged as a retrieval event and a ``memory.recall`` audit event,
     in the chain of ``scope`` itself; so an operator recalls only inside their own
     subtree (an ancestor they may read is reached by recalling from below it).
-    ``metadata`` keeps only records holding every one of those typed values.
+    ``metadata`` keeps only records holding every one of those typed values or
+    meeting those operators, ``created_at`` those stored in that range
+    (:func:`memory.metadata.check_filter`); both run inside the candidate queries.
     Only candidates whose match ``confidence`` reaches ``min_confidence``
     return; when none does, the result says so (``abstained``).
     """
@@ -383,7 +386,7 @@ def recall(
     threshold = _check_min_score(min_score)
     confident = _check_min_score(min_confidence, "min_confidence")
     session = _context("session_id", session_id)
-    wanted = record_metadata.check_filter(metadata)
+    wanted = record_metadata.check_filter(metadata, created_at=created_at)
     actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(
         parsed, query, limit, threshold, wanted, confident
@@ -460,6 +463,7 @@ def recall_block(
     min_confidence: float = ranking.DEFAULT_MIN_CONFIDENCE,
     session_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    created_at: Mapping[str, Any] | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> RecallBlock:
@@ -475,7 +479,7 @@ def recall_block(
     threshold = _check_min_score(min_score)
     confident = _check_min_score(min_confidence, "min_confidence")
     session = _context("session_id", session_id)
-    wanted = record_metadata.check_filter(metadata)
+    wanted = record_metadata.check_filter(metadata, created_at=created_at)
     actor_label = access.audit_actor(principal, actor, default="agent")
     candidates = _score_candidates(
         parsed, query, max_items, threshold, wanted, confident

@@ -229,3 +229,101 @@ def test_the_documented_header_is_the_one_the_middleware_reads():
     assert api.IDEMPOTENCY_HEADER == idempotency.HEADER == "Idempotency-Key"
     assert api.IDEMPOTENT_WRITE_METHODS == idempotency.WRITE_METHODS
     assert {m.upper() for m in WRITE_METHODS} == idempotency.WRITE_METHODS
+
+
+# -- one dialect (issue 35 item 4): per-operation codes, closed bodies ------------------
+
+
+def _codes_listed(operation: dict, status: str) -> set[str]:
+    return set(re.findall(r"`([a-z_]+)`", operation["responses"][status]["description"]))
+
+
+def _operation(document: dict, operation_id: str) -> dict:
+    return next(o for _, _, o in _operations(document) if o["operationId"] == operation_id)
+
+
+def test_every_operation_declares_its_refusals(document):
+    # Given the operations served and those whose function says what it may refuse
+    from aetnaweb.api import api
+
+    declared = set(api._declared_refusals())
+    served = {operation["operationId"] for _, _, operation in _operations(document)}
+    # Then none falls back to listing the whole catalogue
+    assert served - declared == set()
+
+
+def test_recall_s_400_lists_only_what_recall_can_answer(document):
+    recall = _operation(document, "recall")
+    assert _codes_listed(recall, "400") == {
+        "invalid_request",
+        "invalid_json",
+        "body_too_large",
+        "invalid_field",
+        "missing_field",
+        "unknown_field",
+        "invalid_scope",
+        "invalid_idempotency_key",
+        "query_error",
+        "metadata_error",
+    }
+    assert _codes_listed(recall, "403") == {"capability_missing"}
+
+
+def test_remember_s_400_lists_only_what_remember_can_answer(document):
+    remember = _operation(document, "remember")
+    assert _codes_listed(remember, "400") == {
+        "invalid_request",
+        "invalid_json",
+        "body_too_large",
+        "invalid_field",
+        "missing_field",
+        "unknown_field",
+        "invalid_scope",
+        "invalid_idempotency_key",
+        "extraction_error",
+        "metadata_error",
+    }
+    # A forget's selector codes are not remember's business
+    assert "empty_selector" not in remember["responses"]["400"]["description"]
+
+
+def test_a_read_without_body_lists_no_body_codes(document):
+    get_record = _operation(document, "get_record")
+    assert _codes_listed(get_record, "400") == {
+        "invalid_request",
+        "body_too_large",
+        "invalid_field",
+    }
+
+
+def test_a_declared_conflict_gets_its_own_response(document):
+    erase = _operation(document, "erase_subject")
+    assert "legal_hold" in _codes_listed(erase, "409")
+    stage = _operation(document, "stage")
+    assert "separation_of_duties" not in str(stage["responses"])
+
+
+def _closed(schema_name: str, schemas: dict, seen: set[str]) -> list[str]:
+    """Names of object schemas reachable from ``schema_name`` that accept unknown fields."""
+    if schema_name in seen:
+        return []
+    seen.add(schema_name)
+    schema = schemas[schema_name]
+    open_ones = [] if schema.get("additionalProperties") is False else [schema_name]
+    for ref in re.findall(r"#/components/schemas/(\w+)", json.dumps(schema)):
+        open_ones += _closed(ref, schemas, seen)
+    return open_ones
+
+
+def test_every_request_body_refuses_unknown_fields(document):
+    # Given every JSON request body and every object nested in one
+    schemas = document["components"]["schemas"]
+    open_ones: list[str] = []
+    for _, _, operation in _operations(document):
+        body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is None:
+            continue
+        ref = body["schema"]["$ref"].rsplit("/", 1)[-1]
+        open_ones += _closed(ref, schemas, set())
+    # Then each says additionalProperties: false (built on aetnaweb.api.BodyIn)
+    assert open_ones == []
