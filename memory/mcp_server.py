@@ -45,7 +45,7 @@ from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from audit.services import MAX_EVENT_TYPE_LENGTH
-from memory import ranking, selectors, services
+from memory import mcp_results, ranking, selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
 from memory.limits import (
     MAX_BLOCK_CHARS,
@@ -66,6 +66,14 @@ from memory.limits import (
     MAX_SPEAKER_CHARS,
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
+)
+from memory.mcp_results import (
+    DeletionReceiptOutput,
+    ForgetPreviewOutput,
+    RecallBlockOutput,
+    RecallOutput,
+    RecordDetailOutput,
+    RecordListOutput,
 )
 from memory.services import PERSONA_MAX_CHARS
 
@@ -216,6 +224,20 @@ def _text_arguments[F: Callable[..., Any]](tool: F) -> F:
     return checked  # type: ignore[return-value]
 
 
+def _answered[F: Callable[..., Any]](tool: F) -> F:
+    """The tool, answering a JSON object as one-line JSON text plus structured content.
+
+    A tool with a summary of its own builds its result (memory.mcp_results.answer)
+    and it passes unchanged.
+    """
+
+    @functools.wraps(tool)
+    def answer(**arguments: Any) -> Any:
+        return mcp_results.tool_result(tool(**arguments))
+
+    return answer  # type: ignore[return-value]
+
+
 def _call[T](fn: Callable[[], T]) -> T:
     """Run one tool body: domain refusals become tool errors the model can read."""
     close_old_connections()
@@ -271,7 +293,9 @@ def tool_registrar(
     """A ``@register(capability, title, ...)`` decorator that lists a tool only when held.
 
     A session never sees a tool it could not call: a read-only token lists no
-    write tool. The services check the capability again on every call.
+    write tool. The services check the capability again on every call. A tool
+    answers with a compact text (its own summary, else its result as one-line
+    JSON) and its whole result as structured content (memory.mcp_results).
     """
 
     def register(
@@ -291,7 +315,7 @@ def tool_registrar(
                     annotations=_annotations(
                         read_only=read_only, destructive=destructive, idempotent=idempotent
                     ),
-                )(_text_arguments(fn))
+                )(_text_arguments(_answered(fn)))
             return fn
 
         return decorate
@@ -416,18 +440,21 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         min_confidence: MinConfidence = ranking.DEFAULT_MIN_CONFIDENCE,
         session_id: Context = None,
         filters: FiltersArg = None,
-    ) -> dict[str, Any]:
-        return _call(
-            lambda: services.recall(
-                scope=at,
-                query=query,
-                limit=limit,
-                min_score=min_score,
-                min_confidence=min_confidence,
-                session_id=session_id,
-                metadata=_metadata_filter(filters),
-                principal=principal,
-            ).as_dict()
+    ) -> Annotated[CallToolResult, RecallOutput]:
+        return mcp_results.answer(
+            _call(
+                lambda: services.recall(
+                    scope=at,
+                    query=query,
+                    limit=limit,
+                    min_score=min_score,
+                    min_confidence=min_confidence,
+                    session_id=session_id,
+                    metadata=_metadata_filter(filters),
+                    principal=principal,
+                ).as_dict()
+            ),
+            mcp_results.recall_text,
         )
 
     @tool(
@@ -445,19 +472,22 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         min_confidence: MinConfidence = ranking.DEFAULT_MIN_CONFIDENCE,
         session_id: Context = None,
         filters: FiltersArg = None,
-    ) -> dict[str, Any]:
-        return _call(
-            lambda: services.recall_block(
-                scope=at,
-                query=query,
-                max_items=max_items,
-                max_chars=max_chars,
-                min_score=min_score,
-                min_confidence=min_confidence,
-                session_id=session_id,
-                metadata=_metadata_filter(filters),
-                principal=principal,
-            ).as_dict()
+    ) -> Annotated[CallToolResult, RecallBlockOutput]:
+        return mcp_results.answer(
+            _call(
+                lambda: services.recall_block(
+                    scope=at,
+                    query=query,
+                    max_items=max_items,
+                    max_chars=max_chars,
+                    min_score=min_score,
+                    min_confidence=min_confidence,
+                    session_id=session_id,
+                    metadata=_metadata_filter(filters),
+                    principal=principal,
+                ).as_dict()
+            ),
+            mcp_results.block_text,
         )
 
     @tool(access.WRITE, "Capture a conversation turn", read_only=False)
@@ -509,7 +539,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         ] = None,
         episode_ids: EpisodeIds = None,
         session_id: SessionArg = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, ForgetPreviewOutput]:
         """Show exactly which records and stored messages a forget would purge at this scope
         (writes nothing).
 
@@ -519,19 +549,27 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         an error saying so: ask the user to be specific. Then call forget with the
         preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids.
         """
-        return _call(
-            lambda: services.forget_preview(
-                scope=at,
-                selector=selector,
-                record_ids=record_ids,
-                utterance=utterance,
-                episode_ids=episode_ids,
-                session_id=session_id,
-                principal=principal,
-            ).as_dict()
+        return mcp_results.answer(
+            _call(
+                lambda: services.forget_preview(
+                    scope=at,
+                    selector=selector,
+                    record_ids=record_ids,
+                    utterance=utterance,
+                    episode_ids=episode_ids,
+                    session_id=session_id,
+                    principal=principal,
+                ).as_dict()
+            ),
+            mcp_results.preview_text,
         )
 
-    @tool(access.FORGET, "Forget records", read_only=False, destructive=True)
+    @tool(
+        access.FORGET,
+        "Forget records",
+        read_only=False,
+        destructive=True,
+    )
     def forget(
         selector: Annotated[str | None, Field(default=None, max_length=MAX_SELECTOR_CHARS)] = None,
         record_ids: Annotated[
@@ -557,24 +595,27 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 "changed.",
             ),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, DeletionReceiptOutput]:
         """Purge records and stored messages at this scope (and the superseded values of the
         same facts) and return a verifiable deletion receipt listing both. Irreversible: call
         forget_preview first and pass its record_ids and episode_ids as expected_record_ids
         and expected_episode_ids. An empty, vague, unmatched or too-broad request is refused,
         never read as 'everything'; forget never reaches other scopes."""
-        return _call(
-            lambda: services.forget(
-                scope=at,
-                selector=selector,
-                record_ids=record_ids,
-                utterance=utterance,
-                episode_ids=episode_ids,
-                session_id=session_id,
-                expected_record_ids=expected_record_ids,
-                expected_episode_ids=expected_episode_ids,
-                principal=principal,
-            )
+        return mcp_results.answer(
+            _call(
+                lambda: services.forget(
+                    scope=at,
+                    selector=selector,
+                    record_ids=record_ids,
+                    utterance=utterance,
+                    episode_ids=episode_ids,
+                    session_id=session_id,
+                    expected_record_ids=expected_record_ids,
+                    expected_episode_ids=expected_episode_ids,
+                    principal=principal,
+                )
+            ),
+            mcp_results.receipt_text,
         )
 
     @tool(access.READ, "List records", read_only=True)
@@ -587,7 +628,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 20,
         filters: FiltersArg = None,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, RecordListOutput]:
         """List records stored at exactly this scope, newest first (all statuses unless one
         is given); pass next_cursor as after for the next page."""
 
@@ -607,10 +648,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 "next_cursor": page.next_cursor,
             }
 
-        return _call(run)
+        return mcp_results.answer(_call(run), mcp_results.records_text)
 
     @tool(access.READ, "Show a record with its history", read_only=True)
-    def get_record(record_id: RecordId) -> dict[str, Any]:
+    def get_record(record_id: RecordId) -> Annotated[CallToolResult, RecordDetailOutput]:
         """One record by ID with its history: what it superseded and what superseded it
         (nearest first), its source episode, the audit events naming it and the recalls that
         considered it. Works for any record recall returned, including an ancestor scope's."""
@@ -622,7 +663,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 # Out of reach: the same answer as an unknown ID, so nothing leaks.
                 raise RecordNotFound(f"no record {record_id}: check the ID") from None
 
-        return _call(run)
+        return mcp_results.answer(_call(run), mcp_results.record_detail_text)
 
     @tool(access.PROPOSE, "Propose facts for review", read_only=False)
     def propose_facts(
