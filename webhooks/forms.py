@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import StorableTextMixin
-from webhooks.events import SUBSCRIBABLE
+from webhooks.events import MEMORY_CHANGES, NEEDS_A_PERSON, SUBSCRIBABLE
 from webhooks.targets import MAX_URL_LENGTH
 
 
@@ -21,11 +23,23 @@ class EndpointForm(StorableTextMixin, forms.Form):
     events = forms.MultipleChoiceField(
         choices=list(SUBSCRIBABLE.items()),
         widget=forms.CheckboxSelectMultiple,
-        help_text="Sent when one of these happens in the endpoint's scope or below it.",
+        help_text="Sent when one of these happens in the endpoint's scope or below it. "
+        "Memory changes are sent only if you tick them.",
     )
     description = forms.CharField(
         max_length=200, required=False, help_text="What receives these events (optional)."
     )
+
+    def event_groups(self) -> list[tuple[str, list[Any]]]:
+        """The event checkboxes in two groups: what needs a person, and memory changes."""
+        boxes = list(self["events"])
+        return [
+            ("Needs a person", [box for box in boxes if box.data["value"] in NEEDS_A_PERSON]),
+            (
+                "Memory changes (IDs and digests, never content)",
+                [box for box in boxes if box.data["value"] in MEMORY_CHANGES],
+            ),
+        ]
 
 
 class EndpointCreateForm(EndpointForm):

@@ -263,14 +263,15 @@ def _body(delivery_id: str, event_type: str, subject: str, data: dict[str, Any])
     )
 
 
-def _matching(subject: str, event_type: str) -> list[WebhookEndpoint]:
+def _matching(subject: str, *event_types: str) -> list[WebhookEndpoint]:
+    """Active endpoints covering ``subject`` that chose any of ``event_types``."""
     try:
         lineage = Scope.parse(subject).visible_strings()
     except ScopeError:
         return []
     # A subject's covering scopes are itself and its ancestors: one indexed IN.
     rows = WebhookEndpoint.objects.filter(scope__in=lineage, active=True)
-    return [endpoint for endpoint in rows if event_type in endpoint.events]
+    return [endpoint for endpoint in rows if any(name in endpoint.events for name in event_types)]
 
 
 def _create_deliveries(
@@ -298,8 +299,148 @@ def _create_deliveries(
     return created
 
 
+def _payload(event: AuditEvent) -> dict[str, Any]:
+    try:
+        payload = json.loads(event.payload)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _ids(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _replaced(superseded_ids: Any, by: Any) -> list[dict[str, str]]:
+    return [{"record_id": old, "superseded_by": str(by)} for old in _ids(superseded_ids)]
+
+
+def _announced_by_creation(record_id: str) -> set[str]:
+    """What the creation event of ``record_id`` already announced as superseded."""
+    creation = (
+        AuditEvent.objects.filter(record_id=record_id, event_type="memory.record_created")
+        .only("payload")
+        .first()
+    )
+    return set(_ids(_payload(creation).get("superseded_ids"))) if creation else set()
+
+
+def _superseded_by_event(event: AuditEvent, payload: dict[str, Any]) -> list[dict[str, str]]:
+    """Each record the audit event retired, with the record that replaced it."""
+    kind = event.event_type
+    if kind in ("memory.record_created", "memory.record_promoted"):
+        return _replaced(payload.get("superseded_ids"), payload.get("record_id"))
+    if kind == "memory.record_corrected":
+        by = payload.get("corrected_by")
+        # The correction's own creation event already announced the slot holders it replaced.
+        already = _announced_by_creation(by) if isinstance(by, str) else set()
+        return [
+            item
+            for item in _replaced(payload.get("superseded_ids"), by)
+            if item["record_id"] not in already
+        ]
+    if kind == "memory.consolidated":
+        groups = [*payload.get("duplicates", []), *payload.get("fact_keys", [])]
+        return [
+            item
+            for group in groups
+            if isinstance(group, dict)
+            for item in _replaced(group.get("superseded_ids"), group.get("kept"))
+        ]
+    return []
+
+
+# What a memory change carries besides IDs: digests and counts, never content.
+_DIGEST_FIELDS = ("digests", "content_sha256", "fact_key_sha256", "metadata_sha256")
+_PURGE_DIGEST_FIELDS = ("selector_sha256", "utterance_sha256", "reference_sha256")
+
+
+def _first_ids(payload: dict[str, Any], kind: str) -> list[str]:
+    for prefix in ("purged_", "expired_", ""):
+        if f"{prefix}{kind}_ids" in payload:
+            return _ids(payload[f"{prefix}{kind}_ids"])
+    return []
+
+
+def _purged(payload: dict[str, Any]) -> dict[str, Any]:
+    """Record and message IDs of a purge (a forget says ``purged_*``; ``expired_*`` is read too)."""
+    records = _first_ids(payload, "record")
+    episodes = _first_ids(payload, "episode")
+    data: dict[str, Any] = {"record_ids": records, "episode_ids": episodes}
+    data["count"] = payload.get("count") if isinstance(payload.get("count"), int) else len(records)
+    for name in ("mode", *_PURGE_DIGEST_FIELDS):
+        if isinstance(payload.get(name), str):
+            data[name] = payload[name]
+    return data
+
+
+def memory_changes(event: AuditEvent) -> list[tuple[str, dict[str, Any]]]:
+    """The memory-change webhook events an audit event makes, each with its data.
+
+    IDs, the audit event's ID, hash and sequence, and digests: never content
+    (a record's digests are salted with its own salt, destroyed when it is
+    forgotten, docs/webhooks.md). An event that changed nothing makes none.
+    """
+    payload = _payload(event)
+    base: dict[str, Any] = {
+        "event_id": event.event_id,
+        "sequence": event.sequence,
+        "audit_event_type": event.event_type,
+        "audit_event_hash": event.event_hash,
+    }
+    audit_link = _link("audit:event", event.event_id)
+    changes: list[tuple[str, dict[str, Any]]] = []
+    wanted = event_names.MEMORY_CHANGE_SOURCES.get(event.event_type, ())
+    if event_names.RECORD_CREATED in wanted and isinstance(payload.get("record_id"), str):
+        record_id = payload["record_id"]
+        data = {**base, "record_id": record_id}
+        if isinstance(payload.get("episode_id"), str):
+            data["episode_id"] = payload["episode_id"]
+        data.update({k: payload[k] for k in _DIGEST_FIELDS if isinstance(payload.get(k), str)})
+        data["links"] = {
+            "dashboard": _link("memory:record", record_id),
+            "audit_event": audit_link,
+        }
+        changes.append((event_names.RECORD_CREATED, data))
+    if event_names.RECORD_SUPERSEDED in wanted:
+        superseded = _superseded_by_event(event, payload)
+        if superseded:
+            data = {
+                **base,
+                "record_ids": [item["record_id"] for item in superseded],
+                "superseded": superseded,
+                "links": {"audit_event": audit_link},
+            }
+            changes.append((event_names.RECORD_SUPERSEDED, data))
+    if event_names.RECORD_FORGOTTEN in wanted:
+        data = {**base, **_purged(payload)}
+        data["links"] = {
+            "receipt": _link("memory:receipt", event.event_id),
+            "audit_event": audit_link,
+        }
+        changes.append((event_names.RECORD_FORGOTTEN, data))
+    if event_names.RECORD_EXPIRED in wanted:
+        data = {**base, **_purged(payload)}
+        data["links"] = {"audit_event": audit_link}
+        changes.append((event_names.RECORD_EXPIRED, data))
+    return changes
+
+
 def on_audit_event(event: AuditEvent) -> None:
     """Subscriber (audit.subscribers): queue deliveries for a committed event."""
+    names = event_names.MEMORY_CHANGE_SOURCES.get(event.event_type)
+    if names is not None:
+        # One indexed query on the write path; the payload is read only when someone listens.
+        listening = _matching(event.subject_id, *names)
+        matches = [
+            (endpoint, name, event.subject_id, data)
+            for name, data in (memory_changes(event) if listening else [])
+            for endpoint in listening
+            if name in endpoint.events
+        ]
+        if matches:
+            _create_deliveries(matches)
+        return
     data: dict[str, Any] = {"event_id": event.event_id, "sequence": event.sequence}
     if event.event_type == event_names.PLAN_PROPOSED:
         try:

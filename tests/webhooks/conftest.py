@@ -13,7 +13,7 @@ import pytest
 
 from aetnaweb.access import SYSTEM
 from webhooks import services
-from webhooks.events import SUBSCRIBABLE
+from webhooks.events import NEEDS_A_PERSON
 
 
 @dataclass
@@ -84,8 +84,11 @@ def _webhook_settings(settings):
 
 
 def register(url: str, scope: str = "acme:*:*", events=None, principal=SYSTEM):
-    """An endpoint for ``scope``'s subtree (every event by default); returns (endpoint, secret)."""
+    """An endpoint for ``scope``'s subtree; returns (endpoint, secret).
+
+    By default it hears every event that needs a person; memory changes are opt-in.
+    """
     issued = services.create_endpoint(
-        principal=principal, url=url, scope=scope, events=list(events or SUBSCRIBABLE)
+        principal=principal, url=url, scope=scope, events=list(events or NEEDS_A_PERSON)
     )
     return issued.endpoint, issued.secret

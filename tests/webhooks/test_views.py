@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -148,3 +150,43 @@ def test_system_registered_endpoint_in_the_platform_listing(client):
     register(HOOK, scope="zeta:*:*", principal=SYSTEM)
     login_as(client, make_operator("root", [("platform:*:*", Role.ADMIN)]))
     assert "zeta:*:*" in client.get(reverse("webhooks:list")).content.decode()
+
+
+def test_an_admin_picks_memory_changes_on_the_forms(client):
+    login_as(client, make_operator("ada", [("acme:*:*", Role.ADMIN)]))
+    # The registration form offers them in their own group, none ticked
+    page = client.get(reverse("webhooks:list")).content.decode()
+    assert "Memory changes (IDs and digests, never content)" in page
+    assert 'value="memory.record_forgotten"' in page and "checked" not in page
+    assert "if you choose them, when memory changes" in page
+    # Registering with one of them keeps exactly what was chosen
+    response = client.post(
+        reverse("webhooks:list"),
+        {"url": HOOK, "scope": "acme:alice:*", "events": ["memory.record_created"]},
+    )
+    assert response.status_code == 201
+    endpoint = WebhookEndpoint.objects.get()
+    assert endpoint.events == ["memory.record_created"]
+    # And the edit form changes the choice
+    response = client.post(
+        reverse("webhooks:detail", args=[endpoint.id]),
+        {
+            "url": HOOK,
+            "events": ["memory.record_expired", "memory.record_quarantined"],
+            "active": "on",
+        },
+    )
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.events == ["memory.record_expired", "memory.record_quarantined"]
+    edit = client.get(reverse("webhooks:detail", args=[endpoint.id])).content.decode()
+    ticked = re.findall(r'<input type="checkbox" name="events" value="([^"]+)"[^>]*checked', edit)
+    assert sorted(ticked) == ["memory.record_expired", "memory.record_quarantined"]
+    # An unknown event name is a form error and changes nothing
+    response = client.post(
+        reverse("webhooks:detail", args=[endpoint.id]),
+        {"url": HOOK, "events": ["memory.record_read"], "active": "on"},
+    )
+    assert response.status_code == 400
+    endpoint.refresh_from_db()
+    assert endpoint.events == ["memory.record_expired", "memory.record_quarantined"]
