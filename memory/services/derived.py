@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from aetnaweb import access
 from aetnaweb.access import Principal
@@ -49,19 +50,17 @@ def persona(
     max_chars = _check_limit("max_chars", max_chars, MAX_BLOCK_CHARS)
     visible = parsed.visible_strings()
     depth = {name: index for index, name in enumerate(visible)}  # 0 = nearest
-    keyed_rows = (
-        Record.objects.filter(scope__in=visible, status=Status.ACTIVE)
-        .exclude(fact_key="")
-        .order_by("fact_key", "-id")[: PERSONA_MAX_LINES * 4]
+    # A record past its own expires_at is not told to the agent, as recall skips it.
+    live = Record.objects.filter(scope__in=visible, status=Status.ACTIVE).exclude(
+        expires_at__lte=timezone.now()
     )
+    keyed_rows = live.exclude(fact_key="").order_by("fact_key", "-id")[: PERSONA_MAX_LINES * 4]
     chosen: dict[str, Record] = {}
     for record in keyed_rows:
         current = chosen.get(record.fact_key)
         if current is None or depth[record.scope] < depth[current.scope]:
             chosen[record.fact_key] = record
-    unkeyed = Record.objects.filter(scope__in=visible, status=Status.ACTIVE, fact_key="").order_by(
-        "-id"
-    )[:PERSONA_MAX_LINES]
+    unkeyed = live.filter(fact_key="").order_by("-id")[:PERSONA_MAX_LINES]
     lines: list[str] = []
     record_ids: list[str] = []
     used = 0

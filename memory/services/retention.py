@@ -247,6 +247,9 @@ def retention_policies(
 # -- what lapsed --------------------------------------------------------------
 
 
+_LINKS = ("pk", "scope", "record_id", "supersedes_id", "superseded_by_id")
+
+
 def _lapsed_by_policy(policy: RetentionPolicy, now: datetime) -> dict[str, ScopeLapse]:
     """What ``policy`` lets go now, per scope (record lineages whose newest value is older)."""
     cutoff = now - timedelta(days=policy.keep_days)
@@ -265,7 +268,8 @@ def _lapsed_by_policy(policy: RetentionPolicy, now: datetime) -> dict[str, Scope
         )
         seeds = Record.objects.filter(**where, status__in=statuses, created_at__lt=cutoff)
         by_scope: dict[str, list[Record]] = defaultdict(list)
-        for record in seeds.order_by("id"):
+        # The links only: a policy's seeds may be many, their content is not needed.
+        for record in seeds.order_by("id").only(*_LINKS):
             by_scope[record.scope].append(record)
         for scope, records in by_scope.items():
             ids = _old_lineages(Scope.parse(scope), records, cutoff)
@@ -302,7 +306,10 @@ def _lapsed_by_expiry(now: datetime) -> dict[str, ScopeLapse]:
     """Records whose own ``expires_at`` passed, with their lineages, per scope."""
     by_scope: dict[str, list[Record]] = defaultdict(list)
     for record in (
-        Record.objects.filter(expires_at__lte=now).exclude(status=Status.TOMBSTONED).order_by("id")
+        Record.objects.filter(expires_at__lte=now)
+        .exclude(status=Status.TOMBSTONED)
+        .order_by("id")
+        .only(*_LINKS)
     ):
         by_scope[record.scope].append(record)
     found: dict[str, ScopeLapse] = {}

@@ -175,6 +175,11 @@ def test_an_expired_record_is_never_recalled_even_before_the_purge():
         assert not [
             c for c in recalled.candidates if "hotel" in c.content.lower() or c.fact_key == "hotel"
         ]
+    # Nor does recall_block or the persona tell them to the agent
+    block = services.recall_block(principal=SYSTEM, scope=APOLLO, query="hotel room")
+    assert "hotel" not in block.text.lower()
+    persona = services.persona(principal=SYSTEM, scope=APOLLO)
+    assert "hotel" not in persona.text.lower() and "teal" in persona.text
     assert Record.objects.filter(status=Status.ACTIVE).count() == 3
 
 
