@@ -28,9 +28,11 @@ from aetnaweb.api import (
     require_capability,
 )
 from aetnaweb.errors import InvalidInput
+from aetnaweb.text import displayable
 from memory import metadata as record_metadata
 from memory import selectors, services
 from memory.api_schemas import (
+    RECORD_FILTER_PARAMETERS,
     CaptureIn,
     CaptureOut,
     DeletionReceiptOut,
@@ -381,24 +383,19 @@ def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
     "/records",
     response={200: RecordListOut, **ERROR_RESPONSES},
     summary="List records stored at a scope, newest first",
-    # OpenAPI cannot name a family of query parameters (metadata.<key>): the
-    # syntax is in the description and in this extension, with examples.
-    openapi_extra={
-        "x-metadata-filter": {
-            "parameter": "metadata.<key>",
-            "value": 'a JSON scalar: 42, true, null, or a quoted string "42"',
-            "examples": ["metadata.customer_id=42", 'metadata.channel="email"'],
-        }
-    },
+    openapi_extra={"parameters": RECORD_FILTER_PARAMETERS},
 )
 @may_refuse(QueryError, MetadataError, InvalidInput)
 def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str, Any]:
     """Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
     and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``.
 
-    Metadata filter: ``metadata.<key>=<JSON value>`` per key, ANDed, typed:
-    ``?metadata.customer_id=42`` matches the number 42 only,
-    ``?metadata.customer_id=%2242%22`` (``"42"``) the string. A bare word is a 400."""
+    Filters (ANDed, typed; docs/agents.md "Filters"): ``metadata.<key>=<JSON value>``
+    (``?metadata.customer_id=42`` the number 42 only, ``?metadata.customer_id=%2242%22``
+    the string ``"42"``; a bare word is a 400), ``metadata.<key>.$<op>=<JSON>`` with
+    $ne, $in (a JSON array), $gt, $gte, $lt, $lte, and ``created_at.$gte=<ISO 8601>``.
+    ``metadata[<key>]``, ``metadata[<key>][$op]`` and ``created_at[$op]`` (the
+    deepObject spelling generated clients send) mean the same."""
     require(request, access.READ, params.scope)
     with refusals_about("after"):
         page = selectors.list_records(
@@ -410,9 +407,7 @@ def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str,
             session_id=params.session_id,
             text=params.text,
             include_descendants=params.include_descendants,
-            metadata=record_metadata.filter_from_query(
-                (name, value) for name, values in request.GET.lists() for value in values
-            ),
+            metadata=_list_filter(request, params),
             after=params.after,
             limit=params.limit,
         )
@@ -421,6 +416,30 @@ def list_records(request: HttpRequest, params: Query[RecordsQuery]) -> dict[str,
         "items": [selectors.record_as_dict(record) for record in page.items],
         "next_cursor": page.next_cursor,
     }
+
+
+def _list_filter(request: HttpRequest, params: RecordsQuery) -> dict[str, Any]:
+    """The list's filter, from ``filters`` (JSON) or the metadata/created_at parameters."""
+    pairs = [(name, value) for name, values in request.GET.lists() for value in values]
+    # A parameter this endpoint does not read is refused, not ignored: a client
+    # that flattened metadata[k]=v into k=v would otherwise get an unfiltered list.
+    known = set(RecordsQuery.model_fields)
+    for name, _ in pairs:
+        if name not in known and not name.startswith(record_metadata.QUERY_FAMILIES):
+            raise bad_request(
+                f"unknown query parameter {displayable(name)[:80]!r}: filter metadata with "
+                "metadata.<key> (or metadata[<key>]) parameters, or filters",
+                field=displayable(name)[:80],
+                error="unknown_field",
+            )
+    from_parameters = record_metadata.filter_from_query(pairs)
+    if params.filters is None:
+        return from_parameters
+    if from_parameters:
+        raise bad_request(
+            "give filters or metadata/created_at parameters, not both", field="filters"
+        )
+    return record_metadata.filter_from_json(params.filters)
 
 
 @router.get(

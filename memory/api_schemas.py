@@ -128,6 +128,52 @@ FILTERS_DESCRIPTION = (
 )
 
 
+# The query-string filters of GET /memory/records. OpenAPI cannot name a family
+# of parameters (metadata.<key>), so each family is one deepObject parameter:
+# generated clients send metadata[customer_id]=42, which the API reads as
+# metadata.customer_id=42 (memory.metadata.filter_from_query).
+RECORD_FILTER_PARAMETERS: list[dict[str, Any]] = [
+    {
+        "name": "metadata",
+        "in": "query",
+        "required": False,
+        "style": "deepObject",
+        "explode": True,
+        "description": "Keep records whose metadata matches, one parameter per key, ANDed. "
+        "The value is JSON: metadata[customer_id]=42 is the number, "
+        'metadata[customer_id]="42" the string (a bare word is a 400). Also spelled '
+        "metadata.customer_id=42. Operators: metadata[score][$gte]=3 (or "
+        "metadata.score.$gte=3) with $eq, $ne, $in (a JSON array: "
+        'metadata.tier.$in=["gold","silver"]), $gt, $gte, $lt, $lte; numbers match '
+        "numbers, ISO 8601 date strings match strings (as text).",
+        "schema": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "description": "A JSON value."},
+        },
+        "examples": {
+            "number": {"value": {"customer_id": "42"}},
+            "string": {"value": {"channel": '"email"'}},
+        },
+    },
+    {
+        "name": "created_at",
+        "in": "query",
+        "required": False,
+        "style": "deepObject",
+        "explode": True,
+        "description": "Keep records stored in this range: created_at[$gte]=2026-01-01T00:00:00Z "
+        "(also spelled created_at.$gte=...), with $gt, $gte, $lt, $lte; ISO 8601 with a "
+        "time zone, or a date (its midnight UTC).",
+        "schema": {
+            "type": "object",
+            "properties": dict.fromkeys(("$gt", "$gte", "$lt", "$lte"), _MOMENT),
+            "additionalProperties": False,
+        },
+        "examples": {"since": {"value": {"$gte": "2026-01-01T00:00:00Z"}}},
+    },
+]
+
+
 class MetadataFilterIn(BodyIn):
     metadata: dict[str, MetadataCondition] | None = Field(
         None,
@@ -644,6 +690,15 @@ class RecordsQuery(Schema):
         None, max_length=20, pattern=r"^[0-9]+$", description="next_cursor of the previous page."
     )
     limit: int = Field(50, ge=1, le=MAX_PAGE)
+    filters: str | None = Field(
+        None,
+        max_length=8192,
+        description="The filter object recall takes in its body, as JSON text: "
+        '{"metadata": {"customer_id": 42, "score": {"$gte": 3}}, "created_at": '
+        '{"$gte": "2026-01-01T00:00:00Z"}}. For clients that cannot send the metadata and '
+        "created_at parameters; not with them.",
+        examples=['{"metadata": {"customer_id": 42}}'],
+    )
 
 
 class RecordOut(Schema):

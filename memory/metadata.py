@@ -50,6 +50,8 @@ KEY_PATTERN = re.compile(rf"[a-z0-9_][a-z0-9_.-]{{0,{MAX_METADATA_KEY_CHARS - 1}
 # parsers: a value one client stores must read back the same in every other.
 MAX_SAFE_INTEGER = 2**53 - 1
 QUERY_PREFIX = "metadata."
+QUERY_FAMILIES = ("metadata.", "metadata[", "created_at.", "created_at[")
+"""The query parameters a filter is spelled with (:func:`filter_from_query`)."""
 
 Metadata = dict[str, str | int | float | bool | None]
 
@@ -382,6 +384,31 @@ def filter_from_query(params: Iterable[tuple[str, str]]) -> Filter:
             raise MetadataError(f"{field} is given twice; one value per operator", field=field)
         slot[operator] = _query_value(field, raw, operator)
     return check_filter(wanted, created_at=created_at or None, what="metadata")
+
+
+def filter_from_json(raw: str, field: str = "filters") -> Filter:
+    """``filters`` as one JSON text, the object recall takes in its body:
+    ``{"metadata": {...}, "created_at": {...}}`` (for clients that cannot spell
+    ``metadata.<key>`` parameters)."""
+    try:
+        value = loads_strict(raw)
+    except (ValueError, RecursionError):
+        raise InvalidInput(
+            f'{field} must be a JSON object, e.g. {{"metadata": {{"customer_id": 42}}}}',
+            field=field,
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{field} must be a JSON object", field=field)
+    for name in value:
+        if name not in ("metadata", "created_at"):
+            shown = name if unstorable_text_in(name) is None else "?"
+            raise InvalidInput(
+                f"{field}: unknown field {shown[:80]!r}; use metadata and created_at",
+                field=f"{field}.{shown[:80]}",
+            )
+    return check_filter(
+        value.get("metadata"), created_at=value.get("created_at"), what=f"{field}.metadata"
+    )
 
 
 def value_json(value: Any) -> str:

@@ -266,7 +266,12 @@ def test_the_openapi_document_describes_metadata(alice_api, client):
     assert "filters" in schemas["RecallIn"]["properties"]
     assert "metadata" in schemas["RecordOut"]["properties"]
     operation = document["paths"]["/api/v1/memory/records"]["get"]
-    assert operation["x-metadata-filter"]["examples"][0] == "metadata.customer_id=42"
+    parameters = {p["name"]: p for p in operation["parameters"]}
+    # metadata.<key> is one deepObject parameter (metadata[key]=...), filters its JSON form
+    assert parameters["metadata"]["style"] == "deepObject"
+    assert "metadata.customer_id=42" in parameters["metadata"]["description"]
+    assert parameters["created_at"]["style"] == "deepObject"
+    assert "filters" in parameters
 
 
 def test_capture_of_a_user_turn_stores_metadata_and_checks_it_for_every_role(alice_api):
