@@ -16,8 +16,16 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from aetnaweb import access
-from aetnaweb.api import ERROR_RESPONSES, principal_of, refusals_about, require
+from aetnaweb.api import (
+    ERROR_RESPONSES,
+    BodyIn,
+    may_refuse,
+    principal_of,
+    refusals_about,
+    require,
+)
 from memory.api_schemas import ScopeStr
+from memory.errors import RetentionPolicyError
 from memory.services.retention import (
     MAX_KEEP_DAYS,
     remove_retention_policy,
@@ -28,7 +36,7 @@ from memory.services.retention import (
 Target = Literal["episodes", "quarantined", "records"]
 
 
-class RetentionPolicyIn(Schema):
+class RetentionPolicyIn(BodyIn):
     model_config = {
         "json_schema_extra": {
             "examples": [{"scope": "acme:alice:*", "target": "episodes", "keep_days": 30}]
@@ -44,7 +52,7 @@ class RetentionPolicyIn(Schema):
     keep_days: int = Field(..., ge=1, le=MAX_KEEP_DAYS, description="Whole days to keep it")
 
 
-class RetentionPolicyRemoveIn(Schema):
+class RetentionPolicyRemoveIn(BodyIn):
     scope: ScopeStr
     target: Target
 
@@ -75,6 +83,7 @@ def add_routes(router: Router) -> None:
         response={200: RetentionPolicyListOut, **ERROR_RESPONSES},
         summary="Retention policies over a scope or inside it",
     )
+    @may_refuse()
     def list_retention_policies(
         request: HttpRequest, params: Query[RetentionPolicyQuery]
     ) -> dict[str, Any]:
@@ -103,6 +112,7 @@ def add_routes(router: Router) -> None:
         response={201: RetentionPolicyOut, **ERROR_RESPONSES},
         summary="Keep one kind of content at a subtree for a number of days",
     )
+    @may_refuse(RetentionPolicyError)
     def create_retention_policy(
         request: HttpRequest, payload: RetentionPolicyIn
     ) -> Status[dict[str, Any]]:
@@ -123,6 +133,7 @@ def add_routes(router: Router) -> None:
         response={200: RetentionPolicyOut, **ERROR_RESPONSES},
         summary="Remove a retention policy: that content is kept until forgotten",
     )
+    @may_refuse(RetentionPolicyError)
     def remove_policy(request: HttpRequest, payload: RetentionPolicyRemoveIn) -> dict[str, Any]:
         """The removal is audited (admins of the subtree)."""
         require(request, access.READ, payload.scope)

@@ -48,9 +48,13 @@ MEMORY_CHANGE_SOURCES: dict[str, tuple[str, ...]] = {
     "memory.record_corrected": (RECORD_SUPERSEDED,),
     "memory.record_promoted": (RECORD_SUPERSEDED,),  # a promoted fact replaces its slot
     "memory.consolidated": (RECORD_SUPERSEDED,),
-    "memory.forget": (RECORD_FORGOTTEN,),
-    "memory.expired": (RECORD_EXPIRED,),
+    # A forget, or a retention purge: a memory.forget whose mode is EXPIRED_MODE.
+    "memory.forget": (RECORD_FORGOTTEN, RECORD_EXPIRED),
 }
+
+# The memory.forget mode of a retention or expiry purge (memory.services.retention
+# writes it; webhooks does not import memory, tests/webhooks pins that they agree).
+EXPIRED_MODE = "expired"
 
 # The audit event types the app listens to (audit.subscribers).
 FROM_AUDIT = (RECORD_QUARANTINED, PLAN_PROPOSED, PLAN_UNCERTAIN, *MEMORY_CHANGE_SOURCES)

@@ -413,16 +413,14 @@ def memory_changes(event: AuditEvent) -> list[tuple[str, dict[str, Any]]]:
             }
             changes.append((event_names.RECORD_SUPERSEDED, data))
     if event_names.RECORD_FORGOTTEN in wanted:
+        expired = payload.get("mode") == event_names.EXPIRED_MODE
         data = {**base, **_purged(payload)}
         data["links"] = {
             "receipt": _link("memory:receipt", event.event_id),
             "audit_event": audit_link,
         }
-        changes.append((event_names.RECORD_FORGOTTEN, data))
-    if event_names.RECORD_EXPIRED in wanted:
-        data = {**base, **_purged(payload)}
-        data["links"] = {"audit_event": audit_link}
-        changes.append((event_names.RECORD_EXPIRED, data))
+        name = event_names.RECORD_EXPIRED if expired else event_names.RECORD_FORGOTTEN
+        changes.append((name, data))
     return changes
 
 

@@ -1,8 +1,7 @@
 """Webhooks for memory changes: created, superseded, forgotten, expired (issue 35 item 6).
 
 Driven through the real services (remember, correct, promote, consolidate,
-forget) and, for ``memory.expired`` (written by retention purges), an event
-appended through the audit service. Payloads hold IDs, digests and the audit
+forget) and the retention purge (a ``memory.forget`` whose mode is ``expired``). Payloads hold IDs, digests and the audit
 event's hash: the content never reaches a body.
 """
 
@@ -11,18 +10,22 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from aetnaweb.access import SYSTEM
 from audit.models import AuditEvent
-from audit.services import append_event
 from memory import corrections, search
 from memory import services as memory
 from memory.models import Record
+from memory.services import retention
+from memory.services.retention import purge_lapsed
 from tests.webhooks.conftest import register
 from tests.webhooks.test_signing import docs_verifier
 from webhooks import services
+from webhooks.events import EXPIRED_MODE
 from webhooks.models import WebhookDelivery
 
 pytestmark = pytest.mark.django_db
@@ -195,30 +198,30 @@ def test_a_forget_is_announced_with_ids_and_a_receipt_link(announced):
     assert "4321" not in delivery.body and "PIN" not in delivery.body
 
 
-def test_an_expiry_appended_through_the_audit_service_is_announced(announced):
-    # Given an endpoint that chose record_expired
-    register(HOOK, scope="acme:alice:*", events=["memory.record_expired"])
-    # When a retention purge records memory.expired (as the retention job appends it)
+def test_a_retention_purge_is_announced_as_expired_not_forgotten(announced):
+    # Given endpoints for expiries and for forgets, and a record that lapses in an hour
+    expiries, _ = register(HOOK, scope="acme:alice:*", events=["memory.record_expired"])
+    register(HOOK, scope="acme:alice:*", events=["memory.record_forgotten"])
+    lapses = timezone.now() + timedelta(hours=1)
+    result = memory.remember(
+        principal=SYSTEM, scope=ALICE, text="My gate code is 4321.", expires_at=lapses
+    )
+    # When the retention run purges what lapsed, two hours later
     with announced():
-        event = append_event(
-            subject=ALICE,
-            event_type="memory.expired",
-            actor="system:retention",
-            payload={
-                "mode": "retention",
-                "selector_sha256": "a" * 64,
-                "purged_record_ids": ["mem_1", "mem_2"],
-                "purged_episode_ids": ["ep_1"],
-                "count": 2,
-            },
-        )
-    # Then it is announced with its IDs and the event's hash
+        purge_lapsed(actor="system:retention", now=lapses + timedelta(hours=1))
+    # Then only the expiry endpoint heard it, with the purged IDs and the receipt link
     (delivery,) = deliveries()
     data = body_of(delivery)["data"]
-    assert delivery.event_type == "memory.record_expired"
-    assert data["record_ids"] == ["mem_1", "mem_2"] and data["episode_ids"] == ["ep_1"]
-    assert data["count"] == 2 and data["mode"] == "retention"
-    assert (data["event_id"], data["audit_event_hash"]) == (event.event_id, event.event_hash)
+    assert (delivery.endpoint_id, delivery.event_type) == (expiries.id, "memory.record_expired")
+    assert result.record_ids[0] in data["record_ids"] and data["mode"] == "expired"
+    event = AuditEvent.objects.get(event_id=data["event_id"])
+    assert (event.event_type, data["audit_event_hash"]) == ("memory.forget", event.event_hash)
+    assert "receipt" in body_of(delivery)["links"]
+    assert "4321" not in delivery.body and "gate code" not in delivery.body
+
+
+def test_the_expired_mode_is_the_one_retention_writes():
+    assert EXPIRED_MODE == retention.EXPIRED_MODE
 
 
 def test_memory_changes_are_opt_in_per_endpoint_and_per_event(announced):
@@ -249,12 +252,13 @@ def test_a_sibling_scopes_endpoint_never_hears_another_scopes_changes(announced)
         memory.remember(principal=SYSTEM, scope=ALICE, text="My shell is bash.")
         memory.remember(principal=SYSTEM, scope=ALICE, text="My shell is fish.")
         memory.forget(principal=SYSTEM, scope=ALICE, selector="fish")
-        append_event(
-            subject=ALICE,
-            event_type="memory.expired",
-            actor="system:retention",
-            payload={"purged_record_ids": ["mem_1"], "purged_episode_ids": [], "count": 1},
+        memory.remember(
+            principal=SYSTEM,
+            scope=ALICE,
+            text="My locker is 12.",
+            expires_at=timezone.now() + timedelta(hours=1),
         )
+        purge_lapsed(actor="system:retention", now=timezone.now() + timedelta(hours=2))
     # Then only the endpoints covering alice's scope heard it, each of every change
     heard = {(d.endpoint_id, d.event_type) for d in deliveries()}
     assert {endpoint for endpoint, _ in heard} == {alice.id, tenant.id}
