@@ -182,7 +182,13 @@ def test_the_api_records_the_token_whatever_the_body_claims(client):
     response = api.post(
         "/memory/remember", {"scope": SCOPE, "text": "My car is red.", "actor": "user"}
     )
-    # Then the call is answered and the chain names the token
+    # Then the claim is refused, naming the field, and nothing is written
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "unknown_field"
+    assert "actor" in response.json()["detail"]
+    assert not AuditEvent.objects.filter(event_type="memory.record_created").exists()
+    # And without the claim the chain names the token
+    response = api.post("/memory/remember", {"scope": SCOPE, "text": "My car is red."})
     assert response.status_code in (200, 201), response.content
     assert last_actor("memory.record_created") == "agent:notes-bot"
 
