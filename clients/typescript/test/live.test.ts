@@ -3,6 +3,7 @@
 // (`make run`), create tokens, export the variables below and `npm test`.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -329,4 +330,19 @@ test("src/generated.ts and src/operations.ts match a fresh generation from this 
     (error: { stdout: string; stderr: string }) => error,
   );
   assert.match(done.stdout, /match the served document/, `${done.stderr}\nrun \`npm run generate\``);
+});
+
+test("the README's quickstart is examples/quickstart.mjs, and it runs against the server", async () => {
+  const example = readFileSync(resolve(PACKAGE, "examples", "quickstart.mjs"), "utf8");
+  const readme = readFileSync(resolve(PACKAGE, "README.md"), "utf8");
+  assert.ok(readme.includes("```js\n" + example + "```"), "README.md must quote examples/quickstart.mjs verbatim");
+  const run = promisify(execFile);
+  const env = { ...process.env, AETNAWEB_TOKEN: required("AETNAWEB_SUBJECT_TOKEN") };
+  const { stdout } = await run(process.execPath, [resolve(PACKAGE, "examples", "quickstart.mjs")], { env });
+  const lines = stdout.trim().split("\n");
+  assert.match(lines[0], /dana@example\.org/);
+  assert.match(lines[1], /dana@example\.org\.? \d\.\d\d$/);
+  assert.match(stdout, /<relevant_memories>/);
+  assert.match(stdout, /aetnamem-deletion-receipt-v1 \[ '[a-z]+_[0-9a-f]+' \]/);
+  assert.equal(lines.at(-1), "invalid_scope scope");
 });

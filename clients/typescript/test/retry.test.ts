@@ -1,7 +1,10 @@
 // Retries, waits and keys, against a scripted fetch (no server): the parts a live
 // server cannot be made to misbehave for on demand (503s, dropped connections).
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import {
   AetnawebClient,
   BadRequest,
@@ -126,4 +129,16 @@ test("Retry-After reads seconds and HTTP dates; errors from non-JSON answers kee
   assert.ok(error instanceof ServerError);
   assert.equal(error.code, "http_error");
   assert.match(error.detail, /Bad gateway/);
+});
+
+test("the library uses no Node API (edge runtimes): dist imports nothing but itself and ai/zod", () => {
+  const dist = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "dist");
+  for (const name of readdirSync(dist).filter((file) => file.endsWith(".js"))) {
+    const code = readFileSync(resolve(dist, name), "utf8");
+    const statements = code.replace(/\/\/.*$/gm, "").replace(/\/\*[\s\S]*?\*\//g, "");
+    const imports = [...statements.matchAll(/^\s*(?:import|export)\b[^;]*?from\s+"([^"]+)"/gm)].map((m) => m[1]);
+    const foreign = imports.filter((spec) => !spec.startsWith("./") && !(name === "ai.js" && ["ai", "zod"].includes(spec)));
+    assert.deepEqual(foreign, [], `${name} imports ${foreign.join(", ")}`);
+    assert.doesNotMatch(statements, /\b(process|Buffer|require)\b|node:/, `${name} uses a Node API`);
+  }
 });
