@@ -62,7 +62,7 @@ def npm() -> str:
     npm = _require("npm")
     lock = hashlib.sha256((PACKAGE / "package-lock.json").read_bytes()).hexdigest()
     if not (STAMP.exists() and STAMP.read_text() == lock):
-        done = _run([npm, "ci", "--no-audit", "--no-fund"], dict(os.environ))
+        done = _run([npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"], dict(os.environ))
         assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
         STAMP.write_text(lock)
     return npm
