@@ -31,6 +31,8 @@ def _visible(request: HttpRequest, job_id: int) -> Job:
 def detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job's status, progress and result; htmx polls the ``progress`` fragment every second."""
     job = _visible(request, job_id)
+    if job.kind == Job.Kind.SUBJECT_EXPORT:
+        return redirect("memory:subject_export", job_id=job.pk)
     counts = sorted((job.result.get("removed") or {}).items()) if job.result else []
     context = {"job": job, "counts": counts, "file_ready": selectors.file_path(job) is not None}
     return render_page(request, "jobs/detail.html", context, partial="progress")

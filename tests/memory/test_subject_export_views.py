@@ -81,13 +81,15 @@ def test_an_erased_subject_export_answers_410(client):
     assert gone.status_code == 410 and "was purged" in gone.content.decode()
 
 
-def test_the_jobs_download_sends_a_subject_export_to_its_own_page(client):
+def test_the_jobs_pages_send_a_subject_export_to_its_own_pages(client):
     seed()
     job = done_export()
     client.force_login(make_operator("boss", [(DANA, "admin")]))
     answer = client.get(reverse("jobs:download", args=[job.pk]))
     assert answer.status_code == 302
     assert answer["Location"] == reverse("memory:subject_export_download", args=[job.pk])
+    page = client.get(reverse("jobs:detail", args=[job.pk]))
+    assert page["Location"] == reverse("memory:subject_export", args=[job.pk])
 
 
 def test_a_refused_start_writes_nothing(client):
