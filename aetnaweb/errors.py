@@ -21,7 +21,7 @@ from typing import ClassVar
 
 # The statuses a domain refusal may answer with. 401 and 429 belong to the
 # transport (token and rate limit), 500 to bugs: a domain error is never one.
-ALLOWED_STATUSES = frozenset({400, 403, 404, 409, 422, 503})
+ALLOWED_STATUSES = frozenset({400, 403, 404, 409, 410, 422, 503})
 
 
 class DomainError(Exception):

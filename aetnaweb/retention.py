@@ -8,8 +8,9 @@ What one run removes (periods from settings, documented in docs/operators.md):
   more and saw no failure for ``AETNAWEB_RETENTION_LOGIN_THROTTLE_DAYS``;
 - ``task_results``: finished task-queue rows older than
   ``AETNAWEB_RETENTION_TASK_RESULT_DAYS``;
-- ``export_files``: audit export files older than ``AETNAWEB_RETENTION_EXPORT_DAYS``
-  (the job row stays, saying the file was removed);
+- ``export_files``: audit export and subject export files older than
+  ``AETNAWEB_RETENTION_EXPORT_DAYS`` (the job row stays, saying the file was
+  removed; a subject export's download already answers "expired" from then);
 - ``jobs``: finished job rows older than ``AETNAWEB_RETENTION_JOB_DAYS``;
 - memory content that lapsed: what the retention policies on scope subtrees
   let go and records past their own ``expires_at``, purged with deletion
@@ -132,7 +133,7 @@ def _candidates(now: datetime, job: Job) -> dict[str, QuerySet[Any]]:
         ),
         "export_files": _not_held(
             Job.objects.filter(
-                kind=Job.Kind.EXPORT,
+                kind__in=(Job.Kind.EXPORT, Job.Kind.SUBJECT_EXPORT),
                 status=Job.Status.DONE,
                 file_removed_at__isnull=True,
                 finished_at__lt=now - timedelta(days=days["export_days"]),

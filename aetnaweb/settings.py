@@ -49,7 +49,7 @@ Environment variables:
 - ``AETNAWEB_IDEMPOTENCY_TTL_SECONDS``: how long an ``Idempotency-Key``'s first
   answer is replayed (default 86400); ``AETNAWEB_IDEMPOTENCY_IN_FLIGHT_SECONDS``:
   after how long a key still in flight may run again (default 120).
-- ``AETNAWEB_EXPORT_DIR``: where audit export files are written (default
+- ``AETNAWEB_EXPORT_DIR``: where audit and subject export files (and erasure certificates) are written (default
   ``<data>/exports``; never a static folder: files download through a checked view).
 - ``AETNAWEB_RETENTION_*``: how long the retention run keeps operational rows
   (see docs/operators.md, "Retention"; evidence is never removed).

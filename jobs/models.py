@@ -61,13 +61,14 @@ class JobStatus:
 
 
 class Job(JobStatus, models.Model):
-    """One export, reindex, retention run or subject erasure: who asked, over what, how far it got, what it left."""
+    """One export, reindex, retention run, subject erasure or subject export: who asked, over what, how far it got, what it left."""
 
     class Kind(models.TextChoices):
         EXPORT = "export", "Audit export"
         REINDEX = "reindex", "Semantic reindex"
         RETENTION = "retention", "Retention run"
         ERASURE = "erasure", "Subject erasure"
+        SUBJECT_EXPORT = "subject_export", "Subject export"
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"

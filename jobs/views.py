@@ -8,7 +8,8 @@ signed-in person may not see (:mod:`jobs.selectors`).
 
 from __future__ import annotations
 
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -30,6 +31,8 @@ def _visible(request: HttpRequest, job_id: int) -> Job:
 def detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job's status, progress and result; htmx polls the ``progress`` fragment every second."""
     job = _visible(request, job_id)
+    if job.kind == Job.Kind.SUBJECT_EXPORT:
+        return redirect("memory:subject_export", job_id=job.pk)
     counts = sorted((job.result.get("removed") or {}).items()) if job.result else []
     context = {"job": job, "counts": counts, "file_ready": selectors.file_path(job) is not None}
     return render_page(request, "jobs/detail.html", context, partial="progress")
@@ -38,9 +41,12 @@ def detail(request: HttpRequest, job_id: int) -> HttpResponse:
 @never_cache
 @require_GET
 @dashboard_view
-def download(request: HttpRequest, job_id: int) -> FileResponse:
+def download(request: HttpRequest, job_id: int) -> FileResponse | HttpResponseRedirect:
     """The finished export file, to its requester only, while they still audit its scope."""
     job = _visible(request, job_id)
+    if job.kind == Job.Kind.SUBJECT_EXPORT:
+        # Its own page serves it, and says when it expired (the memory app's rule).
+        return redirect("memory:subject_export_download", job_id=job.pk)
     path = selectors.file_path(job)
     if path is None:
         raise Http404("this job has no file (not finished, or removed by retention)")

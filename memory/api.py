@@ -469,10 +469,12 @@ def mount(api: NinjaAPI) -> None:
     from memory.api_corrections import add_routes as add_correction_routes
     from memory.api_erasure import add_routes as add_erasure_routes
     from memory.api_retention import add_routes as add_retention_routes
+    from memory.api_subject_export import add_routes as add_subject_export_routes
 
     add_batch_routes(router)
     add_conversation_routes(router)
     add_correction_routes(router)
     add_erasure_routes(router)
     add_retention_routes(router)
+    add_subject_export_routes(router)
     api.add_router("/memory/", router)

@@ -3,7 +3,8 @@
 ``POST /api/v1/memory/erase-subject/preview``, ``POST /api/v1/memory/erase-subject``
 (202: the job is queued), ``GET /api/v1/memory/erasures/{job_id}`` (progress) and
 ``GET /api/v1/memory/erasures/{job_id}/certificate``; legal holds at
-``/api/v1/memory/legal-holds`` (list, set) and ``/legal-holds/lift``. Both are
+``/api/v1/memory/legal-holds`` (list, set) and ``/legal-holds/lift``. Exporting a
+subject: :mod:`memory.api_subject_export`. Both are
 admin-level acts on the whole subtree: the services check it.
 """
 
@@ -37,7 +38,6 @@ from memory.services.erasure import (
     subject_erasure_preview,
 )
 from memory.services.holds import legal_holds, lift_legal_hold, set_legal_hold
-from memory.services.subject_export import export_subject
 
 
 class EraseSubjectPreviewIn(BodyIn):
@@ -83,13 +83,6 @@ class ErasureOut(Schema):
     result: dict[str, Any]
     error: str
     certificate_url: str | None
-
-
-class ExportSubjectIn(BodyIn):
-    scope: ScopeStr = Field(..., description="One person's subtree, e.g. acme:dana:*")
-    reference: str = Field(
-        ..., max_length=MAX_REFERENCE_CHARS, description="The request's reference"
-    )
 
 
 class LegalHoldIn(BodyIn):
@@ -270,22 +263,3 @@ def add_routes(router: Router) -> None:
         with refusals_about("scope"):
             result = lift_legal_hold(scope=payload.scope, principal=principal_of(request))
         return result.as_dict()
-
-    @router.post(
-        "/export-subject",
-        response={200: dict[str, Any], **ERROR_RESPONSES},
-        summary="Export everything stored under one person's subtree, with a manifest bound "
-        "to the log",
-    )
-    @may_refuse(SubjectErasureError, InvalidInput)
-    def export_subject_json(request: HttpRequest, payload: ExportSubjectIn) -> dict[str, Any]:
-        """Records (every status), stored messages and the audit events of the subtree's scopes,
-        with a manifest whose digest a ``memory.subject_exported`` event commits; check it with
-        ``tools/verify_audit.py --subject-export FILE --public-key KEY``. Admins of the subtree."""
-        require(request, access.READ, payload.scope)
-        with refusals_about("scope"):
-            return export_subject(
-                subtree=payload.scope,
-                reference=payload.reference,
-                principal=principal_of(request),
-            )

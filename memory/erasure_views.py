@@ -1,14 +1,12 @@
 """Erase a person from the dashboard (issue 32): the preview page with per-scope counts and the
 typed confirmation, the erasure's progress page, and its certificate's download; and the
-legal hold page of a scope (set, lift).
+legal hold page of a scope (set, lift). Exporting a person: :mod:`memory.subject_export_views`.
 
 Translation only: the service (:mod:`memory.services.erasure`) checks who may
 erase and every rule; a subtree or erasure out of reach is a 404.
 """
 
 from __future__ import annotations
-
-import json
 
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -22,10 +20,9 @@ from aetnaweb.scopes import Scope
 from jobs import selectors as job_selectors
 from jobs.models import Job
 from memory.errors import LegalHoldError, SubjectErasureError
-from memory.forms import EraseSubjectForm, LegalHoldForm, SubjectExportForm
+from memory.forms import EraseSubjectForm, LegalHoldForm
 from memory.services.erasure import start_subject_erasure, subject_erasure_preview
 from memory.services.holds import legal_holds, lift_legal_hold, set_legal_hold
-from memory.services.subject_export import export_subject
 
 
 @never_cache
@@ -137,33 +134,3 @@ def legal_hold(request: HttpRequest, scope: str) -> HttpResponse:
         "form": form,
     }
     return render_page(request, "memory/legal_hold.html", context, status=status)
-
-
-@never_cache
-@require_http_methods(["GET", "POST"])
-@dashboard_view
-def export_subject_page(request: HttpRequest, scope: str) -> HttpResponse:
-    """GET: the export form. POST: the export of everything under this subtree, as a download."""
-    principal = principal_for(request)
-    parsed = Scope.parse(scope)
-    if not access.may_erase_subject(principal, parsed):  # the service's rule, for the form
-        raise Http404("not found")
-    form = SubjectExportForm(request.POST if request.method == "POST" else None)
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            try:
-                document = export_subject(
-                    subtree=parsed, reference=form.cleaned_data["reference"], principal=principal
-                )
-            except SubjectErasureError as exc:
-                form.add_error(None, f"Nothing was exported: {exc}")
-            else:
-                body = json.dumps(document, indent=2, sort_keys=True).encode()
-                response = HttpResponse(body, content_type="application/json")
-                name = f"subject-export-{parsed.tenant}-{parsed.user}.json"
-                response["Content-Disposition"] = f'attachment; filename="{name}"'
-                return response
-        status = 400
-    context = {"scope": parsed, "form": form}
-    return render_page(request, "memory/export_subject.html", context, status=status)

@@ -155,6 +155,31 @@ class SubjectErasureError(MemoryEngineError):
     meaning = "a subject erasure is refused (see detail); nothing was erased"
 
 
+class SubjectExportError(SubjectErasureError):
+    """An export of a person's subtree that cannot start (no reference, a scope above one
+    person). A subclass of :class:`SubjectErasureError`, which it answered as before."""
+
+    code = "subject_export_refused"
+    status = 400
+    meaning = "a subject export is refused (see detail); nothing was exported"
+
+
+class SubjectExportNotReady(SubjectExportError):
+    """The export's file is asked for before its job finished (or after it failed)."""
+
+    code = "subject_export_not_ready"
+    status = 409
+    meaning = "the subject export has not finished (poll its status), or it failed"
+
+
+class SubjectExportExpired(SubjectExportError):
+    """The export's file is past its keep-by, or was purged (by retention or an erasure)."""
+
+    code = "subject_export_expired"
+    status = 410
+    meaning = "the subject export's file expired and was purged: start a new export"
+
+
 class LegalHoldError(MemoryEngineError):
     """A purge under a legal hold, or a hold that cannot be set or lifted as asked."""
 

@@ -19,3 +19,11 @@ def erasure_job(job_id: int) -> str:
     from memory.services.erasure import run_subject_erasure  # the services import this module
 
     return run_subject_erasure(job_id).status
+
+
+@task()
+def subject_export_job(job_id: int) -> str:
+    """Run subject export ``job_id`` and return its final status."""
+    from memory.services.subject_export import run_subject_export  # imports this module
+
+    return run_subject_export(job_id).status

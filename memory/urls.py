@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from memory import erasure_views, views
+from memory import erasure_views, subject_export_views, views
 
 app_name = "memory"
 
@@ -15,13 +15,19 @@ urlpatterns = [
     path("scope/<str:scope>/chain/", views.scope_chain, name="chain"),
     path("scope/<str:scope>/forget/", views.forget, name="forget"),
     path("scope/<str:scope>/erase/", erasure_views.erase_subject, name="erase_subject"),
-    path("scope/<str:scope>/export/", erasure_views.export_subject_page, name="export_subject"),
+    path("scope/<str:scope>/export/", subject_export_views.export_subject, name="export_subject"),
     path("scope/<str:scope>/legal-hold/", erasure_views.legal_hold, name="legal_hold"),
     path("erasures/<int:job_id>/", erasure_views.erasure, name="erasure"),
     path(
         "erasures/<int:job_id>/certificate/",
         erasure_views.certificate_download,
         name="erasure_certificate",
+    ),
+    path("subject-exports/<int:job_id>/", subject_export_views.progress, name="subject_export"),
+    path(
+        "subject-exports/<int:job_id>/download/",
+        subject_export_views.download,
+        name="subject_export_download",
     ),
     path("records/<str:record_id>/", views.record_detail, name="record"),
     path("records/<str:record_id>/history/", views.record_history, name="record_history"),

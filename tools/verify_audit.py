@@ -8,7 +8,8 @@ Usage::
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
     python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
-    python tools/verify_audit.py --subject-export EXPORT.json --public-key KEY
+    python tools/verify_audit.py --subject-export EXPORT.zip --public-key KEY   (or its
+        export.json alone)
     python tools/verify_audit.py --consistency BUNDLE.json --public-key KEY   (from the API,
         the checkpoints page or audit prove-consistency --json)
 
@@ -96,6 +97,7 @@ import re
 import sqlite3
 import sys
 import urllib.parse
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -1903,6 +1905,51 @@ def verify_subject_export(document: Any, key: tuple[str, bytes] | None) -> tuple
     return failures, verdict
 
 
+SUBJECT_EXPORT_MEMBER = "export.json"
+
+
+def verify_subject_export_archive(
+    members: dict[str, bytes], key: tuple[str, bytes] | None
+) -> tuple[list[str], str]:
+    """(failures, signature verdict) for a subject export ZIP's members (name -> bytes).
+
+    ``export.json`` is checked as :func:`verify_subject_export` does; each CSV
+    file the manifest's ``csv`` lists must be in the archive with that SHA-256,
+    and the archive holds no other file.
+    """
+    if SUBJECT_EXPORT_MEMBER not in members:
+        return [f"archive has no {SUBJECT_EXPORT_MEMBER}"], NOT_REACHED
+    try:
+        document = json.loads(members[SUBJECT_EXPORT_MEMBER], parse_constant=_reject_constant)
+    except ValueError:
+        return [f"archive's {SUBJECT_EXPORT_MEMBER} is not JSON"], NOT_REACHED
+    failures, verdict = verify_subject_export(document, key)
+    manifest = document.get("manifest") if isinstance(document, dict) else None
+    listed = manifest.get("csv") if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict):
+        return [*failures, "export manifest lists no CSV files"], verdict
+    for name, claimed in sorted(listed.items()):
+        body = members.get(name)
+        if body is None:
+            failures.append(f"archive has no {name}")
+        elif hashlib.sha256(body).hexdigest() != claimed:
+            failures.append(f"archive's {name} differs from the manifest")
+    for name in sorted(set(members) - set(listed) - {SUBJECT_EXPORT_MEMBER}):
+        failures.append(f"archive holds {name}, which the manifest does not list")
+    return failures, verdict
+
+
+def _read_archive(path: str) -> dict[str, bytes] | None:
+    """The members of a ZIP file, or ``None`` when ``path`` is not one."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            return {info.filename: archive.read(info) for info in archive.infolist()}
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot read export {path}: {exc}") from exc
+
+
 def _read_text(path: str, what: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -1964,6 +2011,12 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
         for label, found, verdict in receipt_results:
             _report(out, not found, f"  receipt {label} (signature {verdict})", found)
     for path in args.subject_export:
+        members = _read_archive(path)
+        if members is not None:
+            failures, verdict = verify_subject_export_archive(members, key)
+            label = f"subject export {path} (signature {verdict})"
+            ok &= _report(out, not failures, label, failures)
+            continue
         try:
             document = json.loads(_read_text(path, "export"), parse_constant=_reject_constant)
         except ValueError:
@@ -2093,7 +2146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FILE",
-        help="a subject export (its manifest bound to the log), checked without any database",
+        help="a subject export, the ZIP file or its export.json (its manifest bound to the "
+        "log), checked without any database",
     )
     parser.add_argument(
         "--consistency",

@@ -92,16 +92,3 @@ def test_another_subjects_erasure_is_404(make_api):
         make_api(DANA).get(f"/memory/erasures/{other.data['job_id']}/certificate").status_code
         == 404
     )
-
-
-def test_export_subject_answers_the_document_to_a_full_token_only(make_api):
-    seed()
-    body = {"scope": DANA, "reference": REFERENCE}
-    assert (
-        make_api(DANA, ["read", "write", "forget"]).post("/memory/export-subject", body).status_code
-        == 404
-    )
-    response = make_api(DANA).post("/memory/export-subject", body)
-    assert response.status_code == 200, response.data
-    assert response.data["format"] == "aetnaweb-subject-export-v1"
-    assert response.data["manifest"]["records"]["count"] == 4

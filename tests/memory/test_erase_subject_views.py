@@ -101,17 +101,3 @@ def test_the_scope_page_offers_erasure_to_admins_only(client):
     client.logout()
     client.force_login(make_operator("boss", [(DANA, "admin")]))
     assert "Erase this person" in client.get(reverse("memory:scope", args=[DANA])).content.decode()
-
-
-def test_the_export_page_downloads_the_document_for_admins_only(client):
-    seed()
-    url = reverse("memory:export_subject", args=[DANA])
-    signed_in(client, [(DANA, "reviewer")])
-    assert client.get(url).status_code == 404
-    assert client.post(url, {"reference": REFERENCE}).status_code == 404
-    client.force_login(make_operator("boss", [(DANA, "admin")]))
-    assert client.get(url).status_code == 200
-    assert client.post(url, {"reference": ""}).status_code == 400
-    download = client.post(url, {"reference": REFERENCE})
-    assert download.status_code == 200 and "attachment" in download["Content-Disposition"]
-    assert json.loads(download.content)["manifest"]["records"]["count"] == 4

@@ -51,6 +51,7 @@ class _Call:
     params: dict[str, Any] = field(default_factory=dict)
     body: dict[str, Any] | None = None
     raw: bool = False  # JSON Lines (audit export and checkpoint): return the text
+    binary: bool = False  # a file (a subject export's ZIP): return the bytes
 
     @property
     def idempotent(self) -> bool:
@@ -188,9 +189,23 @@ class _Calls:
     def create_checkpoint() -> _Call:
         return _Call("POST", "audit/checkpoint", body={}, raw=True)
 
+    @staticmethod
+    def export_subject(scope: str, reference: str) -> _Call:
+        return _Call("POST", "memory/export-subject", body={"scope": scope, "reference": reference})
+
+    @staticmethod
+    def subject_export(job_id: int) -> _Call:
+        return _Call("GET", f"memory/subject-exports/{int(job_id)}")
+
+    @staticmethod
+    def download_subject_export(job_id: int) -> _Call:
+        return _Call("GET", f"memory/subject-exports/{int(job_id)}/download", binary=True)
+
 
 def _decode(response: httpx.Response, call: _Call) -> Any:
     if response.is_success:
+        if call.binary:
+            return response.content
         if call.raw:
             return response.text
         try:
@@ -596,6 +611,34 @@ class Client:
         """A new ``aetnamem-checkpoint-v1`` line: keep it outside the server."""
         return cast(str, self._run(_Calls.create_checkpoint()))
 
+    # -- requests about a person -----------------------------------------------------------
+
+    def export_subject(self, scope: str, *, reference: str) -> JSON:
+        """Start exporting everything under one person's subtree (``acme:dana:*``) as a job;
+        ``reference`` names the request. Needs every capability on a grant covering it."""
+        return cast(JSON, self._run(_Calls.export_subject(scope, reference)))
+
+    def subject_export(self, job_id: int) -> JSON:
+        """The export's status, progress (``done`` of ``total``), counts and ``expires_at``."""
+        return cast(JSON, self._run(_Calls.subject_export(job_id)))
+
+    def wait_for_subject_export(
+        self, job_id: int, *, poll: float = 1.0, timeout: float = 600.0
+    ) -> JSON:
+        """Poll until the export is no longer running; its last status (``done`` or ``error``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.subject_export(job_id)
+            if status["status"] != "running" or time.monotonic() >= deadline:
+                return status
+            time.sleep(poll)
+
+    def download_subject_export(self, job_id: int) -> bytes:
+        """The finished export's ZIP (export.json and the CSV files). Raises
+        :class:`~aetnaweb_client.errors.Conflict` (``subject_export_not_ready``) while it runs
+        and :class:`~aetnaweb_client.errors.Gone` (``subject_export_expired``) once purged."""
+        return cast(bytes, self._run(_Calls.download_subject_export(job_id)))
+
 
 class AsyncClient:
     """The same endpoints as :class:`Client`, awaitable, over ``httpx.AsyncClient``."""
@@ -774,3 +817,22 @@ class AsyncClient:
 
     async def create_checkpoint(self) -> str:
         return cast(str, await self._run(_Calls.create_checkpoint()))
+
+    async def export_subject(self, scope: str, *, reference: str) -> JSON:
+        return cast(JSON, await self._run(_Calls.export_subject(scope, reference)))
+
+    async def subject_export(self, job_id: int) -> JSON:
+        return cast(JSON, await self._run(_Calls.subject_export(job_id)))
+
+    async def wait_for_subject_export(
+        self, job_id: int, *, poll: float = 1.0, timeout: float = 600.0
+    ) -> JSON:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = await self.subject_export(job_id)
+            if status["status"] != "running" or time.monotonic() >= deadline:
+                return status
+            await asyncio.sleep(poll)
+
+    async def download_subject_export(self, job_id: int) -> bytes:
+        return cast(bytes, await self._run(_Calls.download_subject_export(job_id)))

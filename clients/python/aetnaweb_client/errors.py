@@ -45,6 +45,11 @@ class Conflict(ApiError):
     """409: the records are not in the state the request assumed (e.g. a stale forget preview)."""
 
 
+class Gone(ApiError):
+    """410: what was asked for existed and is no longer kept (e.g. ``subject_export_expired``:
+    start a new export)."""
+
+
 class RateLimited(ApiError):
     """429: the token's requests for this window are used up; nothing was done.
 
@@ -75,6 +80,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
 }
 
 

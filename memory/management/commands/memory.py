@@ -46,8 +46,10 @@ The command runs as the trusted system principal.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -72,7 +74,13 @@ from memory.services.retention import (
     retention_preview,
     set_retention_policy,
 )
-from memory.services.subject_export import export_csv, export_subject
+from memory.services.subject_export import (
+    EXPORT_MEMBER,
+    expires_at,
+    run_subject_export,
+    start_subject_export,
+    subject_export_file,
+)
 
 
 def _scope(raw: str) -> Scope:
@@ -262,12 +270,19 @@ class Command(BaseCommand):
         )
         export = verb(
             "export-subject",
-            "write everything stored under one person's SCOPE subtree (records, stored "
-            "messages, audit events) with a manifest bound to the log",
+            "export everything stored under one person's SCOPE subtree (records, stored "
+            "messages, audit events) with a manifest bound to the log, as a job run here; "
+            "the ZIP stays in the exports directory until it expires",
         )
         export.add_argument("--reference", help="the request's reference (a ticket number)")
-        export.add_argument("--out", required=True, help="the JSON file to write")
-        export.add_argument("--csv-dir", help="also write records.csv and episodes.csv here")
+        export.add_argument("--zip", dest="zip_out", help="also copy the ZIP file here")
+        export.add_argument("--out", help="also write the export's export.json here")
+        export.add_argument(
+            "--csv-dir", help="also write records.csv, episodes.csv and audit_events.csv here"
+        )
+        export.add_argument(
+            "--actor", help="the operator named in the audit chain (default: system)"
+        )
         hold = verb(
             "legal-hold",
             "set a legal hold on SCOPE and everything below it (purges there are refused), "
@@ -694,19 +709,36 @@ class Command(BaseCommand):
 
     def _export_subject(self, options: dict[str, Any]) -> None:
         scope = _scope(options["scope"])
-        document = export_subject(subtree=scope, reference=options["reference"], principal=SYSTEM)
-        Path(options["out"]).write_text(json.dumps(document, indent=2, sort_keys=True))
-        if options["csv_dir"]:
-            folder = Path(options["csv_dir"])
-            folder.mkdir(parents=True, exist_ok=True)
-            for section in ("records", "episodes"):
-                (folder / f"{section}.csv").write_text(export_csv(document, section))
-        manifest = document["manifest"]
+        job = start_subject_export(
+            subtree=scope,
+            reference=options["reference"],
+            principal=SYSTEM,
+            started_by=options["actor"],
+            queue=False,
+        )
+        # At a shell the export runs here and now, not on the task queue.
+        job = run_subject_export(job.pk)
+        job, path = subject_export_file(job_id=job.pk, principal=SYSTEM)
+        body = path.read_bytes()
+        if options["zip_out"]:
+            Path(options["zip_out"]).write_bytes(body)
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            if options["out"]:
+                Path(options["out"]).write_bytes(archive.read(EXPORT_MEMBER))
+            if options["csv_dir"]:
+                folder = Path(options["csv_dir"])
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in archive.namelist():
+                    if name.endswith(".csv"):
+                        (folder / name).write_bytes(archive.read(name))
+        result = job.result
+        until = expires_at(job)
         self._emit(
-            manifest,
-            f"exported {manifest['records']['count']} records, "
-            f"{manifest['episodes']['count']} stored messages and "
-            f"{manifest['audit_events']['count']} audit events under {scope} to {options['out']}",
+            {"job": job.pk, "file": str(path), "expires_at": until, **result},
+            f"exported {result['records']} records, {result['episodes']} stored messages and "
+            f"{result['audit_events']} audit events under {scope} (subject export {job.pk}, "
+            f"manifest sha256 {result['manifest_sha256']}) to {path}, kept until "
+            f"{until:%Y-%m-%d %H:%M} UTC",
         )
 
     def _legal_hold(self, options: dict[str, Any]) -> None:
