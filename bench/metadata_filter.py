@@ -91,6 +91,33 @@ def main() -> None:
             if not page.items or any(r.metadata != customer(i) for r in page.items):
                 raise SystemExit(f"filtered list {i} starved or leaked")
 
+        def recall_operators(i: int) -> None:
+            wanted = [i % args.customers, (i + 1) % args.customers]
+            result = services.recall(
+                principal=SYSTEM,
+                scope=SCOPE,
+                query="launch plan",
+                metadata={"customer_id": {"$in": wanted, "$gte": 0}},
+                created_at={"$gte": "2000-01-01"},
+            )
+            if not result.returned or any(
+                c.metadata["customer_id"] not in wanted for c in result.candidates
+            ):
+                raise SystemExit(f"operator recall {i} starved or leaked: {result.record_ids}")
+
+        def list_range(i: int) -> None:
+            low = i % args.customers
+            page = selectors.list_records(
+                SYSTEM,
+                scope=SCOPE,
+                metadata={"customer_id": {"$gte": low, "$lt": low + 2}},
+                limit=50,
+            )
+            if not page.items or any(
+                not low <= r.metadata["customer_id"] < low + 2 for r in page.items
+            ):
+                raise SystemExit(f"range list {i} starved or leaked")
+
         rows = [
             (
                 "recall, no filter",
@@ -101,6 +128,8 @@ def main() -> None:
             ),
             ("recall, metadata filter", timed(args.samples, recall_filtered)),
             ("list_records, metadata filter", timed(args.samples, list_filtered)),
+            ("recall, $in + range + created_at", timed(args.samples, recall_operators)),
+            ("list_records, numeric range", timed(args.samples, list_range)),
         ]
         print(f"{'call':32} {'p50 ms':>8} {'p95 ms':>8}")
         for name, (p50, p95) in rows:

@@ -374,7 +374,8 @@ def scenes(request: HttpRequest, params: Query[ScenesQuery]) -> dict[str, Any]:
     # A full page may be followed by an empty one; a short page is surely the last.
     return {
         "scope": params.scope,
-        "scenes": [scene.as_dict() for scene in result],
+        "items": (scenes := [scene.as_dict() for scene in result]),
+        "scenes": scenes,  # deprecated alias of items
         "next_cursor": result[-1].cursor if len(result) == params.limit else None,
     }
 

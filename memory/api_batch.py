@@ -61,7 +61,11 @@ class RememberBatchIn(BodyIn):
 
 class RememberBatchOut(Schema):
     scope: str
-    results: list[RememberOut]
+    items: list[RememberOut] = Field(description="One result per item, in order.")
+    results: list[RememberOut] = Field(
+        json_schema_extra={"deprecated": True},
+        description="Deprecated: the same list as items (kept until API v2).",
+    )
 
 
 def add_routes(router: Router) -> None:
@@ -89,4 +93,6 @@ def add_routes(router: Router) -> None:
         )
         answers = [result.as_dict() for result in results]
         stored = any(answer["records"] for answer in answers)
-        return Status(201 if stored else 200, {"scope": payload.scope, "results": answers})
+        return Status(
+            201 if stored else 200, {"scope": payload.scope, "items": answers, "results": answers}
+        )

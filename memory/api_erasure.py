@@ -110,7 +110,11 @@ class LegalHoldOut(Schema):
 
 
 class LegalHoldListOut(Schema):
-    holds: list[dict[str, Any]]
+    items: list[dict[str, Any]]
+    holds: list[dict[str, Any]] = Field(
+        json_schema_extra={"deprecated": True},
+        description="Deprecated: the same list as items (kept until API v2).",
+    )
 
 
 class LegalHoldQuery(Schema):
@@ -223,18 +227,17 @@ def add_routes(router: Router) -> None:
         """Holds that keep ``scope``: at it, at an ancestor, or below it (capability ``read``)."""
         require(request, access.READ, params.scope)
         holds = legal_holds(principal=principal_of(request), scope=params.scope)
-        return {
-            "holds": [
-                {
-                    "hold_id": h.hold_id,
-                    "scope": h.scope,
-                    "reference": h.reference,
-                    "set_by": h.set_by,
-                    "set_at": h.set_at.isoformat(),
-                }
-                for h in holds
-            ]
-        }
+        items = [
+            {
+                "hold_id": h.hold_id,
+                "scope": h.scope,
+                "reference": h.reference,
+                "set_by": h.set_by,
+                "set_at": h.set_at.isoformat(),
+            }
+            for h in holds
+        ]
+        return {"items": items, "holds": items}  # holds: deprecated alias of items
 
     @router.post(
         "/legal-holds",

@@ -670,7 +670,11 @@ class SceneOut(Schema):
 
 class ScenesOut(Schema):
     scope: str
-    scenes: list[SceneOut]
+    items: list[SceneOut] = Field(description="One scene per session, newest first.")
+    scenes: list[SceneOut] = Field(
+        json_schema_extra={"deprecated": True},
+        description="Deprecated: the same list as items (kept until API v2).",
+    )
     next_cursor: str | None = Field(
         description="Pass as after for the next page; null on the last page."
     )

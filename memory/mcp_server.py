@@ -46,6 +46,7 @@ from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from audit.services import MAX_EVENT_TYPE_LENGTH
 from memory import mcp_results, ranking, selectors, services
+from memory import metadata as record_metadata
 from memory.errors import MemoryEngineError, RecordNotFound
 from memory.limits import (
     MAX_BLOCK_CHARS,
@@ -150,19 +151,29 @@ FiltersArg = Annotated[
         default=None,
         description="Keep only records matching, as in the HTTP API: "
         '{"metadata": {"customer_id": 42}} keeps records whose metadata holds exactly '
-        'that typed value (42 and "42" differ); several keys must all match.',
+        'that typed value (42 and "42" differ); several keys must all match. An object '
+        'applies operators: {"score": {"$gte": 3}, "tier": {"$in": ["gold", "silver"]}} '
+        "($eq, $ne, $in, $gt, $gte, $lt, $lte; numbers match numbers, ISO 8601 date "
+        'strings match strings). {"created_at": {"$gte": "2026-01-01T00:00:00Z"}} bounds '
+        "when records were stored.",
     ),
 ]
 
 
 def _metadata_filter(filters: dict[str, Any] | None) -> Any:
-    """The metadata part of a ``filters`` argument (the service checks its contents)."""
+    """A ``filters`` argument ({"metadata": ..., "created_at": ...}), checked as the API
+    checks its body's (:func:`memory.metadata.check_filter`, naming the place at fault)."""
     if not filters:
         return None
-    unknown = sorted(set(filters) - {"metadata"})
+    unknown = sorted(set(filters) - {"metadata", "created_at"})
     if unknown:
-        raise ToolError(f"filters: unknown filter {unknown[0][:40]!r}; the filter is 'metadata'")
-    return filters.get("metadata")
+        raise ToolError(
+            f"filters: unknown filter {unknown[0][:40]!r}; the filters are 'metadata' and "
+            "'created_at'"
+        )
+    return record_metadata.check_filter(
+        filters.get("metadata"), created_at=filters.get("created_at")
+    )
 
 
 class ConversationTurnArg(BaseModel):

@@ -33,10 +33,9 @@ from typing import Any
 
 from django.db import connection
 
-from aetnaweb.errors import InvalidInput
 from aetnaweb.text import unstorable_text_in
 from audit.canonical import canonical_json, digest, loads_strict
-from memory.errors import ExtractionError
+from memory.errors import ExtractionError, InvalidInput
 from memory.limits import (
     MAX_METADATA_BYTES,
     MAX_METADATA_FILTER_KEYS,

@@ -183,3 +183,32 @@ def test_an_unknown_list_parameter_is_refused_naming_it(alice_api, tiered):
     assert (response.status_code, response.data["field"]) == (400, "metadata.tier.$like")
     response = _listed(alice_api, "filters=%7B%22metadata%22%3A1%7D&metadata.a=1")
     assert (response.status_code, response.data["field"]) == (400, "filters")
+
+
+# -- one name for result lists ---------------------------------------------------------
+
+
+def test_every_list_and_batch_answers_items_with_its_old_name_as_an_alias(alice_api):
+    batch = alice_api.post(
+        "/memory/remember/batch",
+        {"scope": S, "items": [{"text": "My editor is helix.", "session_id": "s1"}]},
+    )
+    assert batch.status_code == 201, batch.data
+    assert batch.data["items"] == batch.data["results"] and len(batch.data["items"]) == 1
+    scenes = alice_api.get("/memory/scenes", {"scope": S})
+    assert scenes.data["items"] == scenes.data["scenes"] and scenes.data["items"]
+    holds = alice_api.get("/memory/legal-holds", {"scope": S})
+    assert holds.status_code == 200, holds.data
+    assert holds.data["items"] == holds.data["holds"]
+    assert "items" in alice_api.get("/memory/records", {"scope": S}).data
+
+
+def test_the_old_list_names_are_deprecated_in_the_document(client):
+    schemas = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    for schema, old in (
+        ("RememberBatchOut", "results"),
+        ("ScenesOut", "scenes"),
+        ("LegalHoldListOut", "holds"),
+    ):
+        assert "items" in schemas[schema]["required"], schema
+        assert schemas[schema]["properties"][old]["deprecated"] is True, schema

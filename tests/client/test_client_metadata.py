@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aetnaweb_client import AsyncClient, BadRequest
@@ -92,3 +93,39 @@ def test_value_metadata_keeps_what_the_engine_accepts():
     many = {f"k{i}": i for i in range(40)}
     assert len(value_metadata(many)) == 32
     assert value_metadata({"a": "x" * 5000, "b": 1}) == {"b": 1}
+
+
+def test_client_filters_with_operators_and_created_at(alice):
+    # Given three tiers stored through the client
+    ids = {
+        tier: alice.remember(
+            SCOPE, f"Launch plan orion for {tier}.", force=True, metadata={"tier": tier, "n": n}
+        )["records"][0]["record_id"]
+        for tier, n in (("gold", 9), ("silver", 5), ("bronze", 1))
+    }
+    since = datetime.now(UTC) - timedelta(hours=1)
+    # When it lists, iterates and recalls with operators and a created_at range
+    listed = alice.list_records(
+        SCOPE,
+        metadata={"tier": {"$in": ["gold", "silver"]}, "n": {"$lt": 9}},
+        created_at={"$gte": since},
+    )["items"]
+    iterated = list(alice.iter_records(SCOPE, page_size=1, metadata={"tier": {"$ne": "gold"}}))
+    recalled = alice.recall(
+        SCOPE,
+        "launch plan orion",
+        min_confidence=0,
+        limit=10,
+        metadata={"n": {"$gte": 5}},
+        created_at={"$gte": since},
+    )
+    empty = alice.list_records(SCOPE, created_at={"$lt": since})["items"]
+    # Then the server applied them
+    assert [r["record_id"] for r in listed] == [ids["silver"]]
+    assert {r["record_id"] for r in iterated} == {ids["silver"], ids["bronze"]}
+    assert {c["record_id"] for c in recalled["candidates"]} == {ids["gold"], ids["silver"]}
+    assert empty == []
+    # And a bad operator is a typed error naming it
+    with pytest.raises(BadRequest) as refused:
+        alice.recall(SCOPE, "launch", metadata={"n": {"$between": [1, 2]}})
+    assert refused.value.field == "filters.metadata.n.$between"

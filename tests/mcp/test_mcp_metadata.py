@@ -50,6 +50,24 @@ async def metadata_conversation(python: str, errlog) -> dict[str, Any]:
         seen["listed"] = await call(
             session, "list_records", filters={"metadata": {"customer_id": "42"}}
         )
+        seen["operators"] = await call(
+            session,
+            "recall",
+            query="launch codename plan",
+            filters={
+                "metadata": {"customer_id": {"$in": [42, 7], "$ne": "42"}},
+                "created_at": {"$gte": "2000-01-01"},
+            },
+        )
+        seen["later"] = await call(
+            session,
+            "list_records",
+            filters={"created_at": {"$gte": "2999-01-01T00:00:00Z"}},
+        )
+        operator = await session.call_tool(
+            "recall", {"query": "x", "filters": {"metadata": {"customer_id": {"$regex": "4"}}}}
+        )
+        seen["operator"] = (operator.is_error, operator.content[0].text if operator.content else "")
         bad = await session.call_tool(
             "remember", {"text": "My car is red.", "metadata": {"x": {"nested": 1}}}
         )
@@ -93,3 +111,7 @@ def test_mcp_tools_store_return_and_filter_metadata(python):
     # And bad metadata and unknown filters are tool errors naming the problem
     assert seen["bad"][0] and "metadata.x" in seen["bad"][1]
     assert seen["unknown"][0] and "filters" in seen["unknown"][1]
+    # And operators and created_at ranges filter as in the HTTP API (issue 35 item 4)
+    assert [c["record_id"] for c in seen["operators"]["candidates"]] == [mine["record_id"]]
+    assert seen["later"]["items"] == []
+    assert seen["operator"][0] and "$regex" in seen["operator"][1]

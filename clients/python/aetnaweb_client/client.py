@@ -62,23 +62,46 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _bounds(created_at: Mapping[str, datetime | str]) -> dict[str, str | None]:
+    return {operator: _time(bound) for operator, bound in created_at.items()}
+
+
 def _with_filters(body: dict[str, Any]) -> dict[str, Any]:
-    """Move a ``metadata`` filter argument to the body's ``filters`` object."""
+    """Move ``metadata`` and ``created_at`` filter arguments to the body's ``filters`` object.
+
+    A metadata value asks for exactly that typed value; a dict applies operators:
+    ``{"score": {"$gte": 3}, "tier": {"$in": ["gold", "silver"]}}`` ($eq, $ne, $in,
+    $gt, $gte, $lt, $lte). ``created_at`` bounds the storage time:
+    ``{"$gte": datetime(2026, 1, 1, tzinfo=UTC)}``.
+    """
     wanted = body.pop("metadata", None)
+    created_at = body.pop("created_at", None)
+    filters: dict[str, Any] = {}
     if wanted is not None:
-        body["filters"] = {"metadata": dict(wanted)}
+        filters["metadata"] = dict(wanted)
+    if created_at is not None:
+        filters["created_at"] = _bounds(created_at)
+    if filters:
+        body["filters"] = filters
     return body
 
 
 def _metadata_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Spell a ``metadata`` filter as the query string does: ``metadata.<key>=<JSON>``.
+    """Spell the filters as the query string does: ``metadata.<key>=<JSON>``,
+    ``metadata.<key>.$<op>=<JSON>`` and ``created_at.$<op>=<ISO 8601>``.
 
     JSON values keep the type: ``{"customer_id": 42}`` asks for the number,
     ``{"customer_id": "42"}`` for the string.
     """
     wanted = params.pop("metadata", None) or {}
     for key, value in wanted.items():
-        params[f"metadata.{key}"] = json.dumps(value, allow_nan=False)
+        if isinstance(value, Mapping):
+            for operator, operand in value.items():
+                params[f"metadata.{key}.{operator}"] = json.dumps(operand, allow_nan=False)
+        else:
+            params[f"metadata.{key}"] = json.dumps(value, allow_nan=False)
+    for operator, bound in _bounds(params.pop("created_at", None) or {}).items():
+        params[f"created_at.{operator}"] = bound
     return params
 
 
@@ -471,10 +494,13 @@ class Client:
         min_confidence: float | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        created_at: Mapping[str, datetime | str] | None = None,
     ) -> RecallResult:
         """The most relevant active memories visible from ``scope`` (audited).
 
-        ``metadata`` keeps only records holding exactly those typed values.
+        ``metadata`` keeps only records holding exactly those typed values, or
+        meeting operators (``{"score": {"$gte": 3}}``: $eq, $ne, $in, $gt, $gte,
+        $lt, $lte); ``created_at`` keeps those stored in a range (``{"$gte": dt}``).
         ``min_confidence`` left out means the server's one default threshold;
         ``abstained`` in the answer is true when no memory fits.
         """
@@ -486,6 +512,7 @@ class Client:
             min_confidence=min_confidence,
             session_id=session_id,
             metadata=metadata,
+            created_at=created_at,
         )
         return cast(RecallResult, self._run(call))
 
@@ -500,6 +527,7 @@ class Client:
         min_confidence: float | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        created_at: Mapping[str, datetime | str] | None = None,
     ) -> RecallBlock:
         """A ``<relevant_memories>`` block for a prompt (empty text, ``abstained``, when nothing fits)."""
         call = _Calls.recall_block(
@@ -511,6 +539,7 @@ class Client:
             min_confidence=min_confidence,
             session_id=session_id,
             metadata=metadata,
+            created_at=created_at,
         )
         return cast(RecallBlock, self._run(call))
 
@@ -527,15 +556,15 @@ class Client:
         after: str | None = None
         while True:
             page = self.scenes(scope, limit=page_size, after=after)
-            yield from page["scenes"]
+            yield from page["items"]
             after = page.get("next_cursor")
             if not after:
                 return
 
     def list_records(self, scope: str, **filters: Any) -> JSON:
         """One page of records (filters: status, source_type, trust_tier, session_id, text,
-        include_descendants, metadata={"key": typed value}, after, limit); see
-        :meth:`iter_records`."""
+        include_descendants, metadata={"key": typed value or {"$op": operand}},
+        created_at={"$gte": datetime}, after, limit); see :meth:`iter_records`."""
         return cast(JSON, self._run(_Calls.list_records(scope, **filters)))
 
     def iter_records(self, scope: str, *, page_size: int = 100, **filters: Any) -> Iterator[Record]:
@@ -759,7 +788,7 @@ class AsyncClient:
         after: str | None = None
         while True:
             page = await self.scenes(scope, limit=page_size, after=after)
-            for scene in page["scenes"]:
+            for scene in page["items"]:
                 yield scene
             after = page.get("next_cursor")
             if not after:
