@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/locomo.py --data /path/to/locomo10.json \\
-        [--conversations 1-5] [--path remember|import] [--misses N]
+        [--conversations 1-5] [--path remember|import] [--misses N] [--database DIR]
 
 LoCoMo (Maharana et al. 2024; data set under CC BY-NC 4.0, so it is never
 committed here nor downloaded at run time: pass the file you hold) has long
@@ -27,6 +27,12 @@ Printed: turns stored (at least one active record), the share of questions
 with at least one answer turn in the top 5 and the top 10, the share of answer
 turns retrieved in the top 10, and the same for BM25 (``rank_bm25``'s
 BM25Okapi) over the raw turns of the same conversation; plus timings.
+
+``--database DIR`` keeps the SQLite database in DIR instead of deleting it,
+and a later run given the same DIR (and the same ``--path``) recalls from it
+without storing again: a ranking change is then measured on exactly the same
+stored records, in seconds instead of minutes (the store timings are not
+printed for a reused database). The directory is the caller's to delete.
 """
 
 from __future__ import annotations
@@ -274,6 +280,7 @@ def run(
     path: str,
     misses: int,
     min_confidence: float | None = None,
+    stored_already: bool = False,
 ) -> None:
     from memory.models import Record
 
@@ -285,7 +292,8 @@ def run(
     for conversation in conversations:
         scope = f"locomo:c{conversation.number}:*"
         started, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
-        store(scope, conversation)
+        if not stored_already:
+            store(scope, conversation)
         elapsed = time.perf_counter() - started
         store_seconds += elapsed
         # This process's CPU time too: on a shared machine the wall clock also
@@ -317,13 +325,16 @@ def run(
             f"({len(conversation.turns) / elapsed:.0f} turns/s); {here.line(path)}"
         )
     print()
-    print(
-        f"turns stored {total_stored} of {total_turns} ({total_stored / total_turns:.1%});"
-        f" stored at {total_turns / store_seconds:.0f} turns/s"
-        f" ({store_seconds:.1f} s for {total_turns} turns);"
-        f" {total_turns / store_cpu:.0f} turns per CPU second of this process,"
-        f" {total_turns / store_thread:.0f} per CPU second of the calling thread"
-    )
+    if stored_already:
+        print(f"turns stored {total_stored} of {total_turns} (a kept database: not timed)")
+    else:
+        print(
+            f"turns stored {total_stored} of {total_turns} ({total_stored / total_turns:.1%});"
+            f" stored at {total_turns / store_seconds:.0f} turns/s"
+            f" ({store_seconds:.1f} s for {total_turns} turns);"
+            f" {total_turns / store_cpu:.0f} turns per CPU second of this process,"
+            f" {total_turns / store_thread:.0f} per CPU second of the calling thread"
+        )
     print(recalled.line(path))
     print(bm25.line("bm25"))
     latencies = sorted(recalled.latencies)
@@ -345,14 +356,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="recall's threshold (default: the product's; 0 ranks only, as BM25 does)",
     )
+    parser.add_argument(
+        "--database",
+        type=Path,
+        help="keep the database in this directory; reuse it if a run already stored there",
+    )
     args = parser.parse_args(argv)
     conversations = load(args.data, parse_range(args.conversations))
-    directory = Path(tempfile.mkdtemp(prefix="aetnaweb-locomo-"))
+    kept = args.database
+    directory = kept or Path(tempfile.mkdtemp(prefix="aetnaweb-locomo-"))
+    marker = directory / f"stored-{args.path}-{args.conversations}"
+    stored_already = kept is not None and marker.exists()
+    if kept is not None and not stored_already and (directory / "locomo.sqlite3").exists():
+        print(f"{directory} holds another run's database; give an empty directory", file=sys.stderr)
+        return 2
     try:
+        directory.mkdir(parents=True, exist_ok=True)
         setup_django(directory)
-        run(conversations, args.path, args.misses, args.min_confidence)
+        run(conversations, args.path, args.misses, args.min_confidence, stored_already)
+        if kept is not None:
+            marker.touch()
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if kept is None:
+            shutil.rmtree(directory, ignore_errors=True)
     return 0
 
 

@@ -469,8 +469,8 @@ class RememberOut(HotOut):
 
 
 class ScorePartsOut(HotOut):
-    """score = relevance x weight x trust x (1 - 0.005 x (1 - recency)); relevance is the
-    calibrated confidence of the fused evidence (cosine + 0.5 x word_share)."""
+    """score = relevance x weight x trust x (1 - 0.001 x (1 - recency)); relevance is the
+    calibrated confidence of the fused evidence (cosine + 0.5 x word_share + context)."""
 
     weight: float
     relevance: float
@@ -485,6 +485,11 @@ class ScorePartsOut(HotOut):
     )
     semantic_rank: float = Field(
         0.0, description="place among the nearest neighbours (0: not among them)"
+    )
+    context: float = Field(
+        0.0,
+        description="what the candidate turns just before and after it in its session "
+        "add to its evidence (0 without a session)",
     )
     trust: float
     recency: float

@@ -18,6 +18,10 @@ Pure arithmetic (no database): :mod:`memory.search` and
   ranked worse on both benches (docs/memory-engine-notes.md); it stays for
   that comparison. The share, not the raw BM25, goes in: it is bounded and
   comparable from one question to the next, which a calibration needs.
+- **Conversation context**: a stored conversation turn answers the turn
+  before it, so a candidate gains part of the match of the candidate turns
+  right before and after it in the same session (:func:`context_gain`;
+  CONTEXT_BEFORE, CONTEXT_AFTER). Records without a session gain nothing.
 - DEFAULT_MIN_CONFIDENCE is the one threshold every surface uses to say
   "no memory fits".
 """
@@ -60,6 +64,17 @@ LEXICAL_CONFIDENCE_SLOPE = 6.68
 # answered); the one default of the API, MCP, clients, recall_block and the
 # LangGraph store.
 DEFAULT_MIN_CONFIDENCE = 0.31
+
+
+# Conversation context (chosen on LoCoMo conversations 1-5 through the
+# conversation import, docs/memory-engine-notes.md): a candidate's match
+# gains CONTEXT_BEFORE times the best match among the records of the turn
+# just before it in the same session (the question it answers), or
+# CONTEXT_AFTER times that of the turn just after it (the reply that picks
+# it up), whichever is more. Only records that are candidates count: no
+# extra read. With no session (single facts) nothing changes.
+CONTEXT_BEFORE = 0.25
+CONTEXT_AFTER = 0.15
 
 
 def idf(postings: int, visible: int) -> float:
@@ -115,10 +130,27 @@ def match(similarity: float | None, share: float) -> float:
     return (similarity or 0.0) + LEXICAL_WEIGHT * share
 
 
-def confidence(similarity: float | None, share: float) -> float:
-    """The calibrated probability that this candidate is what the question asks for."""
+def context_gain(before: float | None, after: float | None) -> float:
+    """What a candidate's conversation context adds to its evidence.
+
+    ``before`` and ``after`` are the best evidence (a match, or the word
+    share without a model) among the candidate records of the turns just
+    before and just after it in its session; None when there is none.
+    """
+    return max(
+        CONTEXT_BEFORE * max(before or 0.0, 0.0),
+        CONTEXT_AFTER * max(after or 0.0, 0.0),
+    )
+
+
+def confidence(similarity: float | None, share: float, context: float = 0.0) -> float:
+    """The calibrated probability that this candidate is what the question asks for.
+
+    ``context`` is what :func:`context_gain` adds to the candidate's own
+    evidence (0 for a record outside a conversation).
+    """
     if similarity is None:
-        logit = LEXICAL_CONFIDENCE_INTERCEPT + LEXICAL_CONFIDENCE_SLOPE * share
+        logit = LEXICAL_CONFIDENCE_INTERCEPT + LEXICAL_CONFIDENCE_SLOPE * (share + context)
     else:
-        logit = CONFIDENCE_INTERCEPT + CONFIDENCE_SLOPE * match(similarity, share)
+        logit = CONFIDENCE_INTERCEPT + CONFIDENCE_SLOPE * (match(similarity, share) + context)
     return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit)))), 6)

@@ -38,7 +38,7 @@ from memory import ranking, search, vectors
 from memory.binding import PURGE_EVENTS
 from memory.errors import InvalidInput
 from memory.limits import MAX_BLOCK_CHARS, MAX_QUERY_CHARS, MAX_RECALL_LIMIT
-from memory.models import Record, RecordAuditLink, RetrievalEvent, RetrievalHit, Status
+from memory.models import Episode, Record, RecordAuditLink, RetrievalEvent, RetrievalHit, Status
 from memory.services import scoring
 from memory.services._common import _audit, _check_limit, _context, _new_id
 from memory.services.results import RecallBlock, RecallCandidate, RecallResult
@@ -73,6 +73,8 @@ class _CandidateRow(NamedTuple):
     fact_key: str
     trust_tier: str
     status: str
+    session_id: str
+    turn: int | None  # the source message's key: its place in the conversation
     created_at: Any
     occurred_at: Any
     metadata: dict[str, Any]
@@ -84,8 +86,17 @@ class _CandidateRow(NamedTuple):
 # purged is never recalled, even if someone set its row back to active with
 # its content (issue 29 item 7); the verifiers check every marker against the
 # chain. One index probe per candidate (mem_link_record), no extra statement.
+# ``turn`` is the source episode's key, by its unique episode_id (one more
+# index probe): consecutive turns of an imported conversation have
+# consecutive keys, which the ranking's conversation context reads.
+_CANDIDATE_COLUMNS = ", ".join(
+    f"(SELECT e.id FROM {Episode._meta.db_table} e WHERE e.episode_id = r.episode_id)"  # noqa: S608  (constants)
+    if name == "turn"
+    else "r." + name
+    for name in _CandidateRow._fields[1:]
+)
 _CANDIDATE_SQL = (
-    f"SELECT r.id, {', '.join('r.' + name for name in _CandidateRow._fields[1:])}, "  # noqa: S608  (constants)
+    f"SELECT r.id, {_CANDIDATE_COLUMNS}, "  # noqa: S608  (constants)
     f"EXISTS (SELECT 1 FROM {RecordAuditLink._meta.db_table} l WHERE l.record_id = r.record_id "
     f"AND l.event_type IN ({', '.join(repr(t) for t in PURGE_EVENTS)})) "
     f"FROM {Record._meta.db_table} r WHERE r.id IN ({{marks}}) "
@@ -232,6 +243,8 @@ def _gather(
                     neighbour.similarity if neighbour is not None else similarities.get(pk)
                 ),
                 neighbour=neighbour is not None,
+                session=record.session_id,
+                turn=record.turn,
             )
         )
     return rows, evidence

@@ -28,9 +28,11 @@ CANDIDATE_LIMIT = 50
 # neighbour pool; docs/memory-engine-notes.md measures its recall of the
 # exact nearest neighbours).
 SEMANTIC_CANDIDATES = 12
-# Recency's most: half a percent (the oldest candidate loses it), so it
-# orders near-ties and nothing more; a score stays within [0, 1].
-RECENCY_BONUS = 0.005
+# Recency's most: a tenth of a percent (the oldest candidate loses it), so
+# it orders near-ties and nothing more; a score stays within [0, 1]. (Half a
+# percent reordered good matches: the confidence is close to 1 for all of
+# them, so recency decided; docs/memory-engine-notes.md measures it.)
+RECENCY_BONUS = 0.001
 # Keyed by the trust tiers' stored values (memory.models.TrustTier), so this
 # module needs no model import.
 TRUST_SCORES: dict[str, float] = {
@@ -51,7 +53,11 @@ class Evidence:
     found it) and ``share`` the part of the query's word weight it holds;
     ``similarity`` is the query's cosine with it (None when semantic recall
     is unavailable or the record has no vector); ``neighbour`` says whether
-    it was among the nearest neighbours (the semantic list).
+    it was among the nearest neighbours (the semantic list). ``session`` and
+    ``turn`` place it in a conversation: its session ID and its source
+    message's position (the episode's key, consecutive within an import);
+    records of adjacent turns of one session lend each other context
+    (:func:`memory.ranking.context_gain`). No session: no context.
     """
 
     pk: int
@@ -61,6 +67,8 @@ class Evidence:
     share: float = 0.0
     similarity: float | None = None
     neighbour: bool = False
+    session: str = ""
+    turn: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,13 +117,47 @@ def list_ranks(candidates: Sequence[Evidence]) -> tuple[dict[int, int], dict[int
     )
 
 
+def _own_evidence(candidate: Evidence) -> float:
+    """What the confidence calibrates: the match, or the word share without a cosine."""
+    if candidate.similarity is None:
+        return candidate.share
+    return ranking.match(candidate.similarity, candidate.share)
+
+
+def context_parts(candidates: Sequence[Evidence]) -> dict[int, float]:
+    """What each candidate gains from the candidate turns beside it in its session.
+
+    A turn's evidence is the best of its candidate records' (a kept turn and
+    the facts it states share one turn); the turn before a candidate's is
+    ``turn - 1`` in the same session, the one after ``turn + 1``.
+    """
+    best: dict[tuple[str, int], float] = {}
+    for c in candidates:
+        if c.session and c.turn is not None:
+            key = (c.session, c.turn)
+            best[key] = max(best.get(key, 0.0), _own_evidence(c))
+    gains = {}
+    for c in candidates:
+        if c.session and c.turn is not None:
+            gains[c.pk] = round(
+                ranking.context_gain(
+                    best.get((c.session, c.turn - 1)), best.get((c.session, c.turn + 1))
+                ),
+                6,
+            )
+        else:
+            gains[c.pk] = 0.0
+    return gains
+
+
 def rank(candidates: Sequence[Evidence]) -> list[Scored]:
     """Score every candidate; best first (newest first on a tie), at most CANDIDATE_LIMIT."""
     lexical_rank, semantic_rank = list_ranks(candidates)
     recency = recency_parts([c.pk for c in candidates])
+    context = context_parts(candidates)
     scored = []
     for c in candidates:
-        relevance = ranking.confidence(c.similarity, c.share)
+        relevance = ranking.confidence(c.similarity, c.share, context[c.pk])
         trust = TRUST_SCORES.get(c.trust_tier, UNKNOWN_TRUST)
         score = round(
             relevance * c.weight * trust * (1.0 - RECENCY_BONUS * (1.0 - recency[c.pk])), 6
@@ -128,6 +170,7 @@ def rank(candidates: Sequence[Evidence]) -> list[Scored]:
             "word_share": round(c.share, 6),
             "semantic": round(c.similarity, 6) if c.similarity is not None else 0.0,
             "semantic_rank": float(semantic_rank.get(c.pk, 0)),
+            "context": context[c.pk],
             "trust": trust,
             "recency": recency[c.pk],
         }

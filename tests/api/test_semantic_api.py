@@ -27,6 +27,7 @@ def test_api_candidates_carry_the_semantic_part(alice_api):
         "word_share",
         "semantic",
         "semantic_rank",
+        "context",
         "trust",
         "recency",
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -13,7 +14,7 @@ from aetnaweb.scopes import ScopeError
 from audit.models import AuditEvent
 from memory import ranking, search, services
 from memory.errors import InvalidInput
-from memory.models import RetrievalEvent, RetrievalHit
+from memory.models import Record, RetrievalEvent, RetrievalHit
 
 S = "acme:alice:proj"
 
@@ -501,3 +502,58 @@ def test_a_frequent_name_weighs_less_than_a_rare_word_on_either_database(setting
     # And every candidate's lexical part is BM25: the rare word outweighs the name there too
     lexical = {c.record_id: c.parts["lexical"] for c in result.candidates}
     assert min(lexical[both], lexical[dentist]) > max(lexical[i] for i in marias) > 0
+
+
+@pytest.mark.django_db
+def test_a_reply_gains_from_the_question_turn_before_it_on_either_database(settings):
+    # Given two replies holding the same query words, one answering a question
+    # that matches the query (session s1), the other after small talk (s2, newer)
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    day = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    turns = [
+        ("Ana", "Where did you move for the new job?", "s1"),
+        ("Bob", "I moved to Lisbon.", "s1"),
+        ("Ana", "How was the holiday?", "s2"),
+        ("Bob", "I moved to Porto.", "s2"),
+    ]
+    services.import_conversation(
+        principal=SYSTEM,
+        scope=S,
+        turns=[
+            {
+                "text": text,
+                "speaker": speaker,
+                "role": "user" if speaker == "Bob" else "other",
+                "occurred_at": day,
+                "turn_id": f"t{index}",
+                "session_id": session,
+            }
+            for index, (speaker, text, session) in enumerate(turns)
+        ],
+    )
+    # When asked what the first session answers
+    result = services.recall(
+        principal=SYSTEM, scope=S, query="Where did Bob move for the job?", limit=10
+    )
+    by_turn = {
+        Record.objects.get(record_id=c.record_id).turn_id: c
+        for c in reversed(result.candidates)  # a turn's best record wins
+    }
+    # Then the Lisbon reply outranks the Porto one: it gains from the question before it
+    assert by_turn["t1"].rank < by_turn["t3"].rank
+    assert by_turn["t1"].parts["context"] > 0 == by_turn["t3"].parts["context"]
+    assert by_turn["t1"].confidence > by_turn["t3"].confidence
+    # And the retrieval log keeps the context part with the other parts
+    logged = RetrievalEvent.objects.get(retrieval_id=result.retrieval_id).candidates
+    assert any(c["parts"]["context"] > 0 for c in logged)
+
+
+@pytest.mark.django_db
+def test_records_remembered_one_after_another_without_a_session_lend_no_context():
+    # Given two facts remembered back to back, no session (consecutive sources)
+    services.remember(principal=SYSTEM, scope=S, text="My dentist is Dr Ruiz.")
+    services.remember(principal=SYSTEM, scope=S, text="My dentist moved to Porto.")
+    # When recalled
+    result = services.recall(principal=SYSTEM, scope=S, query="Who is my dentist?", limit=5)
+    # Then neither gains anything from the other
+    assert result.candidates and all(c.parts["context"] == 0.0 for c in result.candidates)

@@ -124,9 +124,12 @@ def test_the_score_is_relevance_times_weight_trust_and_recency():
         "word_share",
         "semantic",
         "semantic_rank",
+        "context",
         "trust",
         "recency",
     }
+    # And alone (no conversation around it) it gains no context
+    assert scored.parts["context"] == 0.0
     # And at an ancestor of weight 0.5 the same record scores half, with the same confidence
     half = _one(Evidence(**{**evidence.__dict__, "weight": 0.5}))
     assert half.score == pytest.approx(scored.score / 2, abs=1e-6)
@@ -229,3 +232,53 @@ def test_an_exact_tie_goes_to_the_newer_record():
         ranked = scoring.rank(given)
         # Then the newer record comes first
         assert [item.pk for item in ranked] == [2, 1]
+
+
+def _turn(pk: int, turn: int | None, similarity: float, session: str = "s1") -> Evidence:
+    return Evidence(
+        pk=pk,
+        trust_tier="trusted_user",
+        weight=1.0,
+        similarity=similarity,
+        session=session,
+        turn=turn,
+    )
+
+
+def test_a_turn_gains_from_the_matching_turn_before_it_more_than_from_the_one_after():
+    # Given a question turn matching strongly (turn 7), the reply after it (turn 8),
+    # and a reply in another session just as close to the query on its own
+    question = _turn(1, 7, 0.8)
+    reply = _turn(2, 8, 0.4)
+    elsewhere = _turn(3, 8, 0.4, session="s2")
+    # When ranked
+    ranked = {item.pk: item for item in scoring.rank([question, reply, elsewhere])}
+    # Then the reply gains CONTEXT_BEFORE of the question's match; the other reply gains nothing
+    assert ranked[2].parts["context"] == pytest.approx(ranking.CONTEXT_BEFORE * 0.8)
+    assert ranked[3].parts["context"] == 0.0
+    # And the question gains CONTEXT_AFTER of the reply's match (the smaller share)
+    assert ranked[1].parts["context"] == pytest.approx(ranking.CONTEXT_AFTER * 0.4)
+    # And the context raises the reply's confidence above its twin's, so it ranks higher
+    assert ranked[2].confidence == ranking.confidence(0.4, 0.0, ranking.CONTEXT_BEFORE * 0.8)
+    assert ranked[2].confidence > ranked[3].confidence
+    assert ranked[2].score > ranked[3].score
+
+
+def test_no_session_or_no_adjacent_turn_means_no_context():
+    # Given consecutive records without a session, and same-session turns two apart
+    loose = [_turn(1, 1, 0.8, session=""), _turn(2, 2, 0.4, session="")]
+    apart = [_turn(3, 10, 0.8), _turn(4, 12, 0.4)]
+    unplaced = [_turn(5, None, 0.8), _turn(6, None, 0.4)]
+    # Then none of them gains anything
+    for group in (loose, apart, unplaced):
+        assert all(item.parts["context"] == 0.0 for item in scoring.rank(group))
+
+
+def test_a_turn_takes_the_best_of_its_records_as_its_context():
+    # Given a turn held by a kept turn and a weaker fact, and the reply after it
+    kept, fact, reply = _turn(1, 4, 0.7), _turn(2, 4, 0.3), _turn(3, 5, 0.2)
+    ranked = {item.pk: item for item in scoring.rank([kept, fact, reply])}
+    # Then the reply gains from the better of the two records of the turn before it
+    assert ranked[3].parts["context"] == pytest.approx(ranking.CONTEXT_BEFORE * 0.7)
+    # And a context gain never goes below zero for a turn that matches negatively
+    assert ranking.context_gain(-0.5, None) == 0.0

@@ -843,3 +843,37 @@ def test_recall_tester_says_no_memory_fits_when_nothing_is_confident(viewer, fac
     assert response.status_code == 200
     assert "No memory fits.</strong> No memory fits: " in text
     assert 'class="badge badge-ok">returned' not in text
+
+
+def test_recall_tester_shows_what_the_turns_beside_a_candidate_add(viewer, settings):
+    # Given an imported exchange: a question, then the reply that answers it
+    settings.AETNAWEB_SEMANTIC_RECALL = False
+    services.import_conversation(
+        principal=SYSTEM,
+        scope=SCOPE,
+        turns=[
+            {
+                "text": "Where did you move for the new job?",
+                "speaker": "Ana",
+                "role": "other",
+                "turn_id": "q1",
+                "session_id": "chat",
+            },
+            {
+                "text": "I moved to Lisbon.",
+                "speaker": "Bob",
+                "role": "user",
+                "turn_id": "a1",
+                "session_id": "chat",
+            },
+        ],
+    )
+    # When the tester asks what the question asked
+    response = viewer.post(
+        scope_url(name="memory:recall"),
+        {"query": "Where did Bob move for the job?", "limit": 5, "min_score": 0},
+        headers=htmx_headers("recall-results"),
+    )
+    # Then the reply's part from its conversation is shown beside its other parts
+    assert response.status_code == 200
+    assert "from the turns beside it in its conversation" in body(response)
