@@ -68,6 +68,7 @@ from memory.limits import (
     MAX_VALUE_CHARS,
 )
 from memory.services import PERSONA_MAX_CHARS
+from memory.services.forgetting import MAX_FORGET_REFERENCE_CHARS
 
 # What an agent may do over MCP: the memory verbs and staging a plan. Audit
 # exports have their own interface (the HTTP API), and review and approval
@@ -174,6 +175,16 @@ class ProposedFact(BaseModel):
     ]
     fact_key: Annotated[str | None, Field(default=None, max_length=MAX_KEY_CHARS)] = None
     confidence: Annotated[float | None, Field(default=None, ge=0.0, le=1.0)] = None
+
+
+IncludeBelow = Annotated[
+    bool,
+    Field(
+        default=False,
+        description="Also the same words' matches in the scopes below this one (one receipt "
+        "per scope, bundled).",
+    ),
+]
 
 
 def bound_principal(scope: Scope, capabilities: Iterable[str], *, name: str = "mcp") -> Principal:
@@ -496,6 +507,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         ] = None,
         episode_ids: EpisodeIds = None,
         session_id: SessionArg = None,
+        include_below: IncludeBelow = False,
     ) -> dict[str, Any]:
         """Show exactly which records and stored messages a forget would purge at this scope
         (writes nothing).
@@ -504,7 +516,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         match stored messages too (a message that produced no record included). A vague
         request ('forget it'), one that matches nothing, or one that matches too many is
         an error saying so: ask the user to be specific. Then call forget with the
-        preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids.
+        preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids,
+        and its count as confirm_count when the count is above confirm_above (10). below
+        names the same words' matches in the scopes below this one; include_below puts them
+        in the lists.
         """
         return _call(
             lambda: services.forget_preview(
@@ -514,6 +529,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 utterance=utterance,
                 episode_ids=episode_ids,
                 session_id=session_id,
+                include_below=include_below,
                 principal=principal,
             ).as_dict()
         )
@@ -544,12 +560,31 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 "changed.",
             ),
         ] = None,
+        include_below: IncludeBelow = False,
+        confirm_count: Annotated[
+            int | None,
+            Field(
+                default=None,
+                ge=0,
+                description="The count forget_preview returned; required above 10.",
+            ),
+        ] = None,
+        reference: Annotated[
+            str | None,
+            Field(
+                default=None,
+                max_length=MAX_FORGET_REFERENCE_CHARS,
+                description="The request's reference, e.g. a ticket number (optional).",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Purge records and stored messages at this scope (and the superseded values of the
         same facts) and return a verifiable deletion receipt listing both. Irreversible: call
         forget_preview first and pass its record_ids and episode_ids as expected_record_ids
-        and expected_episode_ids. An empty, vague, unmatched or too-broad request is refused,
-        never read as 'everything'; forget never reaches other scopes."""
+        and expected_episode_ids, and its count as confirm_count when above 10. An empty,
+        vague, unmatched or too-broad request is refused, never read as 'everything'.
+        include_below (with words) also forgets the matches in the scopes below this one and
+        returns a bundle of one receipt per scope; forget never reaches any other scope."""
         return _call(
             lambda: services.forget(
                 scope=at,
@@ -560,6 +595,9 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 session_id=session_id,
                 expected_record_ids=expected_record_ids,
                 expected_episode_ids=expected_episode_ids,
+                include_below=include_below,
+                confirm_count=confirm_count,
+                reference=reference,
                 principal=principal,
             )
         )
