@@ -45,6 +45,7 @@ from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from audit.services import MAX_EVENT_TYPE_LENGTH
+from jobs.models import Job
 from memory import ranking, selectors, services
 from memory.errors import MemoryEngineError, RecordNotFound
 from memory.limits import (
@@ -67,7 +68,7 @@ from memory.limits import (
     MAX_TEXT_CHARS,
     MAX_VALUE_CHARS,
 )
-from memory.services import PERSONA_MAX_CHARS
+from memory.services import PERSONA_MAX_CHARS, erasure, subject_export
 from memory.services.forgetting import MAX_FORGET_REFERENCE_CHARS
 
 # What an agent may do over MCP: the memory verbs and staging a plan. Audit
@@ -305,6 +306,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     """Register the memory verbs ``principal`` may use at ``scope`` (the session's scope)."""
     at = str(scope)
     tool = tool_registrar(server, principal, scope)
+    add_subject_tools(server, principal, scope)
 
     @tool(
         access.WRITE,
@@ -715,6 +717,112 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
 # -- resources --------------------------------------------------------------------------------
 
 RESOURCE_ROOT = "aetnaweb://memory"
+
+
+RequestReference = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_FORGET_REFERENCE_CHARS,
+        description="The request's reference: the ticket or letter it answers.",
+    ),
+]
+
+
+def add_subject_tools(server: MCPServer, principal: Principal, scope: Scope) -> None:
+    """Requests about the person the session's scope belongs to (issue 32): preview and erase
+    everything under it, read an erasure, export everything under it.
+
+    Listed only when ``principal`` may erase that subtree
+    (:func:`aetnaweb.access.may_erase_subject`: an admin-level act, so a token
+    must hold every capability a token may hold on a grant covering it, which
+    an MCP session started with ``manage.py mcp`` never does). The services
+    check it again on every call.
+    """
+    if scope.depth < 2 or not access.may_erase_subject(principal, scope):
+        return
+    at = str(scope)
+
+    def register(
+        title: str, *, read_only: bool, destructive: bool = False
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            server.tool(
+                title=title,
+                annotations=_annotations(read_only=read_only, destructive=destructive),
+            )(_text_arguments(fn))
+            return fn
+
+        return decorate
+
+    @register("Preview erasing the person", read_only=True)
+    def erase_subject_preview() -> dict[str, Any]:
+        """Counts per scope of what erasing everything under this session's scope (one
+        person's subtree, every scope below included) would purge. Writes nothing."""
+        return _call(
+            lambda: erasure.subject_erasure_preview(subtree=at, principal=principal).as_dict()
+        )
+
+    @register("Erase the person", read_only=False, destructive=True)
+    def erase_subject(
+        reference: RequestReference,
+        confirm: Annotated[
+            str,
+            Field(max_length=200, description="This session's scope, typed back exactly."),
+        ],
+    ) -> dict[str, Any]:
+        """Erase every record (any status) and stored message under this session's scope,
+        as a job ending in an erasure certificate. Irreversible: only on the person's own
+        request, after erase_subject_preview; confirm must repeat the scope exactly.
+        Refused under a legal hold. Follow it with erasure_status."""
+        return _call(
+            lambda: _erasure_state(
+                erasure.start_subject_erasure(
+                    subtree=at, reference=reference, confirmation=confirm, principal=principal
+                )
+            )
+        )
+
+    @register("Erasure status", read_only=True)
+    def erasure_status(job_id: Annotated[int, Field(ge=1)]) -> dict[str, Any]:
+        """An erasure's progress; when it is done, its certificate (per-scope receipts with
+        inclusion proofs; tools/verify_audit.py --erasure-certificate checks it offline)."""
+
+        def run() -> dict[str, Any]:
+            job = Job.objects.filter(pk=job_id, kind=Job.Kind.ERASURE, scope=at).first()
+            if job is None:
+                raise RecordNotFound(f"no erasure {job_id} of {at}")
+            state = _erasure_state(job)
+            if job.has_file:
+                state["certificate"] = erasure.erasure_certificate(
+                    job_id=job.pk, principal=principal
+                )
+            return state
+
+        return _call(run)
+
+    @register("Export the person", read_only=False)
+    def export_subject(reference: RequestReference) -> dict[str, Any]:
+        """Everything stored under this session's scope (records in every status, stored
+        messages, their audit events) with a manifest bound to the log
+        (tools/verify_audit.py --subject-export checks it). Recorded in the audit chain."""
+        return _call(
+            lambda: subject_export.export_subject(
+                subtree=at, reference=reference, principal=principal
+            )
+        )
+
+
+def _erasure_state(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.pk,
+        "subtree": job.scope or "",
+        "status": job.status,
+        "done": job.done,
+        "total": job.total,
+        "result": job.result,
+        "error": job.error,
+    }
 
 
 def add_memory_resources(server: MCPServer, principal: Principal, scope: Scope) -> None:
