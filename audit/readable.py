@@ -74,6 +74,10 @@ SUMMARIES: dict[str, Callable[[AuditEvent, Payload], str]] = {
         f"{e.actor} removed the retention policy for {p.get('target')}"
     ),
     "memory.forget_rejected": lambda e, p: f"{e.actor}'s forget was refused (nothing deleted)",
+    "memory.forget_bundled": lambda e, p: (
+        f"{e.actor} forgot {_plural(_count(p, 'purged_record_count'), 'record')} here and "
+        "in the scopes below (receipts bundled)"
+    ),
     "memory.subject_exported": lambda e, p: (
         f"{e.actor} exported everything stored under {e.subject_id}"
     ),

@@ -36,6 +36,7 @@ from memory.api_schemas import (
     CaptureIn,
     CaptureOut,
     DeletionReceiptOut,
+    ForgetBundleOut,
     ForgetIn,
     ForgetPreviewOut,
     LogActionIn,
@@ -176,6 +177,7 @@ def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
             utterance=payload.utterance,
             episode_ids=payload.episode_ids,
             session_id=payload.session_id,
+            include_below=payload.include_below,
             principal=principal_of(request),
         )
     return preview.as_dict()
@@ -183,8 +185,8 @@ def forget_preview(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
 
 @router.post(
     "/forget",
-    response={200: DeletionReceiptOut, **CONFLICT_RESPONSES},
-    summary="Forget records at exactly one scope and get the deletion receipt",
+    response={200: DeletionReceiptOut | ForgetBundleOut, **CONFLICT_RESPONSES},
+    summary="Forget records at one scope (and, asked, the scopes below) and get the receipt",
 )
 @may_refuse(
     SelectorError,
@@ -202,8 +204,16 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     or ``session_id``. With ``expected_record_ids`` and ``expected_episode_ids``
     (from a preview) exactly those are purged, or 409 if the match changed.
     Returns an ``aetnamem-deletion-receipt-v1`` listing the purged record and
-    episode IDs. An empty selector is refused (400) and the refusal itself is
-    recorded as ``memory.forget_rejected``.
+    episode IDs. With ``include_below`` a selector or utterance also purges its
+    matches in the scopes below, and the answer is an
+    ``aetnaweb-forget-bundle-v1``: one receipt per scope, bound by a closing
+    event (``tools/verify_audit.py --forget-bundle`` checks it offline).
+    ``exclude_record_ids`` / ``exclude_episode_ids`` leave previewed rows out.
+    Above 10 records and messages, ``confirm_count`` must be that number
+    (400 ``forget_count_not_confirmed``, field ``confirm_count``, nothing
+    purged). ``reference`` (a ticket number) is kept with the receipts. An
+    empty selector is refused (400) and the refusal itself is recorded as
+    ``memory.forget_rejected``.
     """
     require(request, access.FORGET, payload.scope)
     with refusals_about(
@@ -221,6 +231,11 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
             session_id=payload.session_id,
             expected_record_ids=payload.expected_record_ids,
             expected_episode_ids=payload.expected_episode_ids,
+            include_below=payload.include_below,
+            exclude_record_ids=payload.exclude_record_ids,
+            exclude_episode_ids=payload.exclude_episode_ids,
+            confirm_count=payload.confirm_count,
+            reference=payload.reference,
             principal=principal_of(request),
         )
 

@@ -37,10 +37,12 @@ from memory.limits import (
 from memory.metadata import MAX_IN_VALUES
 from memory.ranking import DEFAULT_MIN_CONFIDENCE
 from memory.services import (
+    MAX_UNCONFIRMED_FORGET,
     MAX_UNPREVIEWED_FORGET,
     PERSONA_MAX_CHARS,
     RECALL_BLOCK_MIN_SCORE,
 )
+from memory.services.forgetting import MAX_FORGET_REFERENCE_CHARS
 
 RecordId = Annotated[str, Field(min_length=1, max_length=64)]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -316,6 +318,37 @@ class ForgetIn(BodyIn):
         "Send it with expected_record_ids whenever the preview listed messages that matched "
         "themselves.",
     )
+    include_below: bool = Field(
+        False,
+        description="Also forget the same words' matches (selector or utterance) in every "
+        "scope below scope: one deletion receipt per scope, returned bundled as an "
+        "aetnaweb-forget-bundle-v1. On /forget/preview: list their rows and count them too.",
+    )
+    exclude_record_ids: list[RecordId] | None = Field(
+        None,
+        max_length=MAX_FORGET_RECORDS,
+        description="Previewed records to leave out (unticked); a lineage whole or not at "
+        "all. The receipts name exactly what was purged.",
+    )
+    exclude_episode_ids: list[RecordId] | None = Field(
+        None,
+        max_length=MAX_FORGET_RECORDS,
+        description="Previewed stored messages to leave out (not the source of a record "
+        "still purged).",
+    )
+    confirm_count: int | None = Field(
+        None,
+        ge=0,
+        description=f"The number of records and messages the forget purges (the preview's "
+        f"count, less the rows left out), typed back. Required above "
+        f"{MAX_UNCONFIRMED_FORGET}; a wrong count is refused (400 forget_count_not_confirmed).",
+    )
+    reference: str | None = Field(
+        None,
+        max_length=MAX_FORGET_REFERENCE_CHARS,
+        description="The request's reference, e.g. a ticket number (one line of printable "
+        "text): kept with the receipts, its digest recorded in the forget event.",
+    )
 
 
 class ProposedFact(BodyIn):
@@ -578,6 +611,11 @@ class CaptureOut(Schema):
 
 class PreviewRecordOut(Schema):
     record_id: str
+    scope: str = Field(description="Where the record is stored (the scope, or one below it).")
+    lineage: str = Field(
+        description="The record's lineage (its smallest record ID): rows of one lineage are "
+        "left out together or not at all."
+    )
     matched: bool = Field(
         description="True when the request matched this record itself; false when it is "
         "purged as part of a match's lineage (an older or newer value of the same fact)."
@@ -593,6 +631,7 @@ class PreviewRecordOut(Schema):
 
 class PreviewEpisodeOut(Schema):
     episode_id: str
+    scope: str
     matched: bool = Field(
         description="True when the request matched or named this message itself; false when "
         "it is emptied because a record drawn from it is purged."
@@ -604,6 +643,13 @@ class PreviewEpisodeOut(Schema):
     created_at: str
 
 
+class PreviewBelowOut(Schema):
+    scope: str
+    record_ids: list[str]
+    episode_ids: list[str]
+    count: int
+
+
 class ForgetPreviewOut(Schema):
     scope: str
     mode: str
@@ -613,6 +659,34 @@ class ForgetPreviewOut(Schema):
     episodes: list[PreviewEpisodeOut] = Field(
         description="Every stored message the forget empties (its text is what it held)."
     )
+    include_below: bool = Field(
+        description="Whether the lists above hold the matches in the scopes below too."
+    )
+    below: list[PreviewBelowOut] = Field(
+        description="The same words' matches in each scope below (forgotten only with "
+        "include_below)."
+    )
+    count: int = Field(
+        description="What the forget purges as rows: records, and messages beyond their "
+        "sources. Above confirm_above, send it back as confirm_count."
+    )
+    confirm_above: int
+
+
+class ForgetBundleOut(Schema):
+    """``aetnaweb-forget-bundle-v1``: one deletion receipt per scope, bound by a closing event."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str
+    scope: str
+    selector_sha256: str
+    reference: str
+    created_at: str
+    receipts: list[dict[str, Any]]
+    # The memory.forget_bundled event, its inclusion proof and the signed log head.
+    closing_proof: dict[str, Any]
+    bundle_sha256: str
 
 
 class DeletionReceiptOut(Schema):

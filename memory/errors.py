@@ -91,6 +91,31 @@ class ForgetPreviewStale(MemoryEngineError):
     meaning = "what the forget matches changed since the preview"
 
 
+class ForgetNotConfirmed(MemoryEngineError):
+    """A forget of more than ten records and messages whose count was not typed back right."""
+
+    code = "forget_count_not_confirmed"
+    status = 400
+    meaning = (
+        "a forget of more than 10 records and messages needs confirm_count, the number it "
+        "purges, typed back (missing or wrong)"
+    )
+
+    def __init__(self, message: str, *, field: str | None = "confirm_count") -> None:
+        super().__init__(message, field=field)
+
+
+class ForgetSelectionError(MemoryEngineError):
+    """Rows unticked in a forget's preview that leave no forget to apply as asked."""
+
+    code = "forget_selection_error"
+    status = 400
+    meaning = (
+        "the rows left out of a forget (exclude_record_ids, exclude_episode_ids) split a "
+        "lineage, name what the preview did not list, or leave nothing"
+    )
+
+
 class ExtractionError(MemoryEngineError):
     """Input that cannot be stored as asked (empty text, bad key/value, unknown source type)."""
 

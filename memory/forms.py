@@ -25,6 +25,7 @@ from memory.limits import (
     MAX_SELECTOR_CHARS,
 )
 from memory.models import SourceType, Status, TrustTier
+from memory.services.forgetting import MAX_FORGET_REFERENCE_CHARS
 
 MAX_RECEIPT_BYTES = 64 * 1024
 RECORD_ID_RE = re.compile(r"mem_[0-9a-f]{32}")
@@ -351,6 +352,13 @@ class ForgetForm(StorableTextMixin, forms.Form):
         help_text="A session ID: all its stored messages and records at this scope.",
     )
 
+    include_below = forms.BooleanField(
+        required=False,
+        label="Also the scopes below",
+        help_text="Words also match in every scope below this one (one receipt per scope, "
+        "bundled).",
+    )
+
     # The ways to ask, in the order the services take them.
     WAYS = ("selector", "record_ids", "episode_ids", "session_id")
 
@@ -389,12 +397,45 @@ class ForgetForm(StorableTextMixin, forms.Form):
 
 
 class ForgetApplyForm(ForgetForm):
-    """The preview's confirmation: the same request plus the exact IDs previewed."""
+    """The preview's confirmation: the same request plus the exact IDs previewed, the rows
+    left ticked, the count typed back and the request's reference.
+
+    A row offered with a tick box (``offered_*``) and not sent back ticked
+    (``keep_*``) is left out; a post that offered none leaves nothing out.
+    """
 
     NOT_PREVIEWED = "Nothing was previewed: preview the forget first."
 
     expected_record_ids = TextListField(required=False)
     expected_episode_ids = TextListField(required=False)
+    offered_record_ids = TextListField(required=False)
+    offered_episode_ids = TextListField(required=False)
+    keep_record_ids = TextListField(required=False)
+    keep_episode_ids = TextListField(required=False)
+    confirm_count = forms.IntegerField(
+        required=False,
+        min_value=0,
+        label="Type the number of rows left ticked",
+    )
+    reference = forms.CharField(
+        required=False,
+        max_length=MAX_FORGET_REFERENCE_CHARS,
+        strip=True,
+        label="Request reference (optional)",
+        help_text="The ticket or letter this forget answers, e.g. REQ-2041: kept with the receipt.",
+    )
+
+    def left_out(self) -> dict[str, list[str]]:
+        """``exclude_record_ids`` / ``exclude_episode_ids``: offered rows sent back unticked."""
+        data = self.cleaned_data
+        return {
+            "exclude_record_ids": sorted(
+                set(data.get("offered_record_ids") or []) - set(data.get("keep_record_ids") or [])
+            ),
+            "exclude_episode_ids": sorted(
+                set(data.get("offered_episode_ids") or []) - set(data.get("keep_episode_ids") or [])
+            ),
+        }
 
     def clean_expected_record_ids(self) -> list[str]:
         raw = self.cleaned_data["expected_record_ids"]

@@ -107,6 +107,14 @@ class DeletionReceiptOutput(TypedDict):
     receipt_sha256: str
 
 
+class ForgetBundleOutput(TypedDict):
+    format: str
+    scope: str
+    created_at: str
+    receipts: list[DeletionReceiptOutput]
+    bundle_sha256: str
+
+
 # -- the texts -------------------------------------------------------------------------------
 
 
@@ -215,6 +223,26 @@ def preview_text(data: Mapping[str, Any]) -> str:
         f"{json.dumps(list(data['record_ids']))} and expected_episode_ids="
         f"{json.dumps(list(data['episode_ids']))}."
     )
+    return "\n".join(lines)
+
+
+def forget_text(data: Mapping[str, Any]) -> str:
+    """A forget's answer: one receipt, or a bundle of one receipt per scope (include_below)."""
+    if "receipts" not in data:
+        return receipt_text(data)
+    receipts = data["receipts"]
+    records = sum(len(r["purged_record_ids"]) for r in receipts)
+    episodes = sum(len(r["purged_episode_ids"]) for r in receipts)
+    lines = [
+        f"Forgot {_count(records, 'record')} and {_count(episodes, 'stored message')} in "
+        f"{_count(len(receipts), 'scope')} under {data['scope']}: bundle {data['bundle_sha256']}.",
+    ]
+    lines += [
+        f"- {r['subject_id']}: {', '.join(r['purged_record_ids']) or 'no records'}; "
+        f"receipt {r['receipt_sha256']}"
+        for r in receipts
+    ]
+    lines.append("The full bundle (receipts and proofs) is in the structured content.")
     return "\n".join(lines)
 
 

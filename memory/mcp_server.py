@@ -45,6 +45,7 @@ from aetnaweb.access import AccessDenied, Principal
 from aetnaweb.scopes import Scope, ScopeError
 from aetnaweb.text import UnstorableText, check_storable_text, unstorable_text_in
 from audit.services import MAX_EVENT_TYPE_LENGTH
+from jobs.models import Job
 from memory import mcp_results, ranking, selectors, services
 from memory import metadata as record_metadata
 from memory.errors import MemoryEngineError, RecordNotFound
@@ -70,13 +71,15 @@ from memory.limits import (
 )
 from memory.mcp_results import (
     DeletionReceiptOutput,
+    ForgetBundleOutput,
     ForgetPreviewOutput,
     RecallBlockOutput,
     RecallOutput,
     RecordDetailOutput,
     RecordListOutput,
 )
-from memory.services import PERSONA_MAX_CHARS
+from memory.services import PERSONA_MAX_CHARS, erasure, subject_export
+from memory.services.forgetting import MAX_FORGET_REFERENCE_CHARS
 
 # What an agent may do over MCP: the memory verbs and staging a plan. Audit
 # exports have their own interface (the HTTP API), and review and approval
@@ -202,6 +205,16 @@ class ProposedFact(BaseModel):
     ]
     fact_key: Annotated[str | None, Field(default=None, max_length=MAX_KEY_CHARS)] = None
     confidence: Annotated[float | None, Field(default=None, ge=0.0, le=1.0)] = None
+
+
+IncludeBelow = Annotated[
+    bool,
+    Field(
+        default=False,
+        description="Also the same words' matches in the scopes below this one (one receipt "
+        "per scope, bundled).",
+    ),
+]
 
 
 def bound_principal(scope: Scope, capabilities: Iterable[str], *, name: str = "mcp") -> Principal:
@@ -338,6 +351,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
     """Register the memory verbs ``principal`` may use at ``scope`` (the session's scope)."""
     at = str(scope)
     tool = tool_registrar(server, principal, scope)
+    add_subject_tools(server, principal, scope)
 
     @tool(
         access.WRITE,
@@ -550,6 +564,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         ] = None,
         episode_ids: EpisodeIds = None,
         session_id: SessionArg = None,
+        include_below: IncludeBelow = False,
     ) -> Annotated[CallToolResult, ForgetPreviewOutput]:
         """Show exactly which records and stored messages a forget would purge at this scope
         (writes nothing).
@@ -558,7 +573,10 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
         match stored messages too (a message that produced no record included). A vague
         request ('forget it'), one that matches nothing, or one that matches too many is
         an error saying so: ask the user to be specific. Then call forget with the
-        preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids.
+        preview's record_ids and episode_ids as expected_record_ids and expected_episode_ids,
+        and its count as confirm_count when the count is above confirm_above (10). below
+        names the same words' matches in the scopes below this one; include_below puts them
+        in the lists.
         """
         return mcp_results.answer(
             _call(
@@ -569,6 +587,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                     utterance=utterance,
                     episode_ids=episode_ids,
                     session_id=session_id,
+                    include_below=include_below,
                     principal=principal,
                 ).as_dict()
             ),
@@ -606,12 +625,31 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 "changed.",
             ),
         ] = None,
-    ) -> Annotated[CallToolResult, DeletionReceiptOutput]:
+        include_below: IncludeBelow = False,
+        confirm_count: Annotated[
+            int | None,
+            Field(
+                default=None,
+                ge=0,
+                description="The count forget_preview returned; required above 10.",
+            ),
+        ] = None,
+        reference: Annotated[
+            str | None,
+            Field(
+                default=None,
+                max_length=MAX_FORGET_REFERENCE_CHARS,
+                description="The request's reference, e.g. a ticket number (optional).",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, DeletionReceiptOutput | ForgetBundleOutput]:
         """Purge records and stored messages at this scope (and the superseded values of the
         same facts) and return a verifiable deletion receipt listing both. Irreversible: call
         forget_preview first and pass its record_ids and episode_ids as expected_record_ids
-        and expected_episode_ids. An empty, vague, unmatched or too-broad request is refused,
-        never read as 'everything'; forget never reaches other scopes."""
+        and expected_episode_ids, and its count as confirm_count when above 10. An empty,
+        vague, unmatched or too-broad request is refused, never read as 'everything'.
+        include_below (with words) also forgets the matches in the scopes below this one and
+        returns a bundle of one receipt per scope; forget never reaches any other scope."""
         return mcp_results.answer(
             _call(
                 lambda: services.forget(
@@ -623,10 +661,13 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                     session_id=session_id,
                     expected_record_ids=expected_record_ids,
                     expected_episode_ids=expected_episode_ids,
+                    include_below=include_below,
+                    confirm_count=confirm_count,
+                    reference=reference,
                     principal=principal,
                 )
             ),
-            mcp_results.receipt_text,
+            mcp_results.forget_text,
         )
 
     @tool(access.READ, "List records", read_only=True)
@@ -742,6 +783,112 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
 # -- resources --------------------------------------------------------------------------------
 
 RESOURCE_ROOT = "aetnaweb://memory"
+
+
+RequestReference = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_FORGET_REFERENCE_CHARS,
+        description="The request's reference: the ticket or letter it answers.",
+    ),
+]
+
+
+def add_subject_tools(server: MCPServer, principal: Principal, scope: Scope) -> None:
+    """Requests about the person the session's scope belongs to (issue 32): preview and erase
+    everything under it, read an erasure, export everything under it.
+
+    Listed only when ``principal`` may erase that subtree
+    (:func:`aetnaweb.access.may_erase_subject`: an admin-level act, so a token
+    must hold every capability a token may hold on a grant covering it, which
+    an MCP session started with ``manage.py mcp`` never does). The services
+    check it again on every call.
+    """
+    if scope.depth < 2 or not access.may_erase_subject(principal, scope):
+        return
+    at = str(scope)
+
+    def register(
+        title: str, *, read_only: bool, destructive: bool = False
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            server.tool(
+                title=title,
+                annotations=_annotations(read_only=read_only, destructive=destructive),
+            )(_text_arguments(fn))
+            return fn
+
+        return decorate
+
+    @register("Preview erasing the person", read_only=True)
+    def erase_subject_preview() -> dict[str, Any]:
+        """Counts per scope of what erasing everything under this session's scope (one
+        person's subtree, every scope below included) would purge. Writes nothing."""
+        return _call(
+            lambda: erasure.subject_erasure_preview(subtree=at, principal=principal).as_dict()
+        )
+
+    @register("Erase the person", read_only=False, destructive=True)
+    def erase_subject(
+        reference: RequestReference,
+        confirm: Annotated[
+            str,
+            Field(max_length=200, description="This session's scope, typed back exactly."),
+        ],
+    ) -> dict[str, Any]:
+        """Erase every record (any status) and stored message under this session's scope,
+        as a job ending in an erasure certificate. Irreversible: only on the person's own
+        request, after erase_subject_preview; confirm must repeat the scope exactly.
+        Refused under a legal hold. Follow it with erasure_status."""
+        return _call(
+            lambda: _erasure_state(
+                erasure.start_subject_erasure(
+                    subtree=at, reference=reference, confirmation=confirm, principal=principal
+                )
+            )
+        )
+
+    @register("Erasure status", read_only=True)
+    def erasure_status(job_id: Annotated[int, Field(ge=1)]) -> dict[str, Any]:
+        """An erasure's progress; when it is done, its certificate (per-scope receipts with
+        inclusion proofs; tools/verify_audit.py --erasure-certificate checks it offline)."""
+
+        def run() -> dict[str, Any]:
+            job = Job.objects.filter(pk=job_id, kind=Job.Kind.ERASURE, scope=at).first()
+            if job is None:
+                raise RecordNotFound(f"no erasure {job_id} of {at}")
+            state = _erasure_state(job)
+            if job.has_file:
+                state["certificate"] = erasure.erasure_certificate(
+                    job_id=job.pk, principal=principal
+                )
+            return state
+
+        return _call(run)
+
+    @register("Export the person", read_only=False)
+    def export_subject(reference: RequestReference) -> dict[str, Any]:
+        """Everything stored under this session's scope (records in every status, stored
+        messages, their audit events) with a manifest bound to the log
+        (tools/verify_audit.py --subject-export checks it). Recorded in the audit chain."""
+        return _call(
+            lambda: subject_export.export_subject(
+                subtree=at, reference=reference, principal=principal
+            )
+        )
+
+
+def _erasure_state(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.pk,
+        "subtree": job.scope or "",
+        "status": job.status,
+        "done": job.done,
+        "total": job.total,
+        "result": job.result,
+        "error": job.error,
+    }
 
 
 def add_memory_resources(server: MCPServer, principal: Principal, scope: Scope) -> None:

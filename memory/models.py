@@ -265,12 +265,37 @@ class DeletionReceipt(ScopedRow):
     receipt = models.JSONField()
     record_count = models.PositiveIntegerField()
     created_at = models.DateTimeField()
+    # The request's reference as typed (a ticket number); the event commits its digest.
+    reference = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # The closing event of the forget bundle this receipt is part of ("" when alone).
+    bundle_event_id = models.CharField(max_length=40, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [models.Index(fields=["scope", "id"], name="mem_receipt_scope_id")]
 
     def __str__(self) -> str:
         return f"receipt for {self.audit_event_id}"
+
+
+class ForgetBundle(ScopedRow):
+    """A forget that reached scopes below the one chosen: its receipts, bundled and bound.
+
+    ``scope`` is the scope the forget was asked at; ``document`` is the
+    ``aetnaweb-forget-bundle-v1`` returned to the caller, kept to be shown again.
+    """
+
+    closing_event_id = models.CharField(max_length=40, unique=True)
+    document = models.JSONField()
+    reference = models.CharField(max_length=200, blank=True, default="")
+    receipt_count = models.PositiveIntegerField()
+    record_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "id"], name="mem_bundle_scope_id")]
+
+    def __str__(self) -> str:
+        return f"forget bundle {self.closing_event_id}"
 
 
 class ScopeStats(ScopedRow):

@@ -39,6 +39,7 @@ from memory.limits import MAX_PAGE
 from memory.models import (
     DeletionReceipt,
     Episode,
+    ForgetBundle,
     Record,
     RecordAuditLink,
     RetrievalEvent,
@@ -813,6 +814,20 @@ def list_receipts(
 
 def get_receipt(principal: Principal, audit_event_id: str) -> dict[str, Any]:
     """The receipt bound to one ``memory.forget`` / ``memory.record_rejected`` event."""
+    return get_receipt_entry(principal, audit_event_id).receipt
+
+
+@dataclass(frozen=True)
+class ReceiptEntry:
+    receipt: dict[str, Any]
+    # The request's reference as typed ("" when none was given).
+    reference: str
+    # The closing event of the forget bundle holding this receipt ("" when alone).
+    bundle_event_id: str
+
+
+def get_receipt_entry(principal: Principal, audit_event_id: str) -> ReceiptEntry:
+    """A receipt with what is kept beside it: the request's reference and its bundle."""
     row = (
         DeletionReceipt.objects.filter(access.scope_q(principal, access.READ))
         .filter(audit_event_id=audit_event_id)
@@ -822,7 +837,23 @@ def get_receipt(principal: Principal, audit_event_id: str) -> dict[str, Any]:
         if DeletionReceipt.objects.filter(audit_event_id=audit_event_id).exists():
             raise access.AccessDenied(f"{principal.label} may not read that receipt")
         raise RecordNotFound(f"no deletion receipt for event {audit_event_id}")
-    return dict(row.receipt)
+    return ReceiptEntry(dict(row.receipt), row.reference, row.bundle_event_id)
+
+
+def get_forget_bundle(principal: Principal, closing_event_id: str) -> dict[str, Any]:
+    """A forget's bundle, for those who may read the scope it was asked at (else not found)."""
+    row = (
+        ForgetBundle.objects.filter(access.scope_q(principal, access.READ))
+        .filter(closing_event_id=closing_event_id)
+        .first()
+    )
+    # Every receipt in it must be readable too: an operator who reads the scope only as an
+    # ancestor of a sibling's does not see what was forgotten beside them.
+    if row is None or not all(
+        access.may(principal, access.READ, r["subject_id"]) for r in row.document["receipts"]
+    ):
+        raise RecordNotFound(f"no forget bundle for event {closing_event_id}")
+    return dict(row.document)
 
 
 # -- scopes ----------------------------------------------------------------------------------

@@ -38,6 +38,12 @@ urlpatterns = [
     path("review/bulk/", views.review_bulk, name="bulk"),
     path("review/source/", views.review_source, name="decide_source"),
     path("receipts/verify/", views.receipt_verify, name="receipt_verify"),
+    path("receipts/bundle/<str:event_id>/", views.forget_bundle, name="forget_bundle"),
+    path(
+        "receipts/bundle/<str:event_id>/download/",
+        views.forget_bundle_download,
+        name="forget_bundle_json",
+    ),
     path("receipts/<str:event_id>/", views.receipt, name="receipt"),
     path("receipts/<str:event_id>/download/", views.receipt_download, name="receipt_json"),
 ]

@@ -46,7 +46,9 @@ from audit.receipts import receipt_shape_failures, verify_deletion_receipt
 from memory import selectors, services, vectors
 from memory.errors import (
     EpisodeNotFound,
+    ForgetNotConfirmed,
     ForgetPreviewStale,
+    ForgetSelectionError,
     InvalidInput,
     MemoryEngineError,
     QueryError,
@@ -874,17 +876,26 @@ def _preview_page(
     form: ForgetForm,
     *,
     stale: str | None = None,
+    refused: str | None = None,
 ) -> HttpResponse:
     """Preview (writes nothing) and offer to apply exactly what it lists."""
+    include_below = bool(form.cleaned_data.get("include_below"))
     try:
         preview = services.forget_preview(
-            scope=parsed, principal=principal, **form.service_arguments()
+            scope=parsed,
+            principal=principal,
+            include_below=include_below,
+            **form.service_arguments(),
         )
     except MemoryEngineError as exc:
         # Vague text, nothing matched, an ID that is gone: the form says why.
         form.add_error(None, _sentence(str(exc)))
         return _forget_form_page(request, parsed, form, status=409 if stale else 400)
     sources = {row["episode_id"] for row in preview.records if row["episode_id"]}
+    # A refused apply shows the rows as the operator left them, and what they typed.
+    applied = form.cleaned_data if refused else {}
+    kept_records = set(applied.get("keep_record_ids") or preview.record_ids)
+    kept_episodes = set(applied.get("keep_episode_ids") or preview.episode_ids)
     return render_page(
         request,
         "memory/forget_preview.html",
@@ -898,6 +909,8 @@ def _preview_page(
                     "source_label": SOURCE_LABELS.get(row["source_type"], row["source_type"]),
                     "trust_label": TRUST_LABELS.get(row["trust_tier"], row["trust_tier"]),
                     "created": row["created_at"][:16].replace("T", " "),
+                    "ticked": row["record_id"] in kept_records,
+                    "below": row["scope"] != str(parsed),
                 }
                 for row in preview.records
             ],
@@ -909,6 +922,8 @@ def _preview_page(
                     **row,
                     "source_label": SOURCE_LABELS.get(row["source_type"], row["source_type"]),
                     "created": row["created_at"][:16].replace("T", " "),
+                    "ticked": row["episode_id"] in kept_episodes,
+                    "below": row["scope"] != str(parsed),
                 }
                 for row in preview.episodes
                 if row["episode_id"] not in sources
@@ -918,9 +933,14 @@ def _preview_page(
             "record_ids": form.cleaned_data.get("record_ids") or [],
             "episode_ids": form.cleaned_data.get("episode_ids") or [],
             "session_id": form.cleaned_data.get("session_id") or "",
+            "include_below": include_below,
+            "needs_count": preview.count > preview.confirm_above,
+            "typed_count": applied.get("confirm_count"),
+            "reference": applied.get("reference") or "",
             "stale": stale,
+            "refused": refused,
         },
-        status=409 if stale else 200,
+        status=409 if stale else 400 if refused else 200,
     )
 
 
@@ -947,6 +967,7 @@ def forget(request: HttpRequest, scope: str) -> HttpResponse:
     apply_form = ForgetApplyForm(request.POST)
     if not apply_form.is_valid():
         return _forget_form_page(request, parsed, apply_form, status=400)
+    left_out = apply_form.left_out()
     try:
         receipt = services.forget(
             scope=parsed,
@@ -954,15 +975,36 @@ def forget(request: HttpRequest, scope: str) -> HttpResponse:
             # Not sent (an older page, a hand-made post): the service then refuses only
             # messages the records' own sources do not account for.
             expected_episode_ids=apply_form.cleaned_data["expected_episode_ids"] or None,
+            include_below=apply_form.cleaned_data["include_below"],
+            confirm_count=apply_form.cleaned_data["confirm_count"],
+            reference=apply_form.cleaned_data["reference"] or None,
+            exclude_record_ids=left_out["exclude_record_ids"],
+            exclude_episode_ids=left_out["exclude_episode_ids"],
             principal=principal,
             **apply_form.service_arguments(),
         )
     except ForgetPreviewStale as exc:
         return _preview_page(request, principal, parsed, apply_form, stale=str(exc))
+    except (ForgetNotConfirmed, ForgetSelectionError, InvalidInput) as exc:
+        # The count, the rows left out or the reference: nothing was purged; the same
+        # preview again, with the operator's ticks and what they typed, says why.
+        return _preview_page(request, principal, parsed, apply_form, refused=_sentence(str(exc)))
     except (RecordNotFound, EpisodeNotFound, RecordStateError, SelectorError) as exc:
         # e.g. someone forgot the same records a moment ago: nothing matches now.
         apply_form.add_error(None, f"Nothing was forgotten: {exc}")
         return _forget_form_page(request, parsed, apply_form, status=409)
+    if receipt.get("format") == services.FORGET_BUNDLE_FORMAT:
+        receipts = receipt["receipts"]
+        count = sum(len(r["purged_record_ids"]) for r in receipts)
+        messages.success(
+            request,
+            f"Forgot {count} record{'s' if count != 1 else ''} at {parsed} and below, in "
+            f"{len(receipts)} scope{'s' if len(receipts) != 1 else ''}: one receipt per scope, "
+            "bundled. Keep this bundle.",
+        )
+        return redirect(
+            "memory:forget_bundle", event_id=receipt["closing_proof"]["event"]["event_id"]
+        )
     count = len(receipt["purged_record_ids"])
     texts = len(receipt["purged_episode_ids"])
     messages.success(
@@ -988,7 +1030,8 @@ def _get_receipt(principal: Principal, event_id: str) -> dict[str, Any]:
 def receipt(request: HttpRequest, event_id: str) -> HttpResponse:
     """A deletion receipt, verified against the scope's audit chain on the page."""
     principal = principal_for(request)
-    document = _get_receipt(principal, event_id)
+    entry = selectors.get_receipt_entry(principal, event_id)
+    document = entry.receipt
     # The selector has checked that the operator may read this receipt's scope;
     # verifying reads only the one audit event it names (no content), so it
     # runs as the trusted in-process caller rather than needing the audit role.
@@ -998,6 +1041,8 @@ def receipt(request: HttpRequest, event_id: str) -> HttpResponse:
         "memory/receipt.html",
         {
             "receipt": document,
+            "reference": entry.reference,
+            "bundle_event_id": entry.bundle_event_id,
             "scope": Scope.parse(document["subject_id"]),
             "failures": failures,
             "receipt_json": json.dumps(document, indent=2, sort_keys=True),
@@ -1017,6 +1062,46 @@ def receipt_download(request: HttpRequest, event_id: str) -> HttpResponse:
         content_type="application/json",
     )
     response["Content-Disposition"] = f'attachment; filename="deletion-receipt-{event_id}.json"'
+    return response
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def forget_bundle(request: HttpRequest, event_id: str) -> HttpResponse:
+    """A forget's bundle: its scope, reference and one receipt per scope, and how to check it."""
+    bundle = selectors.get_forget_bundle(principal_for(request), event_id)
+    return render_page(
+        request,
+        "memory/forget_bundle.html",
+        {
+            "bundle": bundle,
+            "event_id": event_id,
+            "scope": Scope.parse(bundle["scope"]),
+            "receipts": [
+                {
+                    "subject_id": r["subject_id"],
+                    "audit_event_id": r["audit_event_id"],
+                    "records": len(r["purged_record_ids"]),
+                    "episodes": len(r["purged_episode_ids"]),
+                }
+                for r in bundle["receipts"]
+            ],
+            "verifier_key": audit_selectors.published_verifier_key(),
+        },
+    )
+
+
+@never_cache
+@require_GET
+@dashboard_view
+def forget_bundle_download(request: HttpRequest, event_id: str) -> HttpResponse:
+    """The bundle as a JSON file, for ``tools/verify_audit.py --forget-bundle``."""
+    bundle = selectors.get_forget_bundle(principal_for(request), event_id)
+    response = HttpResponse(
+        json.dumps(bundle, indent=2, sort_keys=True) + "\n", content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="forget-bundle-{event_id}.json"'
     return response
 
 

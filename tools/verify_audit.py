@@ -8,6 +8,7 @@ Usage::
     python tools/verify_audit.py --export EXPORT.jsonl [same options]
     python tools/verify_audit.py --offline-receipt RECEIPT.json --public-key KEY
     python tools/verify_audit.py --erasure-certificate CERTIFICATE.json --public-key KEY
+    python tools/verify_audit.py --forget-bundle BUNDLE.json --public-key KEY
     python tools/verify_audit.py --subject-export EXPORT.zip --public-key KEY   (or its
         export.json alone)
     python tools/verify_audit.py --consistency BUNDLE.json --public-key KEY   (from the API,
@@ -1857,6 +1858,118 @@ def verify_erasure_certificate(
     return failures, results
 
 
+# -- forget bundles (issue 32 item 5) -------------------------------------------------
+
+FORGET_BUNDLE_FORMAT = "aetnaweb-forget-bundle-v1"
+FORGET_BUNDLE_FIELDS = frozenset(
+    {
+        "format",
+        "scope",
+        "selector_sha256",
+        "reference",
+        "created_at",
+        "receipts",
+        "closing_proof",
+        "bundle_sha256",
+    }
+)
+
+
+def _bundle_closing_failures(bundle: dict[str, Any], key: tuple[str, bytes] | None) -> list[str]:
+    """The ``memory.forget_bundled`` event closing the forget: in the log (under a checkpoint
+    signed by ``key``), of the bundle's scope, committing exactly the bundled receipts."""
+    proof = bundle.get("closing_proof")
+    event = proof.get("event") if isinstance(proof, dict) else None
+    if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
+        return ["bundle has no closing_proof event: its receipts are bound to nothing"]
+    try:
+        event_hash = digest(event)
+    except (TypeError, ValueError):
+        return ["closing_proof event is not canonical JSON"]
+    found, _ = log_proof_failures(proof, event_hash, key)
+    failures = [f"closing_proof: {reason}" for reason in found]
+    payload = event["payload"]
+    receipts = bundle.get("receipts")
+    listed = (
+        sorted(str(r.get("receipt_sha256")) for r in receipts if isinstance(r, dict))
+        if isinstance(receipts, list)
+        else None
+    )
+    if (
+        event.get("event_type") != "memory.forget_bundled"
+        or event.get("subject_id") != bundle.get("scope")
+        or payload.get("selector_sha256") != bundle.get("selector_sha256")
+    ):
+        failures.append("closing_proof event is not this forget's bundling event")
+    if event.get("created_at") != bundle.get("created_at"):
+        failures.append("bundle created_at is not the time of its closing event")
+    reference = bundle.get("reference")
+    if (
+        not isinstance(reference, str)
+        or payload.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
+    ):
+        failures.append("closing_proof event names a different reference")
+    if payload.get("receipt_sha256s") != listed:
+        failures.append(
+            "the bundle's receipts are not the set its closing event commits "
+            "(a receipt was dropped, added or changed)"
+        )
+    return failures
+
+
+def verify_forget_bundle(
+    bundle: Any, key: tuple[str, bytes] | None
+) -> tuple[list[str], list[tuple[str, list[str], str]]]:
+    """(bundle failures, one (label, failures, verdict) per receipt) from the file alone.
+
+    As an erasure certificate: the bundle's digest recomputes and it holds no
+    field its format does not define; its closing event commits exactly its
+    receipts' digests, its reference and selector; each receipt is of the
+    bundle's scope or one below it, names the bundle's selector, appears once,
+    and holds offline exactly as ``--offline-receipt`` checks it.
+    """
+    if not isinstance(bundle, dict):
+        return ["bundle is not a JSON object"], []
+    if bundle.get("format") != FORGET_BUNDLE_FORMAT:
+        return [f"bundle format is not {FORGET_BUNDLE_FORMAT}"], []
+    extra = sorted(str(name) for name in bundle if name not in FORGET_BUNDLE_FIELDS)
+    if extra:
+        return [f"bundle holds fields its format does not define: {', '.join(extra)}"], []
+    claimed = {k: v for k, v in bundle.items() if k != "bundle_sha256"}
+    try:
+        recomputed = digest(claimed)
+    except (TypeError, ValueError):
+        recomputed = None
+    if recomputed != bundle.get("bundle_sha256"):
+        return ["bundle_sha256 does not match the bundle's content"], []
+    scope, receipts = bundle.get("scope"), bundle.get("receipts")
+    if not is_canonical_subject(scope):
+        return ["bundle scope is not a canonical scope string"], []
+    if not isinstance(receipts, list) or not receipts:
+        return ["bundle holds no receipt"], []
+    failures = _bundle_closing_failures(bundle, key)
+    results: list[tuple[str, list[str], str]] = []
+    seen: set[Any] = set()
+    for number, receipt in enumerate(receipts, start=1):
+        found, verdict = verify_receipt_offline(receipt, key)
+        if isinstance(receipt, dict):
+            subject = receipt.get("subject_id")
+            if not isinstance(subject, str) or not is_canonical_subject(subject):
+                found.append("receipt subject_id is not a canonical scope string")
+            elif scope != "platform:*:*" and not subtree_covers(str(scope), subject):
+                found.append(f"receipt is for {subject}, outside {scope} and the scopes below it")
+            if receipt.get("selector_sha256") != bundle.get("selector_sha256"):
+                found.append("receipt is not one of this forget's (another selector)")
+            if receipt.get("audit_event_id") in seen:
+                found.append("receipt appears twice in the bundle")
+            seen.add(receipt.get("audit_event_id"))
+            label = f"{subject} {receipt.get('audit_event_id')}"
+        else:
+            label = f"#{number}"
+        results.append((label, found, verdict))
+    return failures, results
+
+
 SUBJECT_EXPORT_FORMAT = "aetnaweb-subject-export-v1"
 
 
@@ -2010,6 +2123,17 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
         ok &= _report(out, whole, f"erasure certificate {path}", failures)
         for label, found, verdict in receipt_results:
             _report(out, not found, f"  receipt {label} (signature {verdict})", found)
+    for path in args.forget_bundle:
+        try:
+            bundle = json.loads(_read_text(path, "bundle"), parse_constant=_reject_constant)
+        except ValueError:
+            ok &= _report(out, False, f"forget bundle {path}", ["bundle file is not JSON"])
+            continue
+        failures, receipt_results = verify_forget_bundle(bundle, key)
+        whole = not failures and all(not found for _, found, _ in receipt_results)
+        ok &= _report(out, whole, f"forget bundle {path}", failures)
+        for label, found, verdict in receipt_results:
+            _report(out, not found, f"  receipt {label} (signature {verdict})", found)
     for path in args.subject_export:
         members = _read_archive(path)
         if members is not None:
@@ -2049,15 +2173,23 @@ def run_offline(args: argparse.Namespace) -> tuple[int, list[str]]:
 
 def run(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Everything the command line asked for; returns (exit status, output lines)."""
-    if args.offline_receipt or args.consistency or args.erasure_certificate or args.subject_export:
+    if (
+        args.offline_receipt
+        or args.consistency
+        or args.erasure_certificate
+        or args.forget_bundle
+        or args.subject_export
+    ):
         if args.database is not None or args.export is not None or args.checkpoints:
             raise UsageError(
-                "--offline-receipt, --erasure-certificate and --consistency take no database"
+                "--offline-receipt, --erasure-certificate, --forget-bundle and --consistency "
+                "take no database"
             )
         return run_offline(args)
     if args.no_signature_check:
         raise UsageError(
-            "--no-signature-check applies to --offline-receipt, --erasure-certificate and "
+            "--no-signature-check applies to --offline-receipt, --erasure-certificate, "
+            "--forget-bundle and "
             "--consistency"
         )
     if args.public_key is not None and not args.checkpoints:
@@ -2140,6 +2272,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="FILE",
         help="a subject erasure's certificate (its bundled receipts), checked without any database",
+    )
+    parser.add_argument(
+        "--forget-bundle",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a forget's bundle (its per-scope receipts), checked without any database",
     )
     parser.add_argument(
         "--subject-export",

@@ -45,7 +45,14 @@ from memory.services.derived import (
     persona,
     scenes,
 )
-from memory.services.forgetting import MAX_UNPREVIEWED_FORGET, forget, forget_preview
+from memory.services.forgetting import (
+    FORGET_BUNDLE_FORMAT,
+    MAX_UNCONFIRMED_FORGET,
+    MAX_UNPREVIEWED_FORGET,
+    clean_forget_reference,
+    forget,
+    forget_preview,
+)
 from memory.services.host_hooks import CAPTURE_EVENT_TYPES, capture, log_action
 from memory.services.proposals import propose_facts
 from memory.services.recalling import RECALL_BLOCK_MIN_SCORE, recall, recall_block
@@ -89,6 +96,8 @@ from memory.services.scoring import (
 __all__ = [
     "CANDIDATE_LIMIT",
     "CAPTURE_EVENT_TYPES",
+    "FORGET_BUNDLE_FORMAT",
+    "MAX_UNCONFIRMED_FORGET",
     "MAX_UNPREVIEWED_FORGET",
     "PERSONA_MAX_CHARS",
     "PERSONA_MAX_LINES",
@@ -116,6 +125,7 @@ __all__ = [
     "SourceDecision",
     "StoredRecord",
     "capture",
+    "clean_forget_reference",
     "consolidate",
     "decide_records",
     "decide_source",

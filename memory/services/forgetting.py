@@ -23,17 +23,20 @@ from django.utils import timezone
 
 from aetnaweb import access, purges
 from aetnaweb.access import Principal
+from aetnaweb.errors import InvalidInput
 from aetnaweb.scopes import Scope
 from aetnaweb.text import storable_text_arguments
 from audit.canonical import digest, sha256_text
 from audit.models import AuditEvent
-from audit.receipts import DELETION_RECEIPT_FORMAT, build_deletion_receipt
+from audit.receipts import DELETION_RECEIPT_FORMAT, build_deletion_receipt, log_proof_for
 from audit.services import lock_subject
 from memory import metadata as record_metadata
 from memory import search
 from memory.errors import (
     EpisodeNotFound,
+    ForgetNotConfirmed,
     ForgetPreviewStale,
+    ForgetSelectionError,
     RecordNotFound,
     RecordStateError,
     SelectorError,
@@ -49,6 +52,7 @@ from memory.limits import MAX_FORGET_RECORDS
 from memory.models import (
     DeletionReceipt,
     Episode,
+    ForgetBundle,
     Record,
     RetrievalEvent,
     RetrievalHit,
@@ -611,12 +615,19 @@ def _drop_freed_bytes() -> None:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def _preview_rows(records: list[Record], matched: set[str]) -> tuple[dict[str, Any], ...]:
+def _preview_rows(
+    scope: Scope, records: list[Record], matched: set[str]
+) -> tuple[dict[str, Any], ...]:
+    groups = _lineage_groups(records)
     return tuple(
         {
             "record_id": r.record_id,
+            "scope": str(scope),
             # False: not matched itself, purged as part of a match's lineage.
             "matched": r.record_id in matched,
+            # The lineage the record belongs to (its smallest record ID): rows
+            # of one lineage are left out of a forget together or not at all.
+            "lineage": groups[r.record_id],
             "status": r.status,
             "fact_key": r.fact_key,
             "content": r.content,
@@ -629,10 +640,11 @@ def _preview_rows(records: list[Record], matched: set[str]) -> tuple[dict[str, A
     )
 
 
-def _preview_episode_rows(request: _ForgetRequest) -> tuple[dict[str, Any], ...]:
+def _preview_episode_rows(scope: Scope, request: _ForgetRequest) -> tuple[dict[str, Any], ...]:
     return tuple(
         {
             "episode_id": e.episode_id,
+            "scope": str(scope),
             # False: emptied because a record drawn from it is purged.
             "matched": e.episode_id in request.matched_episode_ids,
             "session_id": e.session_id,
@@ -645,6 +657,104 @@ def _preview_episode_rows(request: _ForgetRequest) -> tuple[dict[str, Any], ...]
     )
 
 
+def _lineage_groups(records: Sequence[Record]) -> dict[str, str]:
+    """record ID -> the smallest record ID of its lineage among ``records`` (supersession links)."""
+    parent = {r.record_id: r.record_id for r in records}
+
+    def root(record_id: str) -> str:
+        while parent[record_id] != record_id:
+            parent[record_id] = parent[parent[record_id]]
+            record_id = parent[record_id]
+        return record_id
+
+    for r in records:
+        for link in (r.supersedes_id, r.superseded_by_id):
+            if link in parent:
+                a, b = sorted((root(r.record_id), root(link)))
+                parent[b] = a
+    return {record_id: root(record_id) for record_id in parent}
+
+
+# -- the scopes below the one a forget is asked at ------------------------------------
+
+# Ways to ask that can match below: words. IDs and sessions name rows of the scope itself.
+_BELOW_MODES = ("selector", "utterance")
+
+
+def _below_scopes(scope: Scope, principal: Principal) -> list[Scope]:
+    """Scopes strictly below ``scope`` still holding content that ``principal`` may forget at."""
+    if scope.depth == 3:
+        return []
+    where = scope.subtree_filter()
+    names = set(
+        Record.objects.filter(**where, status__in=MATCHABLE)
+        .exclude(scope=str(scope))
+        .order_by()
+        .values_list("scope", flat=True)
+        .distinct()
+    ) | set(
+        Episode.objects.filter(**where, purged_at__isnull=True)
+        .exclude(scope=str(scope))
+        .order_by()
+        .values_list("scope", flat=True)
+        .distinct()
+    )
+    return [
+        Scope.parse(name) for name in sorted(names) if access.may(principal, access.FORGET, name)
+    ]
+
+
+def _requests(
+    scope: Scope, ask: _Ask, principal: Principal, *, below: bool, lock: bool
+) -> tuple[_ForgetRequest | None, list[tuple[Scope, _ForgetRequest]]]:
+    """The request at ``scope`` (``None`` when only scopes below match) and, when ``below``
+    is asked for (or to list them), the request at each scope below that matches."""
+    try:
+        here: _ForgetRequest | None = _forget_request(scope, ask=ask, lock=lock)
+        nothing_here: SelectorError | None = None
+    except SelectorError as exc:
+        if exc.reason != "nothing_matched" or not below:
+            raise
+        here, nothing_here = None, exc
+    found: list[tuple[Scope, _ForgetRequest]] = []
+    if below and ask.mode in _BELOW_MODES:
+        for lower in _below_scopes(scope, principal):
+            try:
+                found.append((lower, _forget_request(lower, ask=ask, lock=lock)))
+            except SelectorError as exc:
+                if exc.reason != "nothing_matched":
+                    raise
+    if here is None and not found:
+        raise SelectorError(
+            str(nothing_here).replace(
+                "(records at its ancestors or below it are not touched by a forget here)",
+                "nor in any scope below it",
+            ),
+            reason="nothing_matched",
+        )
+    return here, found
+
+
+def _combined(parts: Sequence[tuple[Scope, _ForgetRequest]]) -> _ForgetRequest:
+    """One request holding every part's rows (IDs are unique across scopes)."""
+    first = parts[0][1]
+    return _ForgetRequest(
+        first.mode,
+        first.selector_sha256,
+        first.utterance_sha256,
+        [r for _, req in parts for r in req.records],
+        tuple(i for _, req in parts for i in req.matched_ids),
+        first.needle,
+        tuple(e for _, req in parts for e in req.episodes),
+    )
+
+
+def _size(records: Sequence[Record], episode_ids: Iterable[str]) -> int:
+    """What a forget purges, as the operator counts its rows: records, and the stored
+    messages beyond those records' own sources (a source goes with its record)."""
+    return len(records) + len(set(episode_ids) - set(_episode_ids(records)))
+
+
 @storable_text_arguments
 @transaction.atomic
 def forget_preview(
@@ -655,27 +765,54 @@ def forget_preview(
     utterance: str | None = None,
     episode_ids: Sequence[str] | None = None,
     session_id: str | None = None,
+    include_below: bool = False,
     principal: Principal,
 ) -> ForgetPreview:
     """Exactly the records and stored messages (episodes) a forget with these arguments would purge.
 
     The matches and their whole lineage, and every episode emptied; each row
-    says whether it matched itself. Writes nothing; an empty or vague
-    request, or one that matches nothing, raises :class:`SelectorError`.
+    says whether it matched itself. Matches of the same words in the scopes
+    below ``scope`` are listed in ``below`` (one entry per scope); with
+    ``include_below`` their rows are part of the forget's lists and count too.
+    Writes nothing; an empty or vague request, or one that matches nothing,
+    raises :class:`SelectorError`.
     """
     parsed = access.require(principal, access.FORGET, scope)
-    request = _forget_request(
-        parsed,
-        ask=_Ask(selector, record_ids, utterance, episode_ids, session_id),
-        lock=False,
-    )
+    ask = _Ask(selector, record_ids, utterance, episode_ids, session_id)
+    here, below = _requests(parsed, ask, principal, below=True, lock=False)
+    if here is None and not include_below:
+        raise SelectorError(
+            f"nothing matched at exactly {parsed}; the same words match in "
+            f"{len(below)} scope{'s' if len(below) != 1 else ''} below it "
+            f"({', '.join(str(s) for s, _ in below)}): include the scopes below to forget them",
+            reason="nothing_matched",
+        )
+    parts = ([(parsed, here)] if here is not None else []) + (below if include_below else [])
+    request = _combined(parts)
+    records: list[dict[str, Any]] = []
+    episodes: list[dict[str, Any]] = []
+    for part_scope, part in parts:
+        records += _preview_rows(part_scope, part.records, set(part.matched_ids))
+        episodes += _preview_episode_rows(part_scope, part)
     return ForgetPreview(
         scope=str(parsed),
         mode=request.mode,
         record_ids=tuple(r.record_id for r in request.records),
         episode_ids=tuple(request.episode_ids),
-        records=_preview_rows(request.records, set(request.matched_ids)),
-        episodes=_preview_episode_rows(request),
+        records=tuple(records),
+        episodes=tuple(episodes),
+        include_below=include_below,
+        below=tuple(
+            {
+                "scope": str(lower),
+                "record_ids": [r.record_id for r in part.records],
+                "episode_ids": part.episode_ids,
+                "count": _size(part.records, part.episode_ids),
+            }
+            for lower, part in below
+        ),
+        count=_size(request.records, request.episode_ids),
+        confirm_above=MAX_UNCONFIRMED_FORGET,
     )
 
 
@@ -690,6 +827,53 @@ def _record_forget_rejected(
     return _audit(scope=scope, event_type="memory.forget_rejected", actor=actor, payload=payload)
 
 
+# A reference names the request in the operator's own system (a ticket number).
+MAX_FORGET_REFERENCE_CHARS = 200
+
+# Above this many records and messages, a forget needs its count typed back (confirm_count).
+MAX_UNCONFIRMED_FORGET = 10
+
+
+def clean_forget_reference(reference: Any) -> str:
+    """The request's reference, stripped; ``""`` when none. One line of printable text."""
+    if reference is None:
+        return ""
+    if not isinstance(reference, str):
+        raise InvalidInput("the reference must be text (a ticket number)", field="reference")
+    cleaned = reference.strip()
+    if len(cleaned) > MAX_FORGET_REFERENCE_CHARS or not cleaned.isprintable():
+        raise InvalidInput(
+            f"the reference must be one line of at most {MAX_FORGET_REFERENCE_CHARS} printable "
+            "characters (a ticket number, e.g. REQ-2041)",
+            field="reference",
+        )
+    return cleaned
+
+
+def check_confirm_count(count: int, confirm_count: Any) -> None:
+    """Refuse a forget above ``MAX_UNCONFIRMED_FORGET`` whose count was not typed back, and
+    any forget whose typed count is wrong: the one rule every surface applies."""
+    if confirm_count is not None and (
+        isinstance(confirm_count, bool) or not isinstance(confirm_count, int)
+    ):
+        raise ForgetNotConfirmed("confirm_count must be a whole number: the count to confirm")
+    noun = (
+        f"{count} record{'s' if count != 1 else ''} and stored message{'s' if count != 1 else ''}"
+    )
+    if confirm_count is None:
+        if count > MAX_UNCONFIRMED_FORGET:
+            raise ForgetNotConfirmed(
+                f"this forget purges {noun}, more than {MAX_UNCONFIRMED_FORGET}: type the "
+                f"count ({count}) as confirm_count to confirm; nothing was forgotten"
+            )
+        return
+    if confirm_count != count:
+        raise ForgetNotConfirmed(
+            f"the count typed ({confirm_count}) is not the number this forget purges "
+            f"({noun}); nothing was forgotten: check the rows and type {count}"
+        )
+
+
 @storable_text_arguments
 def forget(
     *,
@@ -701,10 +885,15 @@ def forget(
     session_id: str | None = None,
     expected_record_ids: Sequence[str] | None = None,
     expected_episode_ids: Sequence[str] | None = None,
+    include_below: bool = False,
+    exclude_record_ids: Sequence[str] | None = None,
+    exclude_episode_ids: Sequence[str] | None = None,
+    confirm_count: int | None = None,
+    reference: str | None = None,
     principal: Principal,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """Purge the matching records and stored messages at exactly ``scope``; return the receipt.
+    """Purge the matching records and stored messages at ``scope``; return the receipt.
 
     A selector or utterance matches whole words (case-insensitive) in records
     and in stored messages (episodes); record IDs name records directly
@@ -715,16 +904,31 @@ def forget(
     that repeat it cleared, kept API answers naming it rewritten, freed bytes
     dropped after commit. Returns an ``aetnamem-deletion-receipt-v1`` bound
     to the ``memory.forget`` event, listing the purged record and episode IDs.
+
+    With ``include_below`` a selector or utterance also purges its matches in
+    every scope below ``scope`` (that the principal may forget at), one
+    ``memory.forget`` event and receipt per scope, and returns an
+    ``aetnaweb-forget-bundle-v1`` bundling them, closed by a
+    ``memory.forget_bundled`` event at ``scope`` that commits the receipts'
+    digests. ``exclude_record_ids`` / ``exclude_episode_ids`` leave previewed
+    rows out (a lineage whole or not at all); the receipts name exactly what
+    was purged. Above ``MAX_UNCONFIRMED_FORGET`` records and messages,
+    ``confirm_count`` must equal that number (:class:`ForgetNotConfirmed`).
+    ``reference`` (a ticket number) is kept with the receipts; the events
+    commit its digest.
+
     With ``expected_record_ids`` / ``expected_episode_ids`` (the previewed
-    IDs) it purges exactly those or refuses with :class:`ForgetPreviewStale`;
-    without them, more than ``MAX_UNPREVIEWED_FORGET`` records and messages
-    are refused. An empty or vague request, one that matches nothing or one
-    that needs a preview is refused with :class:`SelectorError` and recorded
-    as ``memory.forget_rejected`` (that one event commits even though the
-    call raises; nothing else is written).
+    IDs, before any row is left out) it purges exactly those or refuses with
+    :class:`ForgetPreviewStale`; without them, more than
+    ``MAX_UNPREVIEWED_FORGET`` records and messages are refused. An empty or
+    vague request, one that matches nothing or one that needs a preview is
+    refused with :class:`SelectorError` and recorded as
+    ``memory.forget_rejected`` (that one event commits even though the call
+    raises; nothing else is written). Every other refusal writes nothing.
     """
     parsed = access.require(principal, access.FORGET, scope)
     actor_label = access.audit_actor(principal, actor, default="user")
+    cleaned_reference = clean_forget_reference(reference)
     ask = _Ask(selector, record_ids, utterance, episode_ids, session_id)
     try:
         return _forget_apply(
@@ -732,6 +936,12 @@ def forget(
             ask=ask,
             expected_record_ids=expected_record_ids,
             expected_episode_ids=expected_episode_ids,
+            include_below=bool(include_below),
+            exclude_record_ids=exclude_record_ids,
+            exclude_episode_ids=exclude_episode_ids,
+            confirm_count=confirm_count,
+            reference=cleaned_reference,
+            principal=principal,
             actor=actor_label,
         )
     except SelectorError as exc:
@@ -789,6 +999,85 @@ def _differences(noun: str, expected: set[str], actual: set[str]) -> list[str]:
     return [f"{noun} now also matched: {added or 'none'}; no longer matched: {gone or 'none'}"]
 
 
+@dataclass(frozen=True)
+class _Part:
+    """What a forget purges at one scope, once the rows left out are taken away."""
+
+    scope: Scope
+    request: _ForgetRequest
+    records: list[Record]
+    # The matched messages still purged (the kept records' sources follow them anyway).
+    episode_ids: list[str]
+
+
+def _ids(values: Sequence[str] | None, field: str) -> set[str]:
+    if values is None:
+        return set()
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise ForgetSelectionError(f"{field} must be a list of IDs", field=field)
+    return {v.strip() for v in values if v.strip()}
+
+
+def _select(
+    parts: Sequence[tuple[Scope, _ForgetRequest]],
+    exclude_record_ids: Sequence[str] | None,
+    exclude_episode_ids: Sequence[str] | None,
+) -> list[_Part]:
+    """Take the rows left out (unticked) away from each scope's request.
+
+    A lineage goes whole or stays whole; a message that is the source of a
+    record still purged goes with it; leaving a record out keeps its source
+    message unless another purged record was drawn from it.
+    """
+    out_records = _ids(exclude_record_ids, "exclude_record_ids")
+    out_episodes = _ids(exclude_episode_ids, "exclude_episode_ids")
+    listed_records = {r.record_id for _, req in parts for r in req.records}
+    listed_episodes = {e for _, req in parts for e in req.episode_ids}
+    for field, unknown in (
+        ("exclude_record_ids", sorted(out_records - listed_records)),
+        ("exclude_episode_ids", sorted(out_episodes - listed_episodes)),
+    ):
+        if unknown:
+            raise ForgetSelectionError(
+                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not listed by this "
+                "forget's preview: leave out only rows it lists",
+                field=field,
+            )
+    selected: list[_Part] = []
+    for scope, req in parts:
+        groups = _lineage_groups(req.records)
+        members: dict[str, set[str]] = {}
+        for record_id, group in groups.items():
+            members.setdefault(group, set()).add(record_id)
+        for group_ids in members.values():
+            left_out = group_ids & out_records
+            if left_out and left_out != group_ids:
+                raise ForgetSelectionError(
+                    f"records {', '.join(sorted(group_ids))} at {scope} are one lineage (older "
+                    "and newer values of one fact): leave them all out or none (left out: "
+                    f"{', '.join(sorted(left_out))})",
+                    field="exclude_record_ids",
+                )
+        kept = [r for r in req.records if r.record_id not in out_records]
+        sources = set(_episode_ids(kept))
+        clash = sorted(sources & out_episodes)
+        if clash:
+            raise ForgetSelectionError(
+                f"stored message {', '.join(clash)} at {scope} is the source of a record this "
+                "forget still purges: leave that record out too, or keep the message",
+                field="exclude_episode_ids",
+            )
+        left_sources = set(_episode_ids(r for r in req.records if r.record_id in out_records))
+        matched = sorted(req.matched_episode_ids - out_episodes - (left_sources - sources))
+        if kept or matched:
+            selected.append(_Part(scope, req, kept, matched))
+    if not selected:
+        raise ForgetSelectionError(
+            "every row is left out: nothing is left to forget", field="exclude_record_ids"
+        )
+    return selected
+
+
 @transaction.atomic
 def _forget_apply(
     scope: Scope,
@@ -796,18 +1085,40 @@ def _forget_apply(
     ask: _Ask,
     expected_record_ids: Sequence[str] | None,
     expected_episode_ids: Sequence[str] | None,
+    include_below: bool,
+    exclude_record_ids: Sequence[str] | None,
+    exclude_episode_ids: Sequence[str] | None,
+    confirm_count: int | None,
+    reference: str,
+    principal: Principal,
     actor: str,
 ) -> dict[str, Any]:
     lock_subject(str(scope))
-    request = _forget_request(scope, ask=ask, lock=True)
+    here, below = _requests(scope, ask, principal, below=include_below, lock=True)
+    for lower, _ in below:
+        lock_subject(str(lower))
+    parts = ([(scope, here)] if here is not None else []) + below
+    request = _combined(parts)
     _check_preview(request, expected_record_ids, expected_episode_ids)
+    selected = _select(parts, exclude_record_ids, exclude_episode_ids)
+    check_confirm_count(sum(_size(p.records, p.episode_ids) for p in selected), confirm_count)
     now = timezone.now()
+    receipts = [_forget_part(part, now=now, reference=reference, actor=actor) for part in selected]
+    if not include_below:
+        return receipts[0]
+    return _bundle(scope, request.selector_sha256, receipts, reference=reference, actor=actor)
+
+
+def _forget_part(part: _Part, *, now: datetime, reference: str, actor: str) -> dict[str, Any]:
+    scope, request = part.scope, part.request
+    kept = set(part.episode_ids)
     _forget_recall_queries(
-        scope, request.records, request.needle, [e.text for e in request.episodes]
+        scope,
+        part.records,
+        request.needle,
+        [e.text for e in request.episodes if e.episode_id in kept],
     )
-    purged_ids, episode_ids = _purge(
-        scope, request.records, now, [e.episode_id for e in request.episodes]
-    )
+    purged_ids, episode_ids = _purge(scope, part.records, now, part.episode_ids)
     payload: dict[str, Any] = {
         "mode": request.mode,
         "selector_sha256": request.selector_sha256,
@@ -817,10 +1128,15 @@ def _forget_apply(
     }
     if request.utterance_sha256:
         payload["utterance_sha256"] = request.utterance_sha256
+    if reference:
+        # The text may name the person: the chain commits its digest; the receipt row keeps it.
+        payload["reference_sha256"] = sha256_text(reference)
     event = _audit(
         scope=scope, event_type="memory.forget", actor=actor, payload=payload, mentions=purged_ids
     )
-    return _keep_receipt(scope, event, request.selector_sha256, purged_ids, episode_ids)
+    return _keep_receipt(
+        scope, event, request.selector_sha256, purged_ids, episode_ids, reference=reference
+    )
 
 
 def _keep_receipt(
@@ -829,6 +1145,8 @@ def _keep_receipt(
     selector_sha256: str,
     purged_ids: list[str],
     episode_ids: list[str],
+    *,
+    reference: str = "",
 ) -> dict[str, Any]:
     receipt = build_deletion_receipt(
         event=event,
@@ -844,5 +1162,54 @@ def _keep_receipt(
         receipt=receipt,
         record_count=len(purged_ids),
         created_at=timezone.now(),
+        reference=reference,
     )
     return receipt
+
+
+FORGET_BUNDLE_FORMAT = "aetnaweb-forget-bundle-v1"
+
+
+def _bundle(
+    scope: Scope,
+    selector_sha256: str,
+    receipts: list[dict[str, Any]],
+    *,
+    reference: str,
+    actor: str,
+) -> dict[str, Any]:
+    """Bind the per-scope receipts of one forget: a closing event at ``scope`` commits their
+    digests (so none can be dropped from the bundle unseen), and the bundle carries its proof."""
+    payload: dict[str, Any] = {
+        "selector_sha256": selector_sha256,
+        "receipt_sha256s": sorted(r["receipt_sha256"] for r in receipts),
+        "scopes": sorted({r["subject_id"] for r in receipts}),
+        "purged_record_count": sum(len(r["purged_record_ids"]) for r in receipts),
+        "purged_episode_count": sum(len(r["purged_episode_ids"]) for r in receipts),
+        "reference_sha256": sha256_text(reference),
+    }
+    event = _audit(scope=scope, event_type="memory.forget_bundled", actor=actor, payload=payload)
+    bundle: dict[str, Any] = {
+        "format": FORGET_BUNDLE_FORMAT,
+        "scope": str(scope),
+        "selector_sha256": selector_sha256,
+        "reference": reference,
+        "created_at": event.created_at,
+        "receipts": receipts,
+        "closing_proof": log_proof_for(event),
+    }
+    bundle["bundle_sha256"] = digest(bundle)
+    ForgetBundle.objects.create(
+        scope=str(scope),
+        **scope.columns(),
+        closing_event_id=event.event_id,
+        document=bundle,
+        reference=reference,
+        receipt_count=len(receipts),
+        record_count=payload["purged_record_count"],
+        created_at=timezone.now(),
+    )
+    DeletionReceipt.objects.filter(
+        audit_event_id__in=[r["audit_event_id"] for r in receipts]
+    ).update(bundle_event_id=event.event_id)
+    return bundle

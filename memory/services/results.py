@@ -191,6 +191,14 @@ class ForgetPreview(_AsDict):
     records: tuple[dict[str, Any], ...]
     # Every stored message the forget empties: matched itself, or a purged record's source.
     episodes: tuple[dict[str, Any], ...] = ()
+    # Whether the rows of the scopes below are part of the lists above.
+    include_below: bool = False
+    # The same words' matches in each scope below: {"scope", "record_ids", "episode_ids", "count"}.
+    below: tuple[dict[str, Any], ...] = ()
+    # What the forget purges as the operator counts rows (records, and messages beyond
+    # their sources); above ``confirm_above`` it is typed back as confirm_count.
+    count: int = 0
+    confirm_above: int = 10
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,13 @@ def test_a_broad_forget_without_the_previewed_ids_is_400_preview_required(alice_
     preview = alice_api.post("/memory/forget/preview", {"scope": SCOPE, "selector": "auditor"})
     response = alice_api.post(
         "/memory/forget",
-        {"scope": SCOPE, "selector": "auditor", "expected_record_ids": preview.data["record_ids"]},
+        {
+            "scope": SCOPE,
+            "selector": "auditor",
+            "expected_record_ids": preview.data["record_ids"],
+            # Above ten the count is typed back as well (issue 32 item 5).
+            "confirm_count": preview.data["count"],
+        },
     )
     assert response.status_code == 200
     assert len(response.data["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1

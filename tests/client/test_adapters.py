@@ -91,7 +91,8 @@ def test_openai_agents_tools_have_schemas_the_model_can_follow(alice):
     remember = tools["remember"].params_json_schema
     assert remember["required"] == ["text"]
     assert "scope" not in remember["properties"]  # the application fixes the scope
-    assert tools["forget"].params_json_schema["required"] == ["selector", "record_ids"]
+    # count: the preview's, passed back (null allowed at 10 or fewer)
+    assert tools["forget"].params_json_schema["required"] == ["selector", "record_ids", "count"]
     assert "preview" in tools["forget"].description.lower()
 
 
@@ -110,6 +111,20 @@ def test_openai_agents_remember_recall_forget_with_preview(alice):
     done = _invoke(tools["forget"], selector="backup email", record_ids=preview["record_ids"])
     assert done["purged_record_ids"] == [record["record_id"]]
     assert _invoke(tools["recall"], query="backup email")["memories"] == []
+
+
+def test_openai_agents_forget_many_passes_the_previewed_count(alice):
+    tools = {tool.name: tool for tool in memory_tools(alice, SCOPE, session_id="chat-1")}
+    for n in range(11):
+        _invoke(tools["remember"], text=f"Remember that ticket {n} is about the printer.")
+    preview = _invoke(tools["forget_preview"], selector="printer")
+    assert preview["count"] == 11
+    # Without the count the agent is told why (a JSON refusal) and nothing is purged
+    refused = _invoke(tools["forget"], selector="printer", record_ids=preview["record_ids"])
+    assert refused["error"] == "forget_count_not_confirmed"
+    assert not Record.objects.filter(status="tombstoned").exists()
+    done = _invoke(tools["forget"], selector="printer", record_ids=preview["record_ids"], count=11)
+    assert len(done["purged_record_ids"]) == 11
 
 
 def test_openai_agents_tool_refusals_come_back_as_json(server_url):

@@ -74,6 +74,36 @@ def test_forget_with_preview_then_apply(alice):
     assert alice.recall(SCOPE, "backup email")["returned_ids"] == []
 
 
+def test_forget_below_with_the_count_and_a_reference_returns_the_bundle(alice):
+    # Given eleven matches at the user scope's project and one at the user scope
+    user = "acme:alice:*"
+    for n in range(11):
+        alice.remember(SCOPE, f"Remember that ticket {n} is about the printer.")
+    alice.remember(user, "Remember that the printer ticket queue is long.")
+    preview = alice.forget_preview(user, selector="printer", include_below=True)
+    assert preview["count"] == 12 and [b["scope"] for b in preview["below"]] == [SCOPE]
+    # Without the count it is refused (400, the field named) and nothing purged
+    with pytest.raises(BadRequest) as refused:
+        alice.forget(
+            user, selector="printer", include_below=True, expected_record_ids=preview["record_ids"]
+        )
+    assert refused.value.code == "forget_count_not_confirmed"
+    assert refused.value.field == "confirm_count"
+    assert not Record.objects.filter(status="tombstoned").exists()
+    # With it, one row left out and a reference, the bundle comes back
+    bundle = alice.forget(
+        user,
+        selector="printer",
+        include_below=True,
+        expected_record_ids=preview["record_ids"],
+        exclude_record_ids=[preview["below"][0]["record_ids"][0]],
+        confirm_count=11,
+        reference="REQ-2041",
+    )
+    assert bundle["format"] == "aetnaweb-forget-bundle-v1" and bundle["reference"] == "REQ-2041"
+    assert sum(len(r["purged_record_ids"]) for r in bundle["receipts"]) == 11
+
+
 def test_forget_a_message_with_no_record_by_words_then_a_session(alice):
     said = alice.remember(SCOPE, "The wifi password at the office is tulip-42.")
     assert said["records"] == []

@@ -15,6 +15,7 @@ from memory import search, vector_cells, vectors
 from memory.models import (
     DeletionReceipt,
     Episode,
+    ForgetBundle,
     Record,
     RecordAuditLink,
     RetrievalEvent,
@@ -30,6 +31,7 @@ ROW_MODELS = (
     RetrievalHit,
     RecordAuditLink,
     DeletionReceipt,
+    ForgetBundle,
     ScopeStats,
     AuditEvent,
 )

@@ -179,8 +179,39 @@ def test_a_broad_forget_from_the_command_needs_the_previewed_ids():
     assert caught.value.returncode == 2
     ids = run_json("forget", S, "--selector", "depot", "--preview")["record_ids"]
     expect = [arg for record_id in ids for arg in ("--expect", record_id)]
-    receipt = run_json("forget", S, "--selector", "depot", *expect)
+    # Above ten the count is typed back too: without it, refused and nothing purged
+    with pytest.raises(CommandError, match="confirm_count") as refused:
+        call_command("memory", "forget", S, "--selector", "depot", *expect, stdout=io.StringIO())
+    assert refused.value.returncode == 2
+    receipt = run_json("forget", S, "--selector", "depot", *expect, "--confirm-count", "11")
     assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
+
+
+@pytest.mark.django_db
+def test_the_command_forgets_below_with_a_bundle_and_a_reference(tmp_path):
+    user, below = "acme:alice:*", S
+    services.remember(principal=SYSTEM, scope=user, text="Remember that crate 1 is in the depot.")
+    services.remember(principal=SYSTEM, scope=below, text="Remember that crate 2 is in the depot.")
+    preview = run_json("forget", user, "--selector", "depot", "--preview")
+    assert [b["scope"] for b in preview["below"]] == [below]
+    wide = run_json("forget", user, "--selector", "depot", "--preview", "--include-below")
+    expect = [arg for record_id in wide["record_ids"] for arg in ("--expect", record_id)]
+    out = tmp_path / "bundle.json"
+    bundle = run_json(
+        "forget",
+        user,
+        "--selector",
+        "depot",
+        "--include-below",
+        *expect,
+        "--reference",
+        "REQ-7",
+        "--receipt-out",
+        str(out),
+    )
+    assert bundle["format"] == services.FORGET_BUNDLE_FORMAT and bundle["reference"] == "REQ-7"
+    assert sorted(r["subject_id"] for r in bundle["receipts"]) == sorted([user, below])
+    assert json.loads(out.read_text()) == bundle
 
 
 @pytest.mark.django_db

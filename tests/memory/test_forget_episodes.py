@@ -255,6 +255,7 @@ def test_many_messages_need_a_preview(rows):
         selector="gate code",
         expected_record_ids=[],
         expected_episode_ids=list(preview.episode_ids),
+        confirm_count=preview.count,
     )
     assert len(receipt["purged_episode_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
 

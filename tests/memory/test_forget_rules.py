@@ -265,7 +265,12 @@ def test_a_broad_forget_needs_the_previewed_ids(rows):
     # And with the previewed IDs it goes ahead
     preview = services.forget_preview(principal=SYSTEM, scope=S, selector="printer")
     receipt = services.forget(
-        principal=SYSTEM, scope=S, selector="printer", expected_record_ids=list(preview.record_ids)
+        principal=SYSTEM,
+        scope=S,
+        selector="printer",
+        expected_record_ids=list(preview.record_ids),
+        # Above ten, the count is typed back as well.
+        confirm_count=preview.count,
     )
     assert len(receipt["purged_record_ids"]) == services.MAX_UNPREVIEWED_FORGET + 1
 

@@ -244,6 +244,7 @@ def test_resplit_splits_a_scope_again_now_and_needs_a_scope(small_cells, monkeyp
         scope=ALICE,
         selector="project",
         expected_record_ids=list(preview.record_ids),
+        confirm_count=preview.count,
     )
     _fill(ALICE, 210, start=5000)
     assert not vector_cells.due(ALICE)

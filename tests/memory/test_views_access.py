@@ -372,9 +372,13 @@ def test_record_page_has_a_bounded_number_of_queries(
 def test_receipt_page_has_a_bounded_number_of_queries(
     reviewer_client, django_assert_max_num_queries
 ):
-    selected = services.forget_preview(principal=SYSTEM, scope=SCOPE, selector="value").record_ids
+    preview = services.forget_preview(principal=SYSTEM, scope=SCOPE, selector="value")
     receipt = services.forget(
-        principal=SYSTEM, scope=SCOPE, selector="value", expected_record_ids=list(selected)
+        principal=SYSTEM,
+        scope=SCOPE,
+        selector="value",
+        expected_record_ids=list(preview.record_ids),
+        confirm_count=preview.count,
     )
     # (+2: the receipt's Merkle log proof is checked against the stored log's root)
     with django_assert_max_num_queries(9):

@@ -425,8 +425,14 @@ class Client:
         utterance: str | None = None,
         episode_ids: list[str] | None = None,
         session_id: str | None = None,
+        include_below: bool = False,
     ) -> ForgetPreview:
-        """What a forget would purge: records and stored messages (writes nothing)."""
+        """What a forget would purge: records and stored messages (writes nothing).
+
+        ``below`` names the same words' matches in the scopes below; with
+        ``include_below`` they are in the lists and the ``count`` too. Send
+        ``count`` back as ``confirm_count`` when it is above ``confirm_above``.
+        """
         call = _Calls.forget(
             True,
             scope,
@@ -435,6 +441,7 @@ class Client:
             utterance=utterance,
             episode_ids=episode_ids,
             session_id=session_id,
+            include_below=include_below or None,
         )
         return cast(ForgetPreview, self._run(call))
 
@@ -449,9 +456,20 @@ class Client:
         session_id: str | None = None,
         expected_record_ids: list[str] | None = None,
         expected_episode_ids: list[str] | None = None,
+        include_below: bool = False,
+        exclude_record_ids: list[str] | None = None,
+        exclude_episode_ids: list[str] | None = None,
+        confirm_count: int | None = None,
+        reference: str | None = None,
     ) -> JSON:
-        """Purge matching records and stored messages at exactly ``scope``; returns the
-        deletion receipt."""
+        """Purge matching records and stored messages at ``scope``; returns the deletion
+        receipt, or with ``include_below`` the bundle of one receipt per scope
+        (``aetnaweb-forget-bundle-v1``).
+
+        Above 10 records and messages, ``confirm_count`` must be the preview's
+        ``count`` (less the rows left out with ``exclude_*``); ``reference`` (a
+        ticket number) is kept with the receipts.
+        """
         call = _Calls.forget(
             False,
             scope,
@@ -462,6 +480,11 @@ class Client:
             session_id=session_id,
             expected_record_ids=expected_record_ids,
             expected_episode_ids=expected_episode_ids,
+            include_below=include_below or None,
+            exclude_record_ids=exclude_record_ids,
+            exclude_episode_ids=exclude_episode_ids,
+            confirm_count=confirm_count,
+            reference=reference,
         )
         return cast(JSON, self._run(call))
 

@@ -202,7 +202,13 @@ class AetnawebStore(BaseStore):
             ids = [record["record_id"] for record in self._active(scope, key)]
             if ids:
                 preview = self.client.forget_preview(scope, record_ids=ids)
-                self.client.forget(scope, record_ids=ids, expected_record_ids=preview["record_ids"])
+                # A delete is deliberate: the preview's count confirms it (required above 10).
+                self.client.forget(
+                    scope,
+                    record_ids=ids,
+                    expected_record_ids=preview["record_ids"],
+                    confirm_count=preview["count"],
+                )
             return
         encoded = json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
         self.client.remember(

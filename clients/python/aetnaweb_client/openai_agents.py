@@ -92,6 +92,8 @@ def memory_tools(
             preview = client.forget_preview(scope, selector=selector)
             return {
                 "record_ids": preview["record_ids"],
+                # Pass it to forget as confirm_count (needed above 10).
+                "count": preview["count"],
                 "records": [
                     {"record_id": r["record_id"], "content": r["content"]}
                     for r in preview["records"]
@@ -100,16 +102,19 @@ def memory_tools(
 
         return _answer(run)
 
-    def forget(selector: str, record_ids: list[str]) -> str:
+    def forget(selector: str, record_ids: list[str], count: int | None = None) -> str:
         """Erase memories the user asked to forget: exactly the record_ids forget_preview showed.
 
         Args:
             selector: The same words given to forget_preview.
             record_ids: The record_ids forget_preview returned.
+            count: The count forget_preview returned (required when it is above 10).
         """
 
         def run() -> dict[str, Any]:
-            receipt = client.forget(scope, selector=selector, expected_record_ids=record_ids)
+            receipt = client.forget(
+                scope, selector=selector, expected_record_ids=record_ids, confirm_count=count
+            )
             return {
                 "purged_record_ids": receipt["purged_record_ids"],
                 "receipt_sha256": receipt["receipt_sha256"],

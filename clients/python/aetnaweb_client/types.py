@@ -109,6 +109,12 @@ class ForgetPreview(TypedDict):
     episode_ids: list[str]
     records: list[dict[str, Any]]
     episodes: list[dict[str, Any]]
+    # Whether the lists hold the scopes below too; the matches in each scope below.
+    include_below: bool
+    below: list[dict[str, Any]]
+    # Rows the forget purges: sent back as confirm_count above confirm_above.
+    count: int
+    confirm_above: int
 
 
 class TokenInfo(TypedDict):

@@ -13,7 +13,8 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
     memory forget SCOPE (--selector TEXT | --record-id ID ... | --utterance TEXT
                          | --episode-id ID ... | --session S)
                         [--preview] [--expect ID ...] [--expect-episode ID ...]
-                        [--receipt-out FILE]
+                        [--include-below] [--exclude ID ...] [--exclude-episode ID ...]
+                        [--confirm-count N] [--reference TEXT] [--receipt-out FILE]
     memory promote SCOPE RECORD_ID [--reason TEXT] [--acknowledge]
     memory reject SCOPE RECORD_ID ... [--reason TEXT] [--receipt-out FILE]
     memory consolidate SCOPE
@@ -38,7 +39,7 @@ Sub-verbs, each a thin wrapper over :mod:`memory.services` or
 ``--json`` (before or after the verb) prints machine-readable JSON. Every
 refusal (an invalid scope, an unknown record, a record in the wrong state, an
 empty or vague forget, a forget that matches nothing, one over the unpreviewed
-bound without ``--expect``) is one line on stderr and exit status 2, and
+bound without ``--expect``, one over 10 without the right ``--confirm-count``) is one line on stderr and exit status 2, and
 writes nothing (a refused forget is recorded as ``memory.forget_rejected``,
 as the spec asks).
 The command runs as the trusted system principal.
@@ -186,7 +187,38 @@ class Command(BaseCommand):
             action="append",
             help="a previewed episode ID (repeat); refuse if the match changed",
         )
-        forget.add_argument("--receipt-out", dest="receipt_out", help="also write the receipt here")
+        forget.add_argument(
+            "--include-below",
+            dest="include_below",
+            action="store_true",
+            help="also forget the same words' matches in every scope below SCOPE: one receipt "
+            "per scope, bundled (aetnaweb-forget-bundle-v1)",
+        )
+        forget.add_argument(
+            "--exclude",
+            dest="exclude_record_ids",
+            action="append",
+            help="a previewed record ID to leave out (repeat; a lineage goes whole or not at all)",
+        )
+        forget.add_argument(
+            "--exclude-episode",
+            dest="exclude_episode_ids",
+            action="append",
+            help="a previewed stored message (episode) ID to leave out (repeat)",
+        )
+        forget.add_argument(
+            "--confirm-count",
+            dest="confirm_count",
+            type=int,
+            help="the number of records and messages the forget purges (the preview's count), "
+            "required above 10",
+        )
+        forget.add_argument(
+            "--reference", help="the request's reference (e.g. a ticket number), kept with it"
+        )
+        forget.add_argument(
+            "--receipt-out", dest="receipt_out", help="also write the receipt (or bundle) here"
+        )
         forget.add_argument("--actor")
 
         promote = verb("promote", "activate a quarantined record (user_confirmed)")
@@ -474,11 +506,14 @@ class Command(BaseCommand):
             "session_id": options["session_id"],
         }
         if options["preview"]:
-            preview = services.forget_preview(scope=scope, principal=SYSTEM, **request)
-            lines = [f"would purge {len(preview.record_ids)} record(s) at {scope}:"]
+            preview = services.forget_preview(
+                scope=scope, principal=SYSTEM, include_below=options["include_below"], **request
+            )
+            where = f"{scope} and below" if preview.include_below else str(scope)
+            lines = [f"would purge {len(preview.record_ids)} record(s) at {where}:"]
             lines += [
-                f"  {r['record_id']} {r['status']}{'' if r['matched'] else ' (same fact)'}: "
-                f"{r['content']}"
+                f"  {r['record_id']} {r['status']}{'' if r['matched'] else ' (same fact)'}"
+                f"{'' if r['scope'] == str(scope) else ' at ' + r['scope']}: {r['content']}"
                 for r in preview.records
             ]
             lines.append(f"and empty {len(preview.episode_ids)} stored message(s):")
@@ -486,6 +521,13 @@ class Command(BaseCommand):
                 f"  {e['episode_id']}{' (matched)' if e['matched'] else ' (source)'}: {e['text']}"
                 for e in preview.episodes
             ]
+            if preview.below and not preview.include_below:
+                lines.append("the same words match below (add --include-below to forget them):")
+                lines += [f"  {b['scope']}: {b['count']} row(s)" for b in preview.below]
+            if preview.count > preview.confirm_above:
+                lines.append(
+                    f"count: {preview.count} (confirm with --confirm-count {preview.count})"
+                )
             self._emit(preview.as_dict(), "\n".join(lines))
             return
         receipt = services.forget(
@@ -493,10 +535,22 @@ class Command(BaseCommand):
             principal=SYSTEM,
             expected_record_ids=options["expect"],
             expected_episode_ids=options["expect_episodes"],
+            include_below=options["include_below"],
+            exclude_record_ids=options["exclude_record_ids"],
+            exclude_episode_ids=options["exclude_episode_ids"],
+            confirm_count=options["confirm_count"],
+            reference=options["reference"],
             actor=options["actor"],
             **request,
         )
         self._write_receipt(receipt, options["receipt_out"])
+        if receipt.get("format") == services.FORGET_BUNDLE_FORMAT:
+            text = "\n".join(
+                [f"forget bundle at {receipt['scope']}: {len(receipt['receipts'])} receipt(s)"]
+                + [self._receipt_text(r).split("\n", 1)[0] for r in receipt["receipts"]]
+            )
+            self._emit(receipt, text)
+            return
         self._emit(receipt, self._receipt_text(receipt))
 
     def _promote(self, options: dict[str, Any]) -> None:
