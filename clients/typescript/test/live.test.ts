@@ -15,7 +15,6 @@ import {
   BadRequest,
   Conflict,
   Forbidden,
-  Gone,
   METHOD_FOR_OPERATION,
   NotFound,
   OPERATIONS,
@@ -396,7 +395,6 @@ test("subject export: started as a job, awaited, downloaded as a ZIP", async () 
     client(required("AETNAWEB_READ_TOKEN")).exportSubject({ scope: "acme:alice:*", reference: "SAR-TS-2" }),
     (error: unknown) => error instanceof ApiError && [403, 404].includes(error.status),
   );
-  void Gone;
 });
 
 test("subject export, legal hold, erasure with its certificate", async () => {

@@ -8,6 +8,8 @@ import { fileURLToPath } from "node:url";
 import {
   AetnawebClient,
   BadRequest,
+  Conflict,
+  Gone,
   RateLimited,
   ServerError,
   TransportError,
@@ -177,4 +179,25 @@ test("record filters are spelled as the API reads them: metadata.<key>.$op=JSON,
   assert.equal(first.get("created_at.$gte"), "2026-01-01T00:00:00Z");
   await memory.listRecords({ scope: "a:b:c", filters: { metadata: { tier: { $ne: "gold" } } } });
   assert.equal(new URL(seen[1].url).searchParams.get("filters"), '{"metadata":{"tier":{"$ne":"gold"}}}');
+});
+
+test("a download resolves to the file's bytes; not ready is a Conflict, expired is Gone", async () => {
+  const bytes = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0xff, 0x00, 0x80]);
+  const answers = [
+    new Response(bytes, { status: 200, headers: { "Content-Type": "application/zip" } }),
+    Response.json({ error: "subject_export_not_ready", field: null, detail: "still running" }, { status: 409 }),
+    Response.json({ error: "subject_export_expired", field: null, detail: "purged" }, { status: 410 }),
+  ];
+  const accepts: string[] = [];
+  const fetch = (async (_input: RequestInfo | URL, init?: RequestInit) => {
+    accepts.push(new Headers(init?.headers).get("Accept") ?? "");
+    return answers.shift() as Response;
+  }) as typeof globalThis.fetch;
+  const memory = client(fetch);
+  const zip = await memory.downloadSubjectExport(3);
+  assert.ok(zip instanceof Uint8Array);
+  assert.deepEqual([...zip], [...bytes]); // binary-safe: no text decoding on the way
+  assert.match(accepts[0], /application\/zip/);
+  await assert.rejects(memory.downloadSubjectExport(3), (e: unknown) => e instanceof Conflict && e.code === "subject_export_not_ready");
+  await assert.rejects(memory.downloadSubjectExport(3), (e: unknown) => e instanceof Gone && e.code === "subject_export_expired");
 });
