@@ -64,6 +64,13 @@ function fromCheckout() {
   return JSON.parse(out.toString("utf8"));
 }
 
+/** How an answer is read: parsed JSON, text (JSON Lines, text/*) or bytes (a ZIP, any other file). */
+function responseKind(types) {
+  if (types.length === 0 || types.includes("application/json")) return "json";
+  if (types.some((type) => type.startsWith("text/") || type === "application/jsonl")) return "text";
+  return "binary";
+}
+
 /** The route table: operationId -> method, path, path parameters, how the answer is read. */
 function renderOperations(document) {
   const rows = [];
@@ -71,7 +78,7 @@ function renderOperations(document) {
     for (const [method, operation] of Object.entries(operations)) {
       const success = Object.entries(operation.responses ?? {}).filter(([s]) => s.startsWith("2"));
       const types = success.flatMap(([, r]) => Object.keys(r.content ?? {}));
-      const response = types.length === 0 || types.includes("application/json") ? "json" : "text";
+      const response = responseKind(types);
       const params = (operation.parameters ?? []).filter((p) => p.in === "path").map((p) => p.name);
       rows.push([operation.operationId, { method: method.toUpperCase(), path, pathParams: params, response }]);
     }
@@ -95,7 +102,7 @@ function renderOperations(document) {
   lines.push('  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";');
   lines.push("  readonly path: string;");
   lines.push("  readonly pathParams: readonly string[];");
-  lines.push('  readonly response: "json" | "text";');
+  lines.push('  readonly response: "json" | "text" | "binary";');
   lines.push("}", "");
   lines.push("/** Every error code the server documents (ErrorOut's x-error-codes). */");
   lines.push("export const ERROR_CODES = [");

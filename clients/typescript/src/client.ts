@@ -7,7 +7,7 @@
 // are retried ``retries`` times with exponential backoff; a 429 is waited out as
 // its Retry-After says (each wait capped at ``maxRetryAfter`` seconds) at most
 // ``rateLimitRetries`` times, then RateLimited is thrown.
-import { RateLimited, TransportError, errorFor, retryAfterSeconds } from "./errors.js";
+import { AetnawebError, RateLimited, TransportError, errorFor, retryAfterSeconds } from "./errors.js";
 import type { components, operations } from "./generated.js";
 import { OPERATIONS } from "./operations.js";
 
@@ -31,10 +31,12 @@ export type RequestBody<K extends OperationId> = operations[K] extends { request
 export type Query<K extends OperationId> = NonNullable<Params<K>["query"]>;
 /** The path parameters an operation takes. */
 export type PathParams<K extends OperationId> = NonNullable<Params<K>["path"]>;
-/** What an operation answers on success (parsed JSON; text for JSON Lines answers). */
-export type ResponseOf<K extends OperationId> = {
-  [S in keyof operations[K]["responses"] & SuccessStatus]: JsonOf<operations[K]["responses"][S]>;
-}[keyof operations[K]["responses"] & SuccessStatus];
+/** What an operation answers on success (parsed JSON; text for JSON Lines answers; bytes for a file). */
+export type ResponseOf<K extends OperationId> = (typeof OPERATIONS)[K]["response"] extends "binary"
+  ? Uint8Array
+  : {
+      [S in keyof operations[K]["responses"] & SuccessStatus]: JsonOf<operations[K]["responses"][S]>;
+    }[keyof operations[K]["responses"] & SuccessStatus];
 
 type IfAny<T, Then> = [T] extends [never] ? object : Then;
 /** The arguments of ``client.call(operationId, args)``: path, query and body, as the operation needs. */
@@ -44,8 +46,28 @@ export type CallArgs<K extends OperationId> = IfAny<PathParams<K>, { path: PathP
 
 /** A JSON value as a metadata filter takes it: its type is part of the match (42 is not "42"). */
 export type MetadataValue = string | number | boolean | null;
-/** Query parameters, plus ``metadata`` (sent as ``metadata.<key>=<JSON>``) for filtering lists. */
-export type QueryArgs<K extends OperationId> = Query<K> & { metadata?: Record<string, MetadataValue> };
+/** The filter object recall takes in its body: ``{ metadata: {...}, created_at: {...} }``. */
+export type RecordFilter = Schemas["MetadataFilterIn"];
+/**
+ * One metadata key's condition: a typed value (equality), or operators ANDed:
+ * ``{ $in: ["gold", "silver"] }``, ``{ $gte: 3, $lt: 10 }``, ``{ $ne: "spam" }``.
+ */
+export type MetadataCondition = NonNullable<RecordFilter["metadata"]>[string];
+/** A storage-time range: ``{ $gte: "2026-01-01T00:00:00Z", $lt: "2026-02-01" }``. */
+export type CreatedAtRange = NonNullable<RecordFilter["created_at"]>;
+type FilterQuery<K extends OperationId> = { metadata?: Record<string, MetadataCondition> } & ("created_at" extends keyof Query<K>
+  ? { created_at?: CreatedAtRange }
+  : object) &
+  ("filters" extends keyof Query<K> ? { filters?: RecordFilter | string | null } : object);
+/**
+ * Query parameters, plus the record filters: ``metadata`` (sent as
+ * ``metadata.<key>=<JSON>`` and ``metadata.<key>.$op=<JSON>``), ``created_at`` (sent as
+ * ``created_at.$op=<ISO 8601>``) and, where the operation takes it, ``filters`` (the
+ * object recall takes, sent as JSON text; not together with the other two).
+ */
+export type QueryArgs<K extends OperationId> = [Query<K>] extends [never]
+  ? never
+  : Omit<Query<K>, "metadata" | "created_at" | "filters"> & FilterQuery<K>;
 
 export interface ClientOptions {
   /** The server, e.g. ``http://127.0.0.1:8000`` (a trailing ``/api/v1`` is accepted). */
@@ -68,6 +90,26 @@ export interface ClientOptions {
   headers?: Record<string, string>;
 }
 
+/** How ``waitForSubjectExport`` polls. */
+export interface WaitOptions {
+  /** Seconds between two status requests (default 1). */
+  poll?: number;
+  /** Give up (``WaitTimeout``) after this many seconds (default 600). */
+  timeout?: number;
+  /** Abort the wait. */
+  signal?: AbortSignal;
+}
+
+/** A job was still running when the wait's ``timeout`` ran out; ``last`` is its last status. */
+export class WaitTimeout<T = ResponseOf<"subject_export">> extends AetnawebError {
+  override name = "WaitTimeout";
+  readonly last: T;
+  constructor(message: string, last: T) {
+    super(message);
+    this.last = last;
+  }
+}
+
 export interface RequestOptions {
   /** Your own Idempotency-Key for a write (default: a fresh UUID per call). */
   idempotencyKey?: string;
@@ -76,6 +118,11 @@ export interface RequestOptions {
 }
 
 const RETRY_STATUSES = new Set([502, 503, 504]);
+const ACCEPT = {
+  json: "application/json",
+  text: "application/jsonl, application/json",
+  binary: "application/zip, application/octet-stream, application/json;q=0.5",
+} as const;
 const WRITE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
 
@@ -105,14 +152,33 @@ function newKey(): string {
   return globalThis.crypto.randomUUID();
 }
 
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 function appendQuery(url: URL, query: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(query)) {
     if (value === undefined || value === null) continue;
-    if (name === "metadata" && typeof value === "object" && !Array.isArray(value)) {
-      // The list endpoints' metadata filter: metadata.<key>=<JSON value> keeps the type.
-      for (const [key, wanted] of Object.entries(value as Record<string, unknown>)) {
-        url.searchParams.append(`metadata.${key}`, JSON.stringify(wanted));
+    if (name === "metadata" && isPlainObject(value)) {
+      // The list endpoints' metadata filter: metadata.<key>=<JSON value> keeps the type;
+      // metadata.<key>.$op=<JSON value> applies an operator ($in takes a JSON array).
+      for (const [key, wanted] of Object.entries(value)) {
+        if (isPlainObject(wanted)) {
+          for (const [operator, operand] of Object.entries(wanted)) {
+            if (operand !== undefined) url.searchParams.append(`metadata.${key}.${operator}`, JSON.stringify(operand));
+          }
+        } else if (wanted !== undefined) {
+          url.searchParams.append(`metadata.${key}`, JSON.stringify(wanted));
+        }
       }
+    } else if (name === "created_at" && isPlainObject(value)) {
+      // A storage-time range: created_at.$gte=<ISO 8601>.
+      for (const [operator, bound] of Object.entries(value)) {
+        if (bound !== undefined && bound !== null) url.searchParams.append(`created_at.${operator}`, String(bound));
+      }
+    } else if (name === "filters" && isPlainObject(value)) {
+      // The object recall takes in its body, as one JSON text.
+      url.searchParams.append(name, JSON.stringify(value));
     } else if (Array.isArray(value)) {
       for (const item of value) url.searchParams.append(name, String(item));
     } else {
@@ -191,7 +257,7 @@ export class AetnawebClient {
     const headers: Record<string, string> = {
       ...this.#headers,
       Authorization: `Bearer ${this.#token}`,
-      Accept: route.response === "json" ? "application/json" : "application/jsonl, application/json",
+      Accept: ACCEPT[route.response],
     };
     let body: string | undefined;
     if (write) {
@@ -202,6 +268,8 @@ export class AetnawebClient {
     }
     const response = await this.#send(route.method, url, headers, body, options?.signal);
     if (route.response === "text") return (await response.text()) as ResponseOf<K>;
+    // A file (a subject export's ZIP): the bytes, through the platform's fetch (edge-safe).
+    if (route.response === "binary") return new Uint8Array(await response.arrayBuffer()) as ResponseOf<K>;
     try {
       return (await response.json()) as ResponseOf<K>;
     } catch (cause) {
@@ -354,7 +422,7 @@ export class AetnawebClient {
 
   /** Every scene at ``scope``, newest first. */
   iterScenes(query: Omit<QueryArgs<"scenes">, "after">, options?: RequestOptions) {
-    return this.paginate("scenes", "scenes", { query }, options);
+    return this.paginate("scenes", "items", { query }, options);
   }
 
   /** One page of records; ``iterRecords`` follows the cursor. */
@@ -379,9 +447,49 @@ export class AetnawebClient {
 
   // -- data subjects ---------------------------------------------------------------------
 
-  /** Everything stored about a data subject (``reference``) under ``scope``. */
-  exportSubject(body: RequestBody<"export_subject_json">, options?: RequestOptions) {
-    return this.call("export_subject_json", { body }, options);
+  /**
+   * Start exporting everything stored under one person's subtree (``scope: "acme:dana:*"``,
+   * ``reference``: the request's ticket) as a job (202). Follow it with
+   * ``waitForSubjectExport`` (or ``getSubjectExport``), then ``downloadSubjectExport``.
+   * Admins of the subtree (a token with every capability on a grant covering it).
+   */
+  exportSubject(body: RequestBody<"export_subject">, options?: RequestOptions) {
+    return this.call("export_subject", { body }, options);
+  }
+
+  /** A subject export's status (running, done, error, stale), progress, counts and ``expires_at``. */
+  getSubjectExport(jobId: PathParams<"subject_export">["job_id"], options?: RequestOptions) {
+    return this.call("subject_export", { path: { job_id: jobId } }, options);
+  }
+
+  /**
+   * Poll a subject export until it is no longer running (every ``poll`` seconds, default 1)
+   * and resolve to its last status: ``done`` (download it), ``error`` or ``stale``.
+   * Throws ``WaitTimeout`` (carrying that last status) when it still runs after
+   * ``timeout`` seconds (default 600); ``signal`` aborts the wait.
+   */
+  async waitForSubjectExport(
+    jobId: PathParams<"subject_export">["job_id"],
+    { poll = 1, timeout = 600, signal }: WaitOptions = {},
+  ): Promise<ResponseOf<"subject_export">> {
+    if (!(poll > 0) || !(timeout >= 0)) throw new TypeError("waitForSubjectExport: poll must be > 0, timeout >= 0");
+    const deadline = Date.now() + timeout * 1000;
+    for (;;) {
+      const job = await this.getSubjectExport(jobId, { signal });
+      if (job.status !== "running") return job;
+      const left = (deadline - Date.now()) / 1000;
+      if (left <= 0) throw new WaitTimeout(`subject export ${jobId} still running after ${timeout} s`, job);
+      await sleep(Math.min(poll, left), signal);
+    }
+  }
+
+  /**
+   * A finished subject export's ZIP file (``export.json`` and the CSV files), as bytes.
+   * ``Conflict`` (``subject_export_not_ready``) while it runs or after it failed;
+   * ``Gone`` (``subject_export_expired``) once its file expired.
+   */
+  downloadSubjectExport(jobId: PathParams<"download">["job_id"], options?: RequestOptions): Promise<Uint8Array> {
+    return this.call("download", { path: { job_id: jobId } }, options);
   }
 
   /** What erasing a data subject would remove (writes nothing). */
@@ -417,6 +525,26 @@ export class AetnawebClient {
   /** Lift the legal hold at ``scope``. */
   liftLegalHold(body: RequestBody<"lift">, options?: RequestOptions) {
     return this.call("lift", { body }, options);
+  }
+
+  // -- retention -----------------------------------------------------------------------
+
+  /** The retention policies that apply at ``scope`` or below it, each with its last run. */
+  listRetentionPolicies(query: QueryArgs<"list_retention_policies">, options?: RequestOptions) {
+    return this.call("list_retention_policies", { query }, options);
+  }
+
+  /**
+   * Keep one kind of content (``target``: ``episodes``, ``quarantined`` or ``records``) at
+   * a subtree for ``keep_days``; setting it again replaces the keep (admins of the subtree).
+   */
+  setRetentionPolicy(body: RequestBody<"create_retention_policy">, options?: RequestOptions) {
+    return this.call("create_retention_policy", { body }, options);
+  }
+
+  /** Remove the retention policy for ``target`` at ``scope`` (that content is kept until forgotten). */
+  removeRetentionPolicy(body: RequestBody<"remove_policy">, options?: RequestOptions) {
+    return this.call("remove_policy", { body }, options);
   }
 
   // -- guarded actions -----------------------------------------------------------------
@@ -491,7 +619,9 @@ export const METHOD_FOR_OPERATION = {
   list_records: "listRecords",
   get_record: "getRecord",
   record_history: "recordHistory",
-  export_subject_json: "exportSubject",
+  export_subject: "exportSubject",
+  subject_export: "getSubjectExport",
+  download: "downloadSubjectExport",
   erase_subject_preview: "eraseSubjectPreview",
   erase_subject: "eraseSubject",
   erasure: "getErasure",
@@ -499,6 +629,9 @@ export const METHOD_FOR_OPERATION = {
   list_legal_holds: "listLegalHolds",
   create_legal_hold: "createLegalHold",
   lift: "liftLegalHold",
+  list_retention_policies: "listRetentionPolicies",
+  create_retention_policy: "setRetentionPolicy",
+  remove_policy: "removeRetentionPolicy",
   stage: "stage",
   list_transactions: "listTransactions",
   show_transaction: "getTransaction",

@@ -257,9 +257,12 @@ export interface paths {
          * @description Records at exactly ``scope`` (or its subtree with ``include_descendants``), filtered
          *     and paginated by key: pass ``next_cursor`` as ``after``. Capability ``read``.
          *
-         *     Metadata filter: ``metadata.<key>=<JSON value>`` per key, ANDed, typed:
-         *     ``?metadata.customer_id=42`` matches the number 42 only,
-         *     ``?metadata.customer_id=%2242%22`` (``"42"``) the string. A bare word is a 400.
+         *     Filters (ANDed, typed; docs/agents.md "Filters"): ``metadata.<key>=<JSON value>``
+         *     (``?metadata.customer_id=42`` the number 42 only, ``?metadata.customer_id=%2242%22``
+         *     the string ``"42"``; a bare word is a 400), ``metadata.<key>.$<op>=<JSON>`` with
+         *     $ne, $in (a JSON array), $gt, $gte, $lt, $lte, and ``created_at.$gte=<ISO 8601>``.
+         *     ``metadata[<key>]``, ``metadata[<key>][$op]`` and ``created_at[$op]`` (the
+         *     deepObject spelling generated clients send) mean the same.
          */
         get: operations["list_records"];
         put?: never;
@@ -494,6 +497,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/memory/retention-policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retention policies over a scope or inside it
+         * @description Each policy that applies at ``scope`` or below it, with its last run (``read``).
+         */
+        get: operations["list_retention_policies"];
+        put?: never;
+        /**
+         * Keep one kind of content at a subtree for a number of days
+         * @description Setting it again replaces the keep; the next retention run purges what lapsed,
+         *     with deletion receipts (admins of the subtree).
+         */
+        post: operations["create_retention_policy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/memory/retention-policies/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a retention policy: that content is kept until forgotten
+         * @description The removal is audited (admins of the subtree).
+         */
+        post: operations["remove_policy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/memory/export-subject": {
         parameters: {
             query?: never;
@@ -504,12 +552,57 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Export everything stored under one person's subtree, with a manifest bound to the log
-         * @description Records (every status), stored messages and the audit events of the subtree's scopes,
-         *     with a manifest whose digest a ``memory.subject_exported`` event commits; check it with
-         *     ``tools/verify_audit.py --subject-export FILE --public-key KEY``. Admins of the subtree.
+         * Export everything stored under one person's subtree, as a job
+         * @description Queue the export of every record (any status), stored message and audit event of the
+         *     scopes under ``scope``, with a manifest a ``memory.subject_exported`` event commits.
+         *
+         *     Poll ``GET /subject-exports/{job_id}``; when done, ``download_url`` serves the ZIP
+         *     until ``expires_at``. Check it offline with
+         *     ``tools/verify_audit.py --subject-export FILE.zip --public-key KEY``.
+         *     Admins of the subtree (a token: every capability on a grant covering it).
          */
-        post: operations["export_subject_json"];
+        post: operations["export_subject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/memory/subject-exports/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A subject export's progress, result and expiry
+         * @description Its status, progress (done of total), counts when done, and when its file expires.
+         */
+        get: operations["subject_export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/memory/subject-exports/{job_id}/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A finished subject export's ZIP file, while it is kept
+         * @description The ZIP; 409 ``subject_export_not_ready`` while it runs or after it failed, 410
+         *     ``subject_export_expired`` once its file expired or was purged (start a new export).
+         */
+        get: operations["download"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -872,6 +965,11 @@ export interface components {
              * @description When the message was said (ISO 8601 with a time zone), for backfilling old conversations; kept on the episode and its records.
              */
             occurred_at?: string | null;
+            /**
+             * Expires At
+             * @description When the stored records lapse (ISO 8601 with a time zone, in the future): recall skips them from then on and the retention run purges them, with a deletion receipt. Omit to keep them until forgotten.
+             */
+            expires_at?: string | null;
         };
         /** CaptureOut */
         CaptureOut: {
@@ -1303,14 +1401,67 @@ export interface components {
         MetadataFilterIn: {
             /**
              * Metadata
-             * @description Keep records holding every key with exactly this typed value (at most 8 keys, ANDed): 42 and "42" differ. The filter runs inside the candidate queries, so it never starves the top results.
+             * @description At most 8 keys, ANDed. A value asks for exactly that typed value (42 and "42" differ); an object applies operators: $eq, $ne, $in (a list), $gt, $gte, $lt, $lte (numbers match numbers, ISO 8601 date strings match strings as text). Every operator needs the key present.
              * @example {
              *       "customer_id": 42
              *     }
+             * @example {
+             *       "score": {
+             *         "$gte": 3
+             *       },
+             *       "tier": {
+             *         "$in": [
+             *           "gold",
+             *           "silver"
+             *         ]
+             *       }
+             *     }
              */
-            metadata: {
-                [key: string]: string | number | boolean | null;
-            };
+            metadata?: {
+                [key: string]: (string | number | boolean | null) | {
+                    $eq?: string | number | boolean | null;
+                    $ne?: string | number | boolean | null;
+                    $in?: (string | number | boolean | null)[];
+                    /** @description A number, or an ISO 8601 date or timestamp string (compared as text). */
+                    $gt?: number | string;
+                    /** @description A number, or an ISO 8601 date or timestamp string (compared as text). */
+                    $gte?: number | string;
+                    /** @description A number, or an ISO 8601 date or timestamp string (compared as text). */
+                    $lt?: number | string;
+                    /** @description A number, or an ISO 8601 date or timestamp string (compared as text). */
+                    $lte?: number | string;
+                };
+            } | null;
+            /**
+             * Created At
+             * @description When the record was stored: range bounds $gt, $gte, $lt, $lte.
+             * @example {
+             *       "$gte": "2026-01-01T00:00:00Z",
+             *       "$lt": "2026-02-01T00:00:00Z"
+             *     }
+             */
+            created_at?: {
+                /**
+                 * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                 * @example 2026-01-31T09:00:00Z
+                 */
+                $gt?: string;
+                /**
+                 * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                 * @example 2026-01-31T09:00:00Z
+                 */
+                $gte?: string;
+                /**
+                 * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                 * @example 2026-01-31T09:00:00Z
+                 */
+                $lt?: string;
+                /**
+                 * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                 * @example 2026-01-31T09:00:00Z
+                 */
+                $lte?: string;
+            } | null;
         };
         /**
          * RecallIn
@@ -1355,7 +1506,7 @@ export interface components {
             min_confidence?: number;
             /** Session Id */
             session_id?: string | null;
-            /** @description Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}. */
+            /** @description Restrict the candidates, e.g. {"metadata": {"customer_id": 42, "score": {"$gte": 3}}, "created_at": {"$gte": "2026-01-01T00:00:00Z"}}. Runs inside the candidate queries, so it never starves the top results. */
             filters?: components["schemas"]["MetadataFilterIn"] | null;
         };
         /** RecallBlockOut */
@@ -1410,7 +1561,7 @@ export interface components {
             min_confidence?: number;
             /** Session Id */
             session_id?: string | null;
-            /** @description Restrict the candidates, e.g. {"metadata": {"customer_id": 42}}. */
+            /** @description Restrict the candidates, e.g. {"metadata": {"customer_id": 42, "score": {"$gte": 3}}, "created_at": {"$gte": "2026-01-01T00:00:00Z"}}. Runs inside the candidate queries, so it never starves the top results. */
             filters?: components["schemas"]["MetadataFilterIn"] | null;
         };
         /** PersonaOut */
@@ -1481,7 +1632,16 @@ export interface components {
         ScenesOut: {
             /** Scope */
             scope: string;
-            /** Scenes */
+            /**
+             * Items
+             * @description One scene per session, newest first.
+             */
+            items: components["schemas"]["SceneOut"][];
+            /**
+             * Scenes
+             * @deprecated
+             * @description Deprecated: the same list as items (kept until API v2).
+             */
             scenes: components["schemas"]["SceneOut"][];
             /**
              * Next Cursor
@@ -1526,6 +1686,12 @@ export interface components {
              * @default 50
              */
             limit?: number;
+            /**
+             * Filters
+             * @description The filter object recall takes in its body, as JSON text: {"metadata": {"customer_id": 42, "score": {"$gte": 3}}, "created_at": {"$gte": "2026-01-01T00:00:00Z"}}. For clients that cannot send the metadata and created_at parameters; not with them.
+             * @example {"metadata": {"customer_id": 42}}
+             */
+            filters?: string | null;
         };
         /** RecordListOut */
         RecordListOut: {
@@ -1585,6 +1751,11 @@ export interface components {
             updated_at: string;
             /** Deleted At */
             deleted_at: string | null;
+            /**
+             * Expires At
+             * @description When the record lapses (remember's expires_at); null: kept until forgotten.
+             */
+            expires_at?: string | null;
         };
         /** AuditEventOut */
         AuditEventOut: {
@@ -1694,7 +1865,16 @@ export interface components {
         RememberBatchOut: {
             /** Scope */
             scope: string;
-            /** Results */
+            /**
+             * Items
+             * @description One result per item, in order.
+             */
+            items: components["schemas"]["RememberOut"][];
+            /**
+             * Results
+             * @deprecated
+             * @description Deprecated: the same list as items (kept until API v2).
+             */
             results: components["schemas"]["RememberOut"][];
         };
         /** BatchItemIn */
@@ -1729,6 +1909,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean | null;
             } | null;
+            /**
+             * Expires At
+             * @description When this item's records lapse (ISO 8601 with a zone, in the future).
+             */
+            expires_at?: string | null;
         };
         /** RememberBatchIn */
         RememberBatchIn: {
@@ -1911,7 +2096,15 @@ export interface components {
         };
         /** LegalHoldListOut */
         LegalHoldListOut: {
-            /** Holds */
+            /** Items */
+            items: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Holds
+             * @deprecated
+             * @description Deprecated: the same list as items (kept until API v2).
+             */
             holds: {
                 [key: string]: unknown;
             }[];
@@ -1964,7 +2157,127 @@ export interface components {
              */
             scope: string;
         };
-        /** ExportSubjectIn */
+        /** RetentionPolicyQuery */
+        RetentionPolicyQuery: {
+            /**
+             * Scope
+             * @description A scope 'tenant:user:project' (see scopes.md), e.g. 'acme:alice:proj'.
+             * @example acme:alice:proj
+             */
+            scope: string;
+        };
+        /** RetentionPolicyListOut */
+        RetentionPolicyListOut: {
+            /** Policies */
+            policies: {
+                [key: string]: unknown;
+            }[];
+        };
+        /** RetentionPolicyOut */
+        RetentionPolicyOut: {
+            /** Policy Id */
+            policy_id: string;
+            /** Scope */
+            scope: string;
+            /** Target */
+            target: string;
+            /** Keep Days */
+            keep_days: number;
+            /** Set By */
+            set_by: string;
+            /** Set At */
+            set_at: string;
+            /** Audit Event Id */
+            audit_event_id: string;
+        };
+        /**
+         * RetentionPolicyIn
+         * @example {
+         *       "keep_days": 30,
+         *       "scope": "acme:alice:*",
+         *       "target": "episodes"
+         *     }
+         */
+        RetentionPolicyIn: {
+            /**
+             * Scope
+             * @description The subtree it applies to, e.g. acme:alice:*
+             * @example acme:alice:proj
+             */
+            scope: string;
+            /**
+             * Target
+             * @description episodes (stored messages' text), quarantined (unpromoted third-party facts) or records (every record, by lineage)
+             * @enum {string}
+             */
+            target: "episodes" | "quarantined" | "records";
+            /**
+             * Keep Days
+             * @description Whole days to keep it
+             */
+            keep_days: number;
+        };
+        /** RetentionPolicyRemoveIn */
+        RetentionPolicyRemoveIn: {
+            /**
+             * Scope
+             * @description A scope 'tenant:user:project' (see scopes.md), e.g. 'acme:alice:proj'.
+             * @example acme:alice:proj
+             */
+            scope: string;
+            /**
+             * Target
+             * @enum {string}
+             */
+            target: "episodes" | "quarantined" | "records";
+        };
+        /** SubjectExportOut */
+        SubjectExportOut: {
+            /** Job Id */
+            job_id: number;
+            /** Subtree */
+            subtree: string;
+            /**
+             * Status
+             * @description running, done, error or stale
+             */
+            status: string;
+            /** Queued */
+            queued: boolean;
+            /** Done */
+            done: number;
+            /** Total */
+            total: number;
+            /** Reference */
+            reference: string;
+            /**
+             * Result
+             * @description When done: records, episodes, audit_events, scopes, manifest_sha256
+             */
+            result: {
+                [key: string]: unknown;
+            };
+            /** Error */
+            error: string;
+            /**
+             * Expires At
+             * @description When the file stops being served (then purged)
+             */
+            expires_at: string | null;
+            /** Expired */
+            expired: boolean;
+            /** File Sha256 */
+            file_sha256: string;
+            /** Download Url */
+            download_url: string | null;
+        };
+        /**
+         * ExportSubjectIn
+         * @example {
+         *       "reference": "SAR-2026-0042",
+         *       "scope": "acme:dana:*"
+         *     }
+         */
         ExportSubjectIn: {
             /**
              * Scope
@@ -1974,7 +2287,7 @@ export interface components {
             scope: string;
             /**
              * Reference
-             * @description The request's reference
+             * @description The request's reference (a ticket number); kept with the job, committed to the chain by digest
              */
             reference: string;
         };
@@ -2350,7 +2663,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2374,7 +2687,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2469,7 +2782,7 @@ export interface operations {
                     "application/json": components["schemas"]["RememberOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `extraction_error`: the text cannot be remembered as given (see detail); `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2493,7 +2806,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2602,7 +2915,7 @@ export interface operations {
                     "application/json": components["schemas"]["CaptureOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `extraction_error`: the text cannot be remembered as given (see detail); `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2626,7 +2939,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2735,7 +3048,7 @@ export interface operations {
                     "application/json": components["schemas"]["ForgetPreviewOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `too_broad`: a forget would purge too much without expected_record_ids; `unknown_field`: the body holds a field this endpoint does not take (field names it); `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2759,7 +3072,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2789,7 +3102,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `action_state_error`: the transaction is not in a state that allows this step; `adapter_drift`: the adapter's manifest changed since the plan was staged; `concurrent_transition`: another process moved the transaction first; reload and retry; `forget_preview_stale`: what the forget matches changed since the preview; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After; `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `payload_purged`: a prepared payload needed for commit was purged; `record_state_error`: the records are not in the state the request assumed; `unlock_refused`: the sign-in lockout is gone or was never locked */
+            /** @description Conflict; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2874,7 +3187,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeletionReceiptOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `too_broad`: a forget would purge too much without expected_record_ids; `unknown_field`: the body holds a field this endpoint does not take (field names it); `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2898,7 +3211,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -2928,7 +3241,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `action_state_error`: the transaction is not in a state that allows this step; `adapter_drift`: the adapter's manifest changed since the plan was staged; `concurrent_transition`: another process moved the transaction first; reload and retry; `forget_preview_stale`: what the forget matches changed since the preview; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After; `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `payload_purged`: a prepared payload needed for commit was purged; `record_state_error`: the records are not in the state the request assumed; `unlock_refused`: the sign-in lockout is gone or was never locked */
+            /** @description Conflict. Codes: `forget_preview_stale`: what the forget matches changed since the preview; `record_state_error`: the records are not in the state the request assumed; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3013,7 +3326,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProposeOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `proposal_error`: the proposed facts are refused as a whole; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3037,7 +3350,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3146,7 +3459,7 @@ export interface operations {
                     "application/json": components["schemas"]["LogActionOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3170,7 +3483,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3279,7 +3592,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecallOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `query_error`: the recall query is refused; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3303,7 +3616,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3412,7 +3725,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecallBlockOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `query_error`: the recall query is refused; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3436,7 +3749,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3545,7 +3858,7 @@ export interface operations {
                     "application/json": components["schemas"]["PersonaOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3569,7 +3882,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3677,7 +3990,7 @@ export interface operations {
                     "application/json": components["schemas"]["ScenesOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3701,7 +4014,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3766,6 +4079,35 @@ export interface operations {
                 /** @description next_cursor of the previous page. */
                 after?: string | null;
                 limit?: number;
+                /** @description The filter object recall takes in its body, as JSON text: {"metadata": {"customer_id": 42, "score": {"$gte": 3}}, "created_at": {"$gte": "2026-01-01T00:00:00Z"}}. For clients that cannot send the metadata and created_at parameters; not with them. */
+                filters?: string | null;
+                /** @description Keep records whose metadata matches, one parameter per key, ANDed. The value is JSON: metadata[customer_id]=42 is the number, metadata[customer_id]="42" the string (a bare word is a 400). Also spelled metadata.customer_id=42. Operators: metadata[score][$gte]=3 (or metadata.score.$gte=3) with $eq, $ne, $in (a JSON array: metadata.tier.$in=["gold","silver"]), $gt, $gte, $lt, $lte; numbers match numbers, ISO 8601 date strings match strings (as text). */
+                metadata?: {
+                    [key: string]: string;
+                };
+                /** @description Keep records stored in this range: created_at[$gte]=2026-01-01T00:00:00Z (also spelled created_at.$gte=...), with $gt, $gte, $lt, $lte; ISO 8601 with a time zone, or a date (its midnight UTC). */
+                created_at?: {
+                    /**
+                     * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                     * @example 2026-01-31T09:00:00Z
+                     */
+                    $gt?: string;
+                    /**
+                     * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                     * @example 2026-01-31T09:00:00Z
+                     */
+                    $gte?: string;
+                    /**
+                     * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                     * @example 2026-01-31T09:00:00Z
+                     */
+                    $lt?: string;
+                    /**
+                     * @description ISO 8601 timestamp with a time zone, or a date (its midnight UTC).
+                     * @example 2026-01-31T09:00:00Z
+                     */
+                    $lte?: string;
+                };
             };
             header?: never;
             path?: never;
@@ -3788,7 +4130,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecordListOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `query_error`: the recall query is refused */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3812,7 +4154,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3887,7 +4229,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecordDetailOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3911,7 +4253,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -3993,7 +4335,7 @@ export interface operations {
                     "application/json": components["schemas"]["CorrectOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `extraction_error`: the text cannot be remembered as given (see detail); `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4017,7 +4359,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4047,7 +4389,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `action_state_error`: the transaction is not in a state that allows this step; `adapter_drift`: the adapter's manifest changed since the plan was staged; `concurrent_transition`: another process moved the transaction first; reload and retry; `forget_preview_stale`: what the forget matches changed since the preview; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After; `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `payload_purged`: a prepared payload needed for commit was purged; `record_state_error`: the records are not in the state the request assumed; `unlock_refused`: the sign-in lockout is gone or was never locked */
+            /** @description Conflict. Codes: `record_state_error`: the records are not in the state the request assumed; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4147,7 +4489,7 @@ export interface operations {
                     "application/json": components["schemas"]["RememberBatchOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `extraction_error`: the text cannot be remembered as given (see detail); `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4171,7 +4513,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4280,7 +4622,7 @@ export interface operations {
                     "application/json": components["schemas"]["ImportConversationOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `extraction_error`: the text cannot be remembered as given (see detail); `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4304,7 +4646,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4408,7 +4750,7 @@ export interface operations {
                     "application/json": components["schemas"]["HistoryOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4432,7 +4774,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4512,7 +4854,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasurePreviewOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `subject_export_refused`: a subject export is refused (see detail); nothing was exported; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4536,7 +4878,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4566,9 +4908,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
+            /** @description Conflict. Codes: `subject_export_not_ready`: the subject export has not finished (poll its status), or it failed; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
@@ -4577,9 +4925,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Gone. Codes: `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
+            /** @description Gone. Codes: `subject_export_expired`: the subject export's file expired and was purged: start a new export; `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
             410: {
                 headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4645,7 +4999,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasureOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `subject_export_refused`: a subject export is refused (see detail); nothing was exported; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4669,7 +5023,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4699,9 +5053,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
+            /** @description Conflict. Codes: `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `subject_export_not_ready`: the subject export has not finished (poll its status), or it failed; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
@@ -4710,9 +5070,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Gone. Codes: `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
+            /** @description Gone. Codes: `subject_export_expired`: the subject export's file expired and was purged: start a new export; `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
             410: {
                 headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4773,7 +5139,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasureOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4797,7 +5163,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4874,7 +5240,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4898,7 +5264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4974,7 +5340,7 @@ export interface operations {
                     "application/json": components["schemas"]["LegalHoldListOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -4998,7 +5364,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5078,7 +5444,7 @@ export interface operations {
                     "application/json": components["schemas"]["LegalHoldOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5102,7 +5468,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5132,7 +5498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `action_state_error`: the transaction is not in a state that allows this step; `adapter_drift`: the adapter's manifest changed since the plan was staged; `concurrent_transition`: another process moved the transaction first; reload and retry; `forget_preview_stale`: what the forget matches changed since the preview; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After; `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `payload_purged`: a prepared payload needed for commit was purged; `record_state_error`: the records are not in the state the request assumed; `unlock_refused`: the sign-in lockout is gone or was never locked */
+            /** @description Conflict. Codes: `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5217,7 +5583,7 @@ export interface operations {
                     "application/json": components["schemas"]["LegalHoldOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5241,7 +5607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5271,7 +5637,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Conflict. Codes: `action_state_error`: the transaction is not in a state that allows this step; `adapter_drift`: the adapter's manifest changed since the plan was staged; `concurrent_transition`: another process moved the transaction first; reload and retry; `forget_preview_stale`: what the forget matches changed since the preview; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After; `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `payload_purged`: a prepared payload needed for commit was purged; `record_state_error`: the records are not in the state the request assumed; `unlock_refused`: the sign-in lockout is gone or was never locked */
+            /** @description Conflict. Codes: `legal_hold`: a legal hold is in force here (purges are refused), or the hold request conflicts; `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
             409: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5325,21 +5691,17 @@ export interface operations {
             };
         };
     };
-    export_subject_json: {
+    list_retention_policies: {
         parameters: {
-            query?: never;
-            header?: {
-                /** @description Makes a retry safe: the same key with the same request returns the first answer (with Idempotent-Replayed: true) and writes once. 1 to 255 visible ASCII characters, e.g. a UUID; kept for AETNAWEB_IDEMPOTENCY_TTL_SECONDS (24 h by default). */
-                "Idempotency-Key"?: string;
+            query: {
+                /** @description A scope 'tenant:user:project' (see scopes.md), e.g. 'acme:alice:proj'. */
+                scope: string;
             };
+            header?: never;
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["ExportSubjectIn"];
-            };
-        };
+        requestBody?: never;
         responses: {
             /** @description OK */
             200: {
@@ -5353,12 +5715,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["RetentionPolicyListOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5382,7 +5742,111 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
+            403: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found. Codes: `not_found`: outside the token's subtree, or does not exist (never says which) */
+            404: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: the token's requests per minute are used up; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    create_retention_policy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request returns the first answer (with Idempotent-Replayed: true) and writes once. 1 to 255 visible ASCII characters, e.g. a UUID; kept for AETNAWEB_IDEMPOTENCY_TTL_SECONDS (24 h by default). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetentionPolicyIn"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionPolicyOut"];
+                };
+            };
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `retention_policy_refused`: a retention policy cannot be set or removed as asked (see detail); nothing changed; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
+            400: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized. Codes: `unauthorized`: missing, malformed, unknown, revoked or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5460,6 +5924,500 @@ export interface operations {
             };
         };
     };
+    remove_policy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request returns the first answer (with Idempotent-Replayed: true) and writes once. 1 to 255 visible ASCII characters, e.g. a UUID; kept for AETNAWEB_IDEMPOTENCY_TTL_SECONDS (24 h by default). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetentionPolicyRemoveIn"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetentionPolicyOut"];
+                };
+            };
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `retention_policy_refused`: a retention policy cannot be set or removed as asked (see detail); nothing changed; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
+            400: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized. Codes: `unauthorized`: missing, malformed, unknown, revoked or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
+            403: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found. Codes: `not_found`: outside the token's subtree, or does not exist (never says which) */
+            404: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict. Codes: `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Gone. Codes: `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable request. Codes: `idempotency_key_reused`: this Idempotency-Key was used with a different request; send a new key */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: the token's requests per minute are used up; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    export_subject: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request returns the first answer (with Idempotent-Replayed: true) and writes once. 1 to 255 visible ASCII characters, e.g. a UUID; kept for AETNAWEB_IDEMPOTENCY_TTL_SECONDS (24 h by default). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExportSubjectIn"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubjectExportOut"];
+                };
+            };
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `subject_export_refused`: a subject export is refused (see detail); nothing was exported; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
+            400: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized. Codes: `unauthorized`: missing, malformed, unknown, revoked or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
+            403: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found. Codes: `not_found`: outside the token's subtree, or does not exist (never says which) */
+            404: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict. Codes: `idempotency_key_in_flight`: a request with this Idempotency-Key is still running; retry after Retry-After */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Gone. Codes: `idempotency_answer_forgotten`: the first answer to this Idempotency-Key named memory since forgotten; it is not kept and the request is not run again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable request. Codes: `idempotency_key_reused`: this Idempotency-Key was used with a different request; send a new key */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: the token's requests per minute are used up; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    subject_export: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubjectExportOut"];
+                };
+            };
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
+            400: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized. Codes: `unauthorized`: missing, malformed, unknown, revoked or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
+            403: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found. Codes: `not_found`: outside the token's subtree, or does not exist (never says which) */
+            404: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: the token's requests per minute are used up; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    download: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export as one ZIP file: export.json and records.csv, episodes.csv, audit_events.csv (their digests are in the manifest). */
+            200: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
+            400: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized. Codes: `unauthorized`: missing, malformed, unknown, revoked or expired token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
+            403: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found. Codes: `not_found`: outside the token's subtree, or does not exist (never says which) */
+            404: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Conflict. Codes: `subject_export_not_ready`: the subject export has not finished (poll its status), or it failed */
+            409: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Gone. Codes: `subject_export_expired`: the subject export's file expired and was purged: start a new export */
+            410: {
+                headers: {
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: the token's requests per minute are used up; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Requests this token may make per window (absent when unlimited). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current window ends. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     stage: {
         parameters: {
             query?: never;
@@ -5491,7 +6449,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorldPatchOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_operation`: an operation does not prepare (see detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `policy_violation`: an operation breaks the guard policy; `unknown_adapter`: an operation names an adapter that is not registered; `unknown_field`: the body holds a field this endpoint does not take (field names it); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5515,7 +6473,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5625,7 +6583,7 @@ export interface operations {
                     "application/json": components["schemas"]["TransactionsOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_operation`: an operation does not prepare (see detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5649,7 +6607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5726,7 +6684,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5750,7 +6708,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5825,7 +6783,7 @@ export interface operations {
                     "application/json": components["schemas"]["VerificationOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5849,7 +6807,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5925,7 +6883,7 @@ export interface operations {
                     "application/json": components["schemas"]["VerifyOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -5949,7 +6907,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6025,7 +6983,7 @@ export interface operations {
                     "application/jsonl": string;
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length) */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6049,7 +7007,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6125,7 +7083,7 @@ export interface operations {
                     "application/jsonl": string;
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6149,7 +7107,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6225,7 +7183,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Service Unavailable. Codes: `approval_key_invalid`: the configured approval key or TTL cannot be used; `approval_unavailable`: no usable approval key is configured; approval and commit are disabled; `checkpoint_unavailable`: the server could not keep its own checkpoint copy, or read its checkpoint key; `service_unavailable`: the database is unavailable (see detail); retry after Retry-After */
+            /** @description Service Unavailable. Codes: `checkpoint_unavailable`: the server could not keep its own checkpoint copy, or read its checkpoint key; `service_unavailable`: the database is unavailable (see detail); retry after Retry-After */
             503: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6271,7 +7229,7 @@ export interface operations {
                     "application/json": components["schemas"]["ConsistencyBundleOut"];
                 };
             };
-            /** @description Bad Request. Codes: `action_log_error`: the agent.* event type or payload is refused; `action_refused`: another refusal of the guarded-actions engine; `aetnamem_import_refused`: an aetnamem import is refused (see detail); nothing was imported; `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `approval_invalid`: an approval does not verify (signature, scope, plan hash or expiry); `audit_refused`: the evidence layer refuses the append (bad subject, payload or call site); `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `capture_error`: the turn cannot be captured (e.g. an unknown role); `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `extraction_error`: the text cannot be remembered as given (see detail); `grant_refused`: a grant change cannot be made as asked (unknown role, duplicate, no such grant); `invalid_audit_query`: an audit listing filter or cursor is not valid; `invalid_canonical_json`: a value has no canonical JSON form (e.g. a float or a non-string key); `invalid_checkpoint`: a checkpoint cannot be issued or the input is not a v1 checkpoint file; `invalid_export`: an audit export request is refused before anything is recorded (bad scope or range); `invalid_field`: a field does not validate (see field and detail); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters; `invalid_journal`: the file is not a compatible transaction journal; `invalid_json`: the body is not a JSON object; `invalid_note`: a signed note or note key is malformed or does not verify; `invalid_operation`: an operation does not prepare (see detail); `invalid_proof`: a Merkle proof does not verify or is malformed; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `journal_not_found`: the journal path is not a file; `memory_engine_error`: another refusal of the memory engine; `metadata_error`: metadata or a metadata filter is refused (field names the key); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `policy_violation`: an operation breaks the guard policy; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `proposal_error`: the proposed facts are refused as a whole; `query_error`: the recall query is refused; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `source_facts_waiting`: a rejection must take every waiting fact of its source; nothing was rejected; `subject_erasure_refused`: a subject erasure is refused (see detail); nothing was erased; `token_refused`: a token request cannot be honoured (bad capability, expiry, unknown token); `too_broad`: a forget would purge too much without expected_record_ids; `tree_out_of_range`: a proof or root asked of sizes or events the Merkle log does not hold; `unknown_adapter`: an operation names an adapter that is not registered; `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `warning_not_acknowledged`: promoting a flagged fact needs its warning acknowledged; nothing was promoted */
+            /** @description Bad Request. Codes: `body_too_large`: the body is over 64 KiB; `checkpoint_not_provable`: no consistency proof answers this pair (a checkpoint from before the Merkle log, the older one given as new, an empty log); `invalid_field`: a field does not validate (see field and detail); `invalid_request`: the request is malformed (e.g. a bad Content-Length); `missing_field`: a required field is missing */
             400: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6295,7 +7253,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability; `separation_of_duties`: the proposer may not approve its own plan */
+            /** @description Forbidden. Codes: `capability_missing`: the token reaches the scope but lacks the capability */
             403: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */
@@ -6342,7 +7300,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Service Unavailable. Codes: `approval_key_invalid`: the configured approval key or TTL cannot be used; `approval_unavailable`: no usable approval key is configured; approval and commit are disabled; `checkpoint_unavailable`: the server could not keep its own checkpoint copy, or read its checkpoint key; `service_unavailable`: the database is unavailable (see detail); retry after Retry-After */
+            /** @description Service Unavailable. Codes: `checkpoint_unavailable`: the server could not keep its own checkpoint copy, or read its checkpoint key; `service_unavailable`: the database is unavailable (see detail); retry after Retry-After */
             503: {
                 headers: {
                     /** @description Requests this token may make per window (absent when unlimited). */

@@ -10,12 +10,14 @@ export const OPERATIONS = {
   correct_record: { method: "PATCH", path: "/api/v1/memory/records/{record_id}", pathParams: ["record_id"], response: "json" },
   create_checkpoint: { method: "POST", path: "/api/v1/audit/checkpoint", pathParams: [], response: "text" },
   create_legal_hold: { method: "POST", path: "/api/v1/memory/legal-holds", pathParams: [], response: "json" },
+  create_retention_policy: { method: "POST", path: "/api/v1/memory/retention-policies", pathParams: [], response: "json" },
+  download: { method: "GET", path: "/api/v1/memory/subject-exports/{job_id}/download", pathParams: ["job_id"], response: "binary" },
   erase_subject: { method: "POST", path: "/api/v1/memory/erase-subject", pathParams: [], response: "json" },
   erase_subject_preview: { method: "POST", path: "/api/v1/memory/erase-subject/preview", pathParams: [], response: "json" },
   erasure: { method: "GET", path: "/api/v1/memory/erasures/{job_id}", pathParams: ["job_id"], response: "json" },
   erasure_certificate_json: { method: "GET", path: "/api/v1/memory/erasures/{job_id}/certificate", pathParams: ["job_id"], response: "json" },
   export_audit_events: { method: "GET", path: "/api/v1/audit/export", pathParams: [], response: "text" },
-  export_subject_json: { method: "POST", path: "/api/v1/memory/export-subject", pathParams: [], response: "json" },
+  export_subject: { method: "POST", path: "/api/v1/memory/export-subject", pathParams: [], response: "json" },
   forget: { method: "POST", path: "/api/v1/memory/forget", pathParams: [], response: "json" },
   forget_preview: { method: "POST", path: "/api/v1/memory/forget/preview", pathParams: [], response: "json" },
   get_record: { method: "GET", path: "/api/v1/memory/records/{record_id}", pathParams: ["record_id"], response: "json" },
@@ -23,6 +25,7 @@ export const OPERATIONS = {
   lift: { method: "POST", path: "/api/v1/memory/legal-holds/lift", pathParams: [], response: "json" },
   list_legal_holds: { method: "GET", path: "/api/v1/memory/legal-holds", pathParams: [], response: "json" },
   list_records: { method: "GET", path: "/api/v1/memory/records", pathParams: [], response: "json" },
+  list_retention_policies: { method: "GET", path: "/api/v1/memory/retention-policies", pathParams: [], response: "json" },
   list_transactions: { method: "GET", path: "/api/v1/actions/", pathParams: [], response: "json" },
   log_action: { method: "POST", path: "/api/v1/memory/log-action", pathParams: [], response: "json" },
   persona: { method: "POST", path: "/api/v1/memory/persona", pathParams: [], response: "json" },
@@ -32,9 +35,11 @@ export const OPERATIONS = {
   record_history: { method: "GET", path: "/api/v1/memory/records/{record_id}/history", pathParams: ["record_id"], response: "json" },
   remember: { method: "POST", path: "/api/v1/memory/remember", pathParams: [], response: "json" },
   remember_batch: { method: "POST", path: "/api/v1/memory/remember/batch", pathParams: [], response: "json" },
+  remove_policy: { method: "POST", path: "/api/v1/memory/retention-policies/remove", pathParams: [], response: "json" },
   scenes: { method: "GET", path: "/api/v1/memory/scenes", pathParams: [], response: "json" },
   show_transaction: { method: "GET", path: "/api/v1/actions/{transaction_id}", pathParams: ["transaction_id"], response: "json" },
   stage: { method: "POST", path: "/api/v1/actions/stage", pathParams: [], response: "json" },
+  subject_export: { method: "GET", path: "/api/v1/memory/subject-exports/{job_id}", pathParams: ["job_id"], response: "json" },
   verify_audit_chains: { method: "GET", path: "/api/v1/audit/verify", pathParams: [], response: "json" },
   verify_transaction: { method: "GET", path: "/api/v1/actions/{transaction_id}/verify", pathParams: ["transaction_id"], response: "json" },
   whoami: { method: "GET", path: "/api/v1/token", pathParams: [], response: "json" },
@@ -44,7 +49,7 @@ export interface OperationRoute {
   readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   readonly path: string;
   readonly pathParams: readonly string[];
-  readonly response: "json" | "text";
+  readonly response: "json" | "text" | "binary";
 }
 
 /** Every error code the server documents (ErrorOut's x-error-codes). */
@@ -106,16 +111,21 @@ export const ERROR_CODES = [
   "rate_limited",
   "record_not_found",
   "record_state_error",
+  "retention_policy_refused",
   "selector_error",
   "separation_of_duties",
   "service_unavailable",
   "source_facts_waiting",
   "subject_erasure_refused",
+  "subject_export_expired",
+  "subject_export_not_ready",
+  "subject_export_refused",
   "token_refused",
   "too_broad",
   "tree_out_of_range",
   "unauthorized",
   "unknown_adapter",
+  "unknown_field",
   "unlock_refused",
   "vague_selector",
   "warning_not_acknowledged",

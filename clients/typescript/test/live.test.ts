@@ -3,6 +3,7 @@
 // (`make run`), create tokens, export the variables below and `npm test`.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { test } from "node:test";
@@ -88,12 +89,12 @@ test("every memory operation answers as its generated type says", async () => {
   const proposed = await alice.propose({ scope, facts: [{ content: "User likes zsh", evidence: [episode] }] });
   assert.equal(proposed.accepted[0].status, "quarantined");
   const scenes = await alice.scenes({ scope });
-  assert.equal(scenes.scenes[0].session_id, "s3");
+  assert.equal(scenes.items[0].session_id, "s3");
   const batch = await alice.rememberBatch({
     scope,
     items: [{ text: "My editor is helix" }, { key: "timezone", value: "Europe/Paris" }],
   });
-  assert.equal(batch.results.length, 2);
+  assert.equal(batch.items.length, 2);
   const imported = await alice.importConversation({
     scope,
     turns: [
@@ -140,6 +141,115 @@ test("async iterators follow next_cursor: every record and scene exactly once, n
   assert.equal(pages.length, 3); // 2 + 2 + 1
   const scenes = await all(alice.iterScenes({ scope, limit: 2 }));
   assert.deepEqual(scenes.map((s) => s.session_id).sort(), ["s0", "s1", "s2"]);
+});
+
+test("remember with expires_at: the records carry it; a past moment is refused and writes nothing", async () => {
+  const alice = client();
+  const scope = freshScope();
+  const expiresAt = new Date(Date.now() + 2 * 86_400_000).toISOString();
+  const stored = await alice.remember({ scope, text: "My gate code is 4711", expires_at: expiresAt });
+  const batch = await alice.rememberBatch({ scope, items: [{ text: "My locker is 9", expires_at: expiresAt }] });
+  const made = [stored.records[0].record_id, batch.items[0].records[0].record_id];
+  const listed = await all(alice.iterRecords({ scope }));
+  assert.deepEqual(listed.map((r) => r.record_id).sort(), made.sort());
+  for (const record of listed) assert.equal(Date.parse(record.expires_at ?? ""), Date.parse(expiresAt));
+  const other = freshScope();
+  await assert.rejects(
+    alice.remember({ scope: other, text: "My gate code is 1234", expires_at: "2001-01-01T00:00:00Z" }),
+    (error: unknown) => error instanceof BadRequest && error.field === "expires_at",
+  );
+  assert.deepEqual(await all(alice.iterRecords({ scope: other })), []);
+});
+
+test("retention policies: set, listed, set again (replaced), removed; a bad one is refused", async () => {
+  const alice = client();
+  const scope = freshScope();
+  const made = await alice.setRetentionPolicy({ scope, target: "episodes", keep_days: 30 });
+  assert.match(made.policy_id, /^ret_/);
+  assert.equal(made.keep_days, 30);
+  const replaced = await alice.setRetentionPolicy({ scope, target: "episodes", keep_days: 7 });
+  assert.equal(replaced.keep_days, 7);
+  const listed = await alice.listRetentionPolicies({ scope });
+  assert.deepEqual(
+    listed.policies.map((p) => [p.scope, p.target, p.keep_days, p.last_run_at]),
+    [[scope, "episodes", 7, null]],
+  );
+  const removed = await alice.removeRetentionPolicy({ scope, target: "episodes" });
+  assert.equal(removed.policy_id, replaced.policy_id);
+  assert.deepEqual((await alice.listRetentionPolicies({ scope })).policies, []);
+  await assert.rejects(
+    alice.removeRetentionPolicy({ scope, target: "episodes" }),
+    (error: unknown) => error instanceof BadRequest && error.code === "retention_policy_refused",
+  );
+  await assert.rejects(
+    alice.setRetentionPolicy({ scope, target: "records", keep_days: 0 }),
+    (error: unknown) => error instanceof BadRequest && error.field === "keep_days",
+  );
+  const reader = client(required("AETNAWEB_READ_TOKEN"));
+  await assert.rejects(
+    reader.setRetentionPolicy({ scope, target: "records", keep_days: 3 }),
+    (error: unknown) => error instanceof ApiError && [403, 404].includes(error.status),
+  );
+  assert.deepEqual((await alice.listRetentionPolicies({ scope })).policies, []);
+});
+
+test("filters: $in, $ne and ranges on metadata, created_at ranges, in recall and in lists", async () => {
+  const alice = client();
+  const scope = freshScope();
+  const tiers = ["gold", "silver", "bronze"];
+  const made: Record<string, string> = {};
+  for (const [i, tier] of tiers.entries()) {
+    const stored = await alice.remember({
+      scope,
+      text: `My ${tier} ticket number is ${100 + i}`,
+      force: true,
+      metadata: { tier, score: i + 1 },
+    });
+    made[tier] = stored.records[0].record_id;
+  }
+  const recalled = await alice.recall({
+    scope,
+    query: "ticket number",
+    min_score: 0,
+    filters: { metadata: { tier: { $in: ["gold", "silver"] }, score: { $gte: 2 } } },
+  });
+  assert.deepEqual(recalled.returned_ids, [made.silver]);
+  const notGold = await all(alice.iterRecords({ scope, metadata: { tier: { $ne: "gold" } } }));
+  assert.deepEqual(notGold.map((r) => r.record_id).sort(), [made.silver, made.bronze].sort());
+  const ranged = await all(alice.iterRecords({ scope, metadata: { score: { $gt: 1, $lte: 3 }, tier: { $in: ["bronze"] } } }));
+  assert.deepEqual(ranged.map((r) => r.record_id), [made.bronze]);
+  // created_at: everything was stored after an hour ago, nothing before it.
+  const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+  assert.equal((await all(alice.iterRecords({ scope, created_at: { $gte: hourAgo } }))).length, 3);
+  assert.deepEqual(await all(alice.iterRecords({ scope, created_at: { $lt: hourAgo } })), []);
+  const none = await alice.recall({ scope, query: "ticket number", filters: { created_at: { $lt: hourAgo } } });
+  assert.deepEqual(none.returned_ids, []);
+  // The filters parameter: the object recall takes, sent as JSON text.
+  const viaFilters = await alice.listRecords({ scope, filters: { metadata: { tier: { $in: ["gold"] } } } });
+  assert.deepEqual(viaFilters.items.map((r) => r.record_id), [made.gold]);
+  const viaText = await alice.listRecords({ scope, filters: JSON.stringify({ created_at: { $gte: hourAgo } }) });
+  assert.equal(viaText.items.length, 3);
+  await assert.rejects(
+    alice.listRecords({ scope, metadata: { tier: { $in: [] } } }),
+    (error: unknown) => error instanceof BadRequest && typeof error.field === "string",
+  );
+});
+
+test("an unknown body field is refused as BadRequest unknown_field, and nothing is written", async () => {
+  const alice = client();
+  const scope = freshScope();
+  const body = { scope, text: "My shell is zsh", expires: "tomorrow" } as unknown as RequestBody<"remember">;
+  await assert.rejects(
+    alice.remember(body),
+    (error: unknown) =>
+      error instanceof BadRequest && error.code === "unknown_field" && error.field === "expires",
+  );
+  const batch = { scope, items: [{ text: "My editor is vim", colour: "red" }] } as unknown as RequestBody<"remember_batch">;
+  await assert.rejects(
+    alice.rememberBatch(batch),
+    (error: unknown) => error instanceof BadRequest && error.code === "unknown_field",
+  );
+  assert.deepEqual(await all(alice.iterRecords({ scope })), []);
 });
 
 test("forget: preview, then apply exactly what it showed; nothing is left to read", async () => {
@@ -252,15 +362,50 @@ test("429 from the server: waited out (capped), retried, then RateLimited with R
   assert.ok(Date.now() - started < 5000); // the wait was capped at maxRetryAfter
 });
 
+test("subject export: started as a job, awaited, downloaded as a ZIP", async () => {
+  const dana = client(required("AETNAWEB_SUBJECT_TOKEN"));
+  const subtree = "acme:dana:*";
+  await dana.remember({ scope: "acme:dana:exports", text: "My phone number is 555-0199", force: true });
+  const started = await dana.exportSubject({ scope: subtree, reference: "SAR-TS-1" });
+  assert.equal(started.subtree, subtree);
+  assert.equal(started.reference, "SAR-TS-1");
+  assert.equal(typeof started.job_id, "number");
+  const finished = await dana.waitForSubjectExport(started.job_id, { poll: 0.2, timeout: 60 });
+  assert.equal(finished.status, "done", finished.error);
+  assert.equal(finished.download_url, `/api/v1/memory/subject-exports/${started.job_id}/download`);
+  assert.ok(finished.expires_at && Date.parse(finished.expires_at) > Date.now());
+  assert.ok(Number(finished.result.records) >= 1);
+  assert.equal((await dana.getSubjectExport(started.job_id)).job_id, started.job_id);
+  const zip = await dana.downloadSubjectExport(started.job_id);
+  assert.ok(zip instanceof Uint8Array);
+  assert.equal(String.fromCharCode(zip[0], zip[1]), "PK");
+  const digest = createHash("sha256").update(zip).digest("hex");
+  assert.equal(digest, finished.file_sha256);
+  // Another subtree's job is out of reach: 404, as if it did not exist.
+  await assert.rejects(
+    client().downloadSubjectExport(started.job_id),
+    (error: unknown) => error instanceof NotFound && error.code === "not_found",
+  );
+  await assert.rejects(
+    dana.downloadSubjectExport(999_999_999),
+    (error: unknown) => error instanceof NotFound,
+  );
+  // A read-write token is no admin of the subtree: refused, no job started.
+  await assert.rejects(
+    client(required("AETNAWEB_READ_TOKEN")).exportSubject({ scope: "acme:alice:*", reference: "SAR-TS-2" }),
+    (error: unknown) => error instanceof ApiError && [403, 404].includes(error.status),
+  );
+});
+
 test("subject export, legal hold, erasure with its certificate", async () => {
   const dana = client(required("AETNAWEB_SUBJECT_TOKEN"));
   const subtree = "acme:dana:*";
   await dana.remember({ scope: "acme:dana:proj", text: "My phone number is 555-0100" });
   const exported = await dana.exportSubject({ scope: subtree, reference: "DSR-1" });
-  assert.equal(typeof exported, "object");
+  assert.equal(typeof exported.job_id, "number");
   const hold = await dana.createLegalHold({ scope: subtree, reference: "CASE-7" });
   assert.equal(hold.scope, subtree);
-  assert.equal((await dana.listLegalHolds({ scope: subtree })).holds.length, 1);
+  assert.equal((await dana.listLegalHolds({ scope: subtree })).items.length, 1);
   const held = await dana.eraseSubjectPreview({ scope: subtree });
   assert.equal(held.holds.length, 1);
   const lifted = await dana.liftLegalHold({ scope: subtree });

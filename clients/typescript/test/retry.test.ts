@@ -8,9 +8,12 @@ import { fileURLToPath } from "node:url";
 import {
   AetnawebClient,
   BadRequest,
+  Conflict,
+  Gone,
   RateLimited,
   ServerError,
   TransportError,
+  WaitTimeout,
   errorFor,
   retryAfterSeconds,
 } from "@aetnaweb/client";
@@ -141,4 +144,60 @@ test("the library uses no Node API (edge runtimes): dist imports nothing but its
     assert.deepEqual(foreign, [], `${name} imports ${foreign.join(", ")}`);
     assert.doesNotMatch(statements, /\b(process|Buffer|require)\b|node:/, `${name} uses a Node API`);
   }
+});
+
+test("waitForSubjectExport polls until the job stops running, and gives up after its timeout", async () => {
+  const job = (status: string) => ({ status: 200, body: { job_id: 7, status, done: 0, total: 3 } });
+  const { fetch, seen } = scripted([job("running"), job("running"), job("done")]);
+  const done = await client(fetch).waitForSubjectExport(7, { poll: 0.01, timeout: 5 });
+  assert.equal(done.status, "done");
+  assert.equal(seen.length, 3);
+  assert.ok(seen.every((s) => s.method === "GET" && s.url === "http://server.test/api/v1/memory/subject-exports/7"));
+  const running = scripted(Array.from({ length: 50 }, () => job("running")));
+  const started = Date.now();
+  const error = await client(running.fetch)
+    .waitForSubjectExport(7, { poll: 0.02, timeout: 0.1 })
+    .then(() => assert.fail("a job still running after the timeout must throw"), (caught: unknown) => caught);
+  assert.ok(error instanceof WaitTimeout, String(error));
+  assert.equal(error.last.status, "running");
+  assert.ok(Date.now() - started < 2000);
+  assert.ok(running.seen.length >= 2 && running.seen.length < 20);
+});
+
+test("record filters are spelled as the API reads them: metadata.<key>.$op=JSON, created_at.$op, filters=JSON", async () => {
+  const { fetch, seen } = scripted([{ status: 200, body: { items: [], next_cursor: null } }, { status: 200, body: { items: [] } }]);
+  const memory = client(fetch);
+  await memory.listRecords({
+    scope: "a:b:c",
+    metadata: { customer_id: 42, tier: { $in: ["gold", "silver"] }, score: { $gte: 3 } },
+    created_at: { $gte: "2026-01-01T00:00:00Z" },
+  });
+  const first = new URL(seen[0].url).searchParams;
+  assert.equal(first.get("metadata.customer_id"), "42");
+  assert.equal(first.get("metadata.tier.$in"), '["gold","silver"]');
+  assert.equal(first.get("metadata.score.$gte"), "3");
+  assert.equal(first.get("created_at.$gte"), "2026-01-01T00:00:00Z");
+  await memory.listRecords({ scope: "a:b:c", filters: { metadata: { tier: { $ne: "gold" } } } });
+  assert.equal(new URL(seen[1].url).searchParams.get("filters"), '{"metadata":{"tier":{"$ne":"gold"}}}');
+});
+
+test("a download resolves to the file's bytes; not ready is a Conflict, expired is Gone", async () => {
+  const bytes = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0xff, 0x00, 0x80]);
+  const answers = [
+    new Response(bytes, { status: 200, headers: { "Content-Type": "application/zip" } }),
+    Response.json({ error: "subject_export_not_ready", field: null, detail: "still running" }, { status: 409 }),
+    Response.json({ error: "subject_export_expired", field: null, detail: "purged" }, { status: 410 }),
+  ];
+  const accepts: string[] = [];
+  const fetch = (async (_input: RequestInfo | URL, init?: RequestInit) => {
+    accepts.push(new Headers(init?.headers).get("Accept") ?? "");
+    return answers.shift() as Response;
+  }) as typeof globalThis.fetch;
+  const memory = client(fetch);
+  const zip = await memory.downloadSubjectExport(3);
+  assert.ok(zip instanceof Uint8Array);
+  assert.deepEqual([...zip], [...bytes]); // binary-safe: no text decoding on the way
+  assert.match(accepts[0], /application\/zip/);
+  await assert.rejects(memory.downloadSubjectExport(3), (e: unknown) => e instanceof Conflict && e.code === "subject_export_not_ready");
+  await assert.rejects(memory.downloadSubjectExport(3), (e: unknown) => e instanceof Gone && e.code === "subject_export_expired");
 });
