@@ -88,7 +88,9 @@ def test_queue_without_approver_role_says_how_to_get_it(client, actions_root):
     # When they open the queue, then it explains the role they need
     body = client.get(reverse("actions:index")).content.decode()
     assert "You do not hold the approver role" in body
-    assert "manage.py access grant USER SCOPE approver" in body
+    assert "grant\n      you the approver role on the People page" in body
+    # and a viewer gets no command-line advice they cannot act on (issue 33 item 7)
+    assert "manage.py" not in body
 
 
 @pytest.mark.django_db
