@@ -168,7 +168,11 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
     cited = authorizing_episode_id("msg-1")
     assert authorized < body.index(cited, authorized) < informed
     # And what the authorizing evidence resolved to (a stored user message)
-    assert authorized < body.index(f"Resolved: episode {cited}", authorized) < informed
+    assert authorized < body.index(f"episode {cited}: a user message", authorized) < informed
+    # quoted itself, with its time (issue 33 item 6), above the verdict in plain words
+    quote = body.index('<blockquote class="prewrap">msg-1</blockquote>', authorized)
+    assert authorized < quote < body.index("This is the stored message the plan cites") < informed
+    assert "User message, " in body and " UTC" in body
     assert body.index("https://example.org/howto", authorized) > informed
     # And the decision: approve (with the approval's validity) or deny with a reason
     assert "Approve this exact plan" in body and "valid for <strong>15 minutes</strong>" in body
