@@ -21,6 +21,8 @@ Fixtures and helpers every e2e test uses (import the helpers from here:
 - ``check_accessibility(page)``: runs axe-core on the page as it is and fails on
   any *serious* or *critical* violation. It runs on every screenshot and on the
   page each test ends on (at teardown), so every page of the suite is scanned.
+  For dark mode, call ``page.emulate_media(color_scheme="dark")`` first (Playwright's
+  ``color_scheme``); test_accessibility.py scans every main page in both schemes.
   axe-core is vendored at ``tests/e2e/assets/axe.min.js`` (npm ``axe-core``
   4.14.1, MPL-2.0, licence beside it); it is injected through the DevTools
   protocol, which the page's CSP does not govern, and never served by the app.
