@@ -9,7 +9,7 @@ documents (dicts whose keys the digests cover), carried as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,11 @@ class _Detail:
 
     def as_dict(self) -> dict[str, Any]:
         # Field order is the JSON key order.
-        return {item.name: _plain(getattr(self, item.name)) for item in fields(self)}  # type: ignore[arg-type]
+        return {
+            item.name: _plain(getattr(self, item.name))
+            for item in fields(self)  # type: ignore[arg-type]
+            if not item.metadata.get("dashboard_only")
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +196,7 @@ class TransactionDetail(_Detail):
     approval_enabled: bool
     resolution: ResolutionDetail | None
     summary: str
+    # The cited messages and records themselves (text, time, session), by ref_id, for the
+    # plan page. Not in as_dict(): an API token reads only its own subtree, and a cited
+    # episode may sit at an ancestor scope, so the API answers with the verdict alone.
+    authorizing: dict[str, Any] = field(default_factory=dict, metadata={"dashboard_only": True})

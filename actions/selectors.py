@@ -334,7 +334,8 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
     self_proposed = txn.proposed_by(principal)
     resolution = ActionResolution.objects.filter(transaction_id=txn.id).first()
     approval_enabled = _approval_enabled()
-    op_views = _operation_views(txn, operations, payloads)
+    authorizing: dict[str, Authority] = {}
+    op_views = _operation_views(txn, operations, payloads, resolved=authorizing)
     plan = _plan_body(txn, op_views)
     return TransactionDetail(
         transaction=_summary(txn, principal),
@@ -372,6 +373,7 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
                 for op in operations
             ]
         ),
+        authorizing=authorizing,
     )
 
 
@@ -393,8 +395,13 @@ def _operation_views(
     txn: ActionTransaction,
     operations: list[ActionOperation],
     payloads: dict[tuple[str, str], ActionPayload],
+    *,
+    resolved: dict[str, Authority] | None = None,
 ) -> list[OperationDetail]:
-    """Each operation with its dependencies, evidence and preview; authority resolved now."""
+    """Each operation with its dependencies, evidence and preview; authority resolved now.
+
+    ``resolved`` (when given) is filled with each resolved claim's :class:`Authority`, by ref_id.
+    """
     op_ids = [op.id for op in operations]
     depends: dict[str, list[str]] = defaultdict(list)
     for operation_id, depends_on in ActionDependency.objects.filter(
@@ -416,6 +423,8 @@ def _operation_views(
         authorized, resolve_authorities(txn.subject_id, authorized), strict=True
     ):
         item["authority"] = authority.as_dict()
+        if resolved is not None and authority.resolved:
+            resolved[item["ref_id"]] = authority
     return [
         _operation_view(op, payloads, sorted(depends[op.id]), evidence[op.id]) for op in operations
     ]
@@ -472,12 +481,25 @@ def approval_queue(principal: Principal) -> list[dict[str, Any]]:
     return _with_summaries(items)
 
 
+# Argument names that say where an operation acts, in the order a person looks for them.
+_TARGET_ARGUMENTS = ("target", "url", "path", "to", "name")
+
+
 def _operation_target(op: ActionOperation, payloads: dict[tuple[str, str], ActionPayload]) -> str:
+    """The operation in words: "demo_webhook post to https://…", not a Python dict's repr."""
     row = payloads.get((op.id, formats.PAYLOAD_PREPARED))
     if row is not None and not row.purged_at:
-        target = describe(op.adapter, json.loads(row.payload)).get("target")
-        if target:
-            return f"{op.adapter} {op.operation} on {target}"
+        payload = json.loads(row.payload)
+        if op.adapter == "filesystem":
+            target = describe(op.adapter, payload).get("target")
+            if target:
+                return f"{op.adapter} {op.operation} on {target}"
+        arguments = payload.get("arguments") or {}
+        sensitive = set(payload.get("sensitive_fields") or ())
+        for name in _TARGET_ARGUMENTS:
+            value = arguments.get(name)
+            if isinstance(value, str) and value and name not in sensitive:
+                return f"{op.adapter} {op.operation} to {value}"
     return f"{op.adapter} {op.operation} ({op.operation_key})"
 
 
@@ -621,6 +643,13 @@ class Authority:
     kind: str = ""
     ref_id: str = ""
     scope: str = ""
+    # The cited message or record itself, for the approver to read on the plan page. Kept
+    # out of as_dict(): the API answers with the verdict, and the client holds the text.
+    text: str = ""
+    at: datetime | None = None
+    session_id: str = ""
+    turn_id: str = ""
+    source: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -684,6 +713,10 @@ class _Cited(NamedTuple):
     text: str
     scope: str
     what: str
+    at: datetime | None = None
+    session_id: str = ""
+    turn_id: str = ""
+    source: str = ""
 
 
 def _cited_episode(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
@@ -702,7 +735,16 @@ def _cited_episode(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Auth
         what += f", session {episode.session_id}"
     if episode.turn_id:
         what += f", turn {episode.turn_id}"
-    return _Cited(tier, episode.text, episode.scope, what)
+    return _Cited(
+        tier,
+        episode.text,
+        episode.scope,
+        what,
+        at=episode.occurred_at or episode.created_at,
+        session_id=episode.session_id,
+        turn_id=episode.turn_id,
+        source=episode.get_source_type_display(),
+    )
 
 
 def _cited_record(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Authority:
@@ -712,7 +754,12 @@ def _cited_record(stored: _Stored, ref_id: str, parsed: Scope) -> _Cited | Autho
     if record.status != Status.ACTIVE:
         return Authority(False, f"record {ref_id} is {record.status}, not active")
     return _Cited(
-        record.trust_tier, record.content, record.scope, f"an active record at {record.scope}"
+        record.trust_tier,
+        record.content,
+        record.scope,
+        f"an active record at {record.scope}",
+        at=record.created_at,
+        source="memory record",
     )
 
 
@@ -751,7 +798,7 @@ def resolve_authority(
     )
     if isinstance(cited, Authority):
         return cited
-    stored_tier, text, scope, what = cited
+    stored_tier, text, scope, what = cited[:4]
     if not _digest_matches(digest_value, text):
         return Authority(
             False, f"the digest does not match {kind} {ref_id} (SHA-256 of its stored text)"
@@ -766,4 +813,9 @@ def resolve_authority(
         kind,
         ref_id,
         scope,
+        text=text,
+        at=cited.at,
+        session_id=cited.session_id,
+        turn_id=cited.turn_id,
+        source=cited.source,
     )

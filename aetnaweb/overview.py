@@ -64,6 +64,10 @@ class TenantRow:
     recovery_required: int = 0
     chain: ChainStatus = NEVER_VERIFIED
     last_checkpoint: Checkpoint | None = None
+    # Where the quarantined count links: the queue narrowed to the tenant ("scope"), the
+    # whole queue when only part of the tenant is reviewable ("queue"), or nowhere (None):
+    # a link must not lead a person without the reviewer role to a 404.
+    review_link: str | None = None
 
     @property
     def is_platform(self) -> bool:
@@ -154,10 +158,16 @@ class Overview:
     latest_checkpoint: Checkpoint | None
     has_grants: bool
     can_audit: bool
+    can_approve: bool
     failed: list[TenantRow]
     # What the principal's own roles let them act on, beside what awaits anyone.
     awaiting_you: dict[str, int]
     activity: TenantActivity | None = None
+
+    @property
+    def verified_any(self) -> bool:
+        """Whether any visible tenant's chains have been verified at least once."""
+        return any(row.chain.state in ("passed", "failed") for row in self.tenants)
 
 
 def events_per_day_chart(principal: Principal, *, today: date | None = None) -> BarChart:
@@ -166,6 +176,14 @@ def events_per_day_chart(principal: Principal, *, today: date | None = None) -> 
     points = [(day.strftime("%a %d %b %Y"), day.strftime("%d %b"), total) for day, total in counts]
     first, last = counts[0][0], counts[-1][0]
     return bar_chart(points, title=f"Audit events per day, {first:%d %b} to {last:%d %b %Y} (UTC)")
+
+
+def _review_link(principal: Principal, row: TenantRow, reviewable: list[Scope]) -> str | None:
+    if access.may(principal, access.REVIEW, row.scope):
+        return "scope"
+    if any(Scope.parse(row.scope).covers(granted) for granted in reviewable):
+        return "queue"
+    return None
 
 
 def build_overview(
@@ -195,9 +213,11 @@ def build_overview(
     ordered = [rows[t] for t in sorted(rows, key=lambda t: (t != PLATFORM, t))]
     statuses = chain_status_by_tenant(principal, [row.tenant for row in ordered])
     checkpoints = latest_checkpoint_by_tenant([row.tenant for row in ordered])
+    reviewable = access.granted_scopes(principal, access.REVIEW)
     for row in ordered:
         row.chain = statuses[row.tenant]
         row.last_checkpoint = checkpoints[row.tenant]
+        row.review_link = _review_link(principal, row, reviewable)
     totals = {
         name: sum(getattr(row, name) for row in ordered)
         for name in ("active", "quarantined", "pending_approvals", "uncertain", "recovery_required")
@@ -210,6 +230,7 @@ def build_overview(
         latest_checkpoint=max(pinned, key=lambda cp: (cp.created_at, cp.pk)) if pinned else None,
         has_grants=bool(principal.bindings),
         can_audit=access.has_capability_anywhere(principal, access.AUDIT),
+        can_approve=access.has_capability_anywhere(principal, access.APPROVE),
         failed=[row for row in ordered if row.chain.state == "failed"],
         awaiting_you={
             "quarantined": memory_selectors.quarantined_awaiting(principal),

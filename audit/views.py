@@ -9,6 +9,7 @@ reads through selectors that filter by grant, and writes only through
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -135,6 +136,19 @@ class VerifyTarget:
     scope: str
     label: str
     status: ChainStatus | None
+
+    @property
+    def status_dom_id(self) -> str:
+        return chain_status_dom_id(self.scope)
+
+
+def chain_status_dom_id(scope: str) -> str:
+    """The HTML id of a scope's "last verified" badge in the explorer's Verify list.
+
+    A finished run's card replaces that badge out of band, so the list never says
+    "never verified" beside a card that says "passed". Hashed: scopes hold ``:`` and ``*``.
+    """
+    return "chain-status-" + hashlib.sha256(scope.encode()).hexdigest()[:12]
 
 
 def verify_targets(principal: Principal, current: Scope | None) -> list[VerifyTarget]:
@@ -444,6 +458,7 @@ def _run_context(principal: Principal, run: VerificationRun) -> dict[str, Any]:
             f["error"] for f in (run.failures or []) if isinstance(f, dict) and "error" in f
         ],
         "scope_label": run.scope or "every chain",
+        "status_dom_id": chain_status_dom_id(run.scope or str(Scope.platform())),
     }
 
 

@@ -35,10 +35,18 @@ def endpoint_for(principal: Principal, endpoint_id: str) -> WebhookEndpoint | No
 
 
 def deliveries_page(
-    endpoint: WebhookEndpoint, *, before: tuple[str, str] | None = None
+    endpoint: WebhookEndpoint,
+    *,
+    before: tuple[str, str] | None = None,
+    status: str | None = None,
 ) -> tuple[list[WebhookDelivery], tuple[str, str] | None]:
-    """One page of the endpoint's deliveries, newest first, keyed by (created_at, id)."""
+    """One page of the endpoint's deliveries, newest first, keyed by (created_at, id).
+
+    ``status`` (one of :class:`WebhookDelivery.Status`) keeps only deliveries in that state.
+    """
     rows = endpoint.deliveries.order_by("-created_at", "-id")
+    if status:
+        rows = rows.filter(status=status)
     if before is not None:
         created, delivery_id = before
         rows = rows.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=delivery_id))

@@ -19,7 +19,7 @@ from aetnaweb.dashboard import dashboard_view, principal_for
 from webhooks import selectors, services
 from webhooks.events import SUBSCRIBABLE
 from webhooks.forms import EndpointCreateForm, EndpointEditForm
-from webhooks.models import WebhookEndpoint
+from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 
 def _list_page(
@@ -135,8 +135,17 @@ def endpoint_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
                 "active": endpoint.active,
             }
         )
+    shown = request.GET.get("status", "")
+    if shown and shown not in WebhookDelivery.Status.values:
+        messages.error(
+            request,
+            f"Unknown delivery status {shown[:40]!r}: choose "
+            + ", ".join(WebhookDelivery.Status.values)
+            + ". All deliveries are shown.",
+        )
+        shown, status = "", 400
     deliveries, cursor = selectors.deliveries_page(
-        endpoint, before=_before(request.GET.get("before"))
+        endpoint, before=_before(request.GET.get("before")), status=shown or None
     )
     return render(
         request,
@@ -146,6 +155,8 @@ def endpoint_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
             "form": form,
             "deliveries": deliveries,
             "next_before": f"{cursor[0]}|{cursor[1]}" if cursor else None,
+            "shown_status": shown,
+            "statuses": [("", "All"), *WebhookDelivery.Status.choices],
             "event_help": SUBSCRIBABLE,
         },
         status=status,

@@ -167,3 +167,28 @@ def preview_rows(preview: Any) -> list[dict[str, str]]:
             text = json.dumps(value, sort_keys=True, ensure_ascii=False)
         rows.append({"label": key.replace("_", " "), "value": text})
     return rows
+
+
+@register.filter
+def cited(detail: Any, ref_id: str) -> Any:
+    """The message or record an ``authorized_by`` claim resolved to (None when it did not)."""
+    return getattr(detail, "authorizing", {}).get(ref_id)
+
+
+# What each ``error_code`` a run ends with means, in words an approver acts on.
+ERROR_CODE_WORDS = {
+    "execution_raised": "the action raised an error while running, so whether it took effect is unknown",
+    "interrupted_external_boundary": "the process stopped while an action was reaching outside",
+    "not_dispatched": "the action failed before it was sent, so it did not take effect",
+    "postcondition_unverified": "the action ran but its effect could not be confirmed",
+    "verification_raised": "checking the action's effect raised an error",
+    "revalidation_raised": "re-checking the world before running raised an error",
+    "precondition_changed": "the world changed after approval, so nothing ran",
+}
+
+
+@register.filter
+def error_words(code: Any) -> str:
+    """An ``error_code`` in plain words (an exception class name is shown as it is)."""
+    text = str(code or "")
+    return ERROR_CODE_WORDS.get(text, text.replace("_", " "))

@@ -10,10 +10,12 @@ preview plans show it as an unverified claim.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
-from actions import services
+from actions import selectors, services
 from actions.errors import ActionPolicyViolation
 from aetnaweb.access import SYSTEM
 from audit.canonical import sha256_text
@@ -159,10 +161,36 @@ def test_the_approval_page_shows_what_the_evidence_resolved_to(client, actions_r
     )
     login_as(client, make_operator("ada", [("acme:*:*", "approver")]))
     body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
-    assert f"Resolved: episode {episode_id}: a user message at {SCOPE}" in body
+    assert f"episode {episode_id}: a user message at {SCOPE}" in body
+    assert "This is the stored message the plan cites" in body
     assert "trust tier (trusted_user) match" in body
     # And once the stored message no longer says it (edited behind the engine),
     # the same page says the claim does not resolve: it is checked on every view
     Episode.objects.filter(episode_id=episode_id).update(text="Never mind.")
     body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
     assert "Unverified claim" in body
+
+
+def test_the_plan_page_quotes_the_message_but_the_api_answers_with_the_verdict_only(
+    client, actions_root, approval_key
+):
+    # Given a plan citing the user's stored message, in session chat-7
+    episode_id = memory.remember(
+        principal=SYSTEM, scope=SCOPE, text=REQUEST, session_id="chat-7", turn_id="3"
+    ).episode_id
+    patch = services.stage(
+        principal=SYSTEM,
+        scope=SCOPE,
+        operations=[op_citing(evidence("episode", episode_id, sha256_text(REQUEST)))],
+    )
+    # When an approver opens the plan page
+    login_as(client, make_operator("ada", [("acme:*:*", "approver")]))
+    body = client.get(reverse("actions:detail", args=[patch.transaction_id])).content.decode()
+    # Then it quotes the message itself, with its session (issue 33 item 6)
+    assert f'<blockquote class="prewrap">{REQUEST}</blockquote>' in body
+    assert '/memory/sessions/?id=chat-7">chat-7</a>, turn 3' in body
+    # And the API's transaction detail carries the verdict, never the message text
+    detail = selectors.transaction_detail(SYSTEM, patch.transaction_id)
+    assert detail.authorizing[episode_id].text == REQUEST
+    assert "authorizing" not in detail.as_dict()
+    assert REQUEST not in json.dumps(detail.as_dict(), default=str)

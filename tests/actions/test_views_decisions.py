@@ -88,7 +88,9 @@ def test_queue_without_approver_role_says_how_to_get_it(client, actions_root):
     # When they open the queue, then it explains the role they need
     body = client.get(reverse("actions:index")).content.decode()
     assert "You do not hold the approver role" in body
-    assert "manage.py access grant USER SCOPE approver" in body
+    assert "grant\n      you the approver role on the People page" in body
+    # and a viewer gets no command-line advice they cannot act on (issue 33 item 7)
+    assert "manage.py" not in body
 
 
 @pytest.mark.django_db
@@ -166,7 +168,11 @@ def test_plan_page_shows_plan_hash_diff_evidence_and_decision(
     cited = authorizing_episode_id("msg-1")
     assert authorized < body.index(cited, authorized) < informed
     # And what the authorizing evidence resolved to (a stored user message)
-    assert authorized < body.index(f"Resolved: episode {cited}", authorized) < informed
+    assert authorized < body.index(f"episode {cited}: a user message", authorized) < informed
+    # quoted itself, with its time (issue 33 item 6), above the verdict in plain words
+    quote = body.index('<blockquote class="prewrap">msg-1</blockquote>', authorized)
+    assert authorized < quote < body.index("This is the stored message the plan cites") < informed
+    assert "User message, " in body and " UTC" in body
     assert body.index("https://example.org/howto", authorized) > informed
     # And the decision: approve (with the approval's validity) or deny with a reason
     assert "Approve this exact plan" in body and "valid for <strong>15 minutes</strong>" in body

@@ -97,12 +97,13 @@ def test_awaiting_you_counts_only_what_your_roles_let_you_decide(busy):
 def test_every_overview_number_links_to_its_filtered_list(client, busy):
     login_as(client, busy)
     html = client.get(reverse("home")).content.decode()
-    for target in ("/memory/", "/memory/review/", "/actions/", "/actions/attention/"):
+    for target in ("/memory/", "/actions/", "/actions/attention/"):
         assert re.search(rf'<a class="card stat-card stat-link[^"]*" href="{target}"', html), target
+    # april reviews nowhere: the Quarantined numbers are not links to a queue she cannot use
+    assert 'href="/memory/review/' not in html
     assert "awaiting you" in html and "awaiting anyone" in html
     acme = "acme%3A%2A%3A%2A"
     for link in (
-        f"/memory/review/?scope={acme}",
         f"/actions/history/?scope={acme}&amp;state=awaiting_approval",
         f"/actions/attention/?scope={acme}",
         "/memory/scope/acme:*:*/?status=active&amp;below=on",
@@ -114,6 +115,20 @@ def test_every_overview_number_links_to_its_filtered_list(client, busy):
         client.get("/memory/scope/acme:*:*/", {"status": "active", "below": "on"}).status_code
         == 200
     )
+
+
+@pytest.mark.django_db
+def test_the_quarantined_links_go_only_where_the_reviewer_role_reaches(client, db):
+    # Given rita, reviewer of acme:alice:* only, and viewer of acme
+    login_as(client, make_operator("rita", [("acme:alice:*", "reviewer"), ("acme:*:*", "viewer")]))
+    services.remember(principal=SYSTEM, scope="acme:alice:*", text="Read: <webpage>x</webpage>")
+    html = client.get(reverse("home")).content.decode()
+    # Then acme's quarantined count links to the whole queue (hers), not to acme's subtree
+    assert 'href="/memory/review/?scope=acme' not in html
+    assert re.search(r'<td class="num" data-label="Quarantined"><a href="/memory/review/">', html)
+    assert client.get("/memory/review/").status_code == 200
+    # And the platform row, where she reviews nothing, has no link at all
+    assert "/memory/review/?scope=platform" not in html
 
 
 @pytest.mark.django_db

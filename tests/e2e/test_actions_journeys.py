@@ -107,7 +107,12 @@ def test_approve_commit_and_verify_a_file_write(page, actions_root):
     assert diff.locator("tr.add mark").first.inner_text() == "4"
     authorized = page.get_by_label("Authorized by")
     assert authorized.get_by_text(authorizing_episode_id("chat:alice:1842")).first.is_visible()
-    assert authorized.get_by_text("Resolved: episode").is_visible()
+    assert authorized.get_by_text("This is the stored message the plan cites").is_visible()
+    # and the approver reads the person's message itself, with its time (issue 33 item 6)
+    quoted = authorized.locator(".authority-message")
+    assert quoted.locator("blockquote").inner_text().strip()
+    assert "User message" in quoted.locator("figcaption").inner_text()
+    assert " UTC" in quoted.locator("figcaption").inner_text()
     assert (
         page.get_by_label("Informed by").get_by_text("https://status.example.org/load").is_visible()
     )

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from audit.models import AuditEvent
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot, settings_link
 from tests.e2e.test_audit_journey import SUBJECTS, seed_chains
 from tests.factories import make_operator
 
@@ -20,7 +20,7 @@ def test_request_an_export_then_watch_progress_then_download(page, tmp_path: Pat
     login(page, "otto")
 
     # When they open Exports from the top bar and ask for acme's subtree
-    page.get_by_role("link", name="Exports").click()
+    settings_link(page, "Exports").click()
     page.get_by_label("Scope", exact=True).fill("acme:*:*")
     page.get_by_role("button", name="Start export").click()
 
@@ -54,7 +54,7 @@ def test_an_admin_runs_retention_from_the_maintenance_page(page, task_worker):
     make_operator("root", [("platform:*:*", "admin")])
     login(page, "root")
     # When they open Maintenance and run retention
-    page.get_by_role("link", name="Maintenance").click()
+    settings_link(page, "Maintenance").click()
     page.get_by_role("button", name="Run retention now").click()
     # Then the job finishes and lists what it removed
     page.get_by_text("Removed, finished").wait_for(timeout=30_000)

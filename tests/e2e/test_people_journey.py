@@ -3,7 +3,7 @@ grants a second role, revokes one and deactivates the account."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import screenshot, sign_in
+from tests.e2e.conftest import screenshot, settings_link, sign_in
 from tests.factories import make_operator
 
 TEAMMATE_PASSWORD = "violet-Harbour-2931!"
@@ -16,7 +16,7 @@ def test_admin_invites_a_teammate_who_joins_then_manages_their_access(page, brow
     sign_in(page, admin)
     # When the admin opens People from the navigation and invites a teammate
     page.goto("/")
-    page.get_by_role("link", name="People", exact=True).click()
+    settings_link(page, "People").click()
     page.wait_for_url("**/access/people/")
     page.get_by_label("Account name").fill("sam")
     page.get_by_label("Scope", exact=True).fill("acme:sam:*")

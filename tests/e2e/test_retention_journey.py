@@ -10,7 +10,7 @@ from django.utils import timezone
 from aetnaweb.access import SYSTEM
 from memory import services
 from memory.models import Record, Status
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot, settings_link
 from tests.factories import make_operator
 
 
@@ -25,7 +25,7 @@ def test_set_a_policy_see_the_preview_run_and_read_the_receipt(page, task_worker
     login(page, "root")
 
     # When they open Maintenance and keep alice's records 30 days
-    page.get_by_role("link", name="Maintenance").click()
+    settings_link(page, "Maintenance").click()
     page.get_by_label("Scope subtree").fill("acme:alice:*")
     page.get_by_label("Content").select_option("records")
     page.get_by_label("Keep for (days)").fill("30")

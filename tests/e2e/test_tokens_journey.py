@@ -6,7 +6,7 @@ import json
 import urllib.error
 import urllib.request
 
-from tests.e2e.conftest import screenshot, sign_in
+from tests.e2e.conftest import screenshot, settings_link, sign_in
 from tests.factories import make_operator
 
 
@@ -30,7 +30,7 @@ def test_admin_creates_uses_and_revokes_a_token(page, live_server):
     sign_in(page, admin)
     # When they open API tokens from the navigation and fill in the form
     page.goto("/")
-    page.get_by_role("link", name="API tokens").click()
+    settings_link(page, "API tokens").click()
     page.wait_for_url("**/access/tokens/")
     page.get_by_label("Name").fill("support-bot")
     page.get_by_label("Scope", exact=True).fill("acme:alice:*")

@@ -7,7 +7,7 @@ import pytest
 
 from aetnaweb.access import SYSTEM
 from memory import services as memory
-from tests.e2e.conftest import screenshot, sign_in
+from tests.e2e.conftest import screenshot, settings_link, sign_in
 from tests.factories import make_operator
 from tests.webhooks.conftest import receiver  # noqa: F401  (fixture)
 from tests.webhooks.test_signing import docs_verifier
@@ -27,7 +27,7 @@ def test_admin_registers_tests_and_retries_a_webhook(page, receiver):  # noqa: F
     sign_in(page, make_operator("tara", [("acme:*:*", "admin")]))
     # When they open Webhooks from the navigation and register an endpoint
     page.goto("/")
-    page.get_by_role("link", name="Webhooks").click()
+    settings_link(page, "Webhooks").click()
     page.wait_for_url("**/webhooks/")
     page.get_by_label("URL").fill(receiver.url)
     page.get_by_label("Scope", exact=True).fill("acme:alice:*")

@@ -190,3 +190,30 @@ def test_an_admin_picks_memory_changes_on_the_forms(client):
     assert response.status_code == 400
     endpoint.refresh_from_db()
     assert endpoint.events == ["memory.record_expired", "memory.record_quarantined"]
+
+
+def test_deliveries_filter_by_status(client, alice_hook, django_assert_max_num_queries):
+    # Given two test deliveries, one since failed
+    login_as(client, make_operator("ada", [("acme:*:*", Role.ADMIN)]))
+    for _ in range(2):
+        client.post(reverse("webhooks:test", args=[alice_hook.id]))
+    failed, pending = WebhookDelivery.objects.order_by("created_at", "id")
+    WebhookDelivery.objects.filter(pk=failed.pk).update(status="failed", last_error="HTTP 500")
+    url = reverse("webhooks:detail", args=[alice_hook.id])
+    client.get(url)  # shows (and so clears) the "test event queued" messages naming both
+    # When the admin shows only failed deliveries, then only that one is listed
+    with django_assert_max_num_queries(8):
+        page = client.get(url, {"status": "failed"}).content.decode()
+    assert failed.id in page and pending.id not in page
+    assert '<a href="?status=failed" aria-current="page">Failed</a>' in page
+    # And "All" lists both
+    page = client.get(url).content.decode()
+    assert failed.id in page and pending.id in page
+    # And an unknown status is a 400 that says which exist, listing everything (nothing written)
+    before = WebhookDelivery.objects.count()
+    response = client.get(url, {"status": "lost"})
+    assert response.status_code == 400
+    assert "Unknown delivery status &#x27;lost&#x27;: choose pending, delivered, failed" in (
+        response.content.decode()
+    )
+    assert WebhookDelivery.objects.count() == before
