@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from mcp_types import CallToolResult, TextContent
 
@@ -107,10 +107,20 @@ class DeletionReceiptOutput(TypedDict):
     receipt_sha256: str
 
 
-class ForgetBundleOutput(TypedDict):
-    format: str
+class ForgetOutput(TypedDict, total=False):
+    """A forget's answer: one receipt (``subject_id`` ...) or, with include_below, a bundle
+    (``scope``, ``receipts``, ``bundle_sha256``); ``format`` names which."""
+
+    format: Required[str]
+    subject_id: str
     scope: str
     created_at: str
+    selector_sha256: str
+    purged_record_ids: list[str]
+    purged_episode_ids: list[str]
+    audit_event_id: str
+    audit_event_hash: str
+    receipt_sha256: str
     receipts: list[DeletionReceiptOutput]
     bundle_sha256: str
 

@@ -70,8 +70,7 @@ from memory.limits import (
     MAX_VALUE_CHARS,
 )
 from memory.mcp_results import (
-    DeletionReceiptOutput,
-    ForgetBundleOutput,
+    ForgetOutput,
     ForgetPreviewOutput,
     RecallBlockOutput,
     RecallOutput,
@@ -642,7 +641,7 @@ def add_memory_tools(server: MCPServer, principal: Principal, scope: Scope) -> N
                 description="The request's reference, e.g. a ticket number (optional).",
             ),
         ] = None,
-    ) -> Annotated[CallToolResult, DeletionReceiptOutput | ForgetBundleOutput]:
+    ) -> Annotated[CallToolResult, ForgetOutput]:
         """Purge records and stored messages at this scope (and the superseded values of the
         same facts) and return a verifiable deletion receipt listing both. Irreversible: call
         forget_preview first and pass its record_ids and episode_ids as expected_record_ids
