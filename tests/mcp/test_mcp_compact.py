@@ -163,7 +163,8 @@ def test_list_history_preview_and_receipt_are_compact_and_whole() -> None:
     # and each publishes an output schema naming its fields
     assert "next_cursor" in schemas["list_records"]["properties"]
     assert "superseded_by_chain" in schemas["get_record"]["properties"]
-    assert "receipt_sha256" in schemas["forget"]["required"]
+    assert schemas["forget"]["required"] == ["format"]
+    assert {"receipt_sha256", "receipts", "bundle_sha256"} <= set(schemas["forget"]["properties"])
     assert "expected_record_ids" not in schemas["forget_preview"]["properties"]
 
 
