@@ -98,7 +98,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Forget records at exactly one scope and get the deletion receipt
+         * Forget records at one scope (and, asked, the scopes below) and get the receipt
          * @description Purge matching records and stored messages at exactly ``scope`` (capability ``forget``).
          *
          *     Give exactly one of ``selector`` (words the records or messages contain),
@@ -106,8 +106,16 @@ export interface paths {
          *     or ``session_id``. With ``expected_record_ids`` and ``expected_episode_ids``
          *     (from a preview) exactly those are purged, or 409 if the match changed.
          *     Returns an ``aetnamem-deletion-receipt-v1`` listing the purged record and
-         *     episode IDs. An empty selector is refused (400) and the refusal itself is
-         *     recorded as ``memory.forget_rejected``.
+         *     episode IDs. With ``include_below`` a selector or utterance also purges its
+         *     matches in the scopes below, and the answer is an
+         *     ``aetnaweb-forget-bundle-v1``: one receipt per scope, bound by a closing
+         *     event (``tools/verify_audit.py --forget-bundle`` checks it offline).
+         *     ``exclude_record_ids`` / ``exclude_episode_ids`` leave previewed rows out.
+         *     Above 10 records and messages, ``confirm_count`` must be that number
+         *     (400 ``forget_count_not_confirmed``, field ``confirm_count``, nothing
+         *     purged). ``reference`` (a ticket number) is kept with the receipts. An
+         *     empty selector is refused (400) and the refusal itself is recorded as
+         *     ``memory.forget_rejected``.
          */
         post: operations["forget"];
         delete?: never;
@@ -1032,11 +1040,41 @@ export interface components {
              * @description Every stored message the forget empties (its text is what it held).
              */
             episodes: components["schemas"]["PreviewEpisodeOut"][];
+            /**
+             * Include Below
+             * @description Whether the lists above hold the matches in the scopes below too.
+             */
+            include_below: boolean;
+            /**
+             * Below
+             * @description The same words' matches in each scope below (forgotten only with include_below).
+             */
+            below: components["schemas"]["PreviewBelowOut"][];
+            /**
+             * Count
+             * @description What the forget purges as rows: records, and messages beyond their sources. Above confirm_above, send it back as confirm_count.
+             */
+            count: number;
+            /** Confirm Above */
+            confirm_above: number;
+        };
+        /** PreviewBelowOut */
+        PreviewBelowOut: {
+            /** Scope */
+            scope: string;
+            /** Record Ids */
+            record_ids: string[];
+            /** Episode Ids */
+            episode_ids: string[];
+            /** Count */
+            count: number;
         };
         /** PreviewEpisodeOut */
         PreviewEpisodeOut: {
             /** Episode Id */
             episode_id: string;
+            /** Scope */
+            scope: string;
             /**
              * Matched
              * @description True when the request matched or named this message itself; false when it is emptied because a record drawn from it is purged.
@@ -1057,6 +1095,16 @@ export interface components {
         PreviewRecordOut: {
             /** Record Id */
             record_id: string;
+            /**
+             * Scope
+             * @description Where the record is stored (the scope, or one below it).
+             */
+            scope: string;
+            /**
+             * Lineage
+             * @description The record's lineage (its smallest record ID): rows of one lineage are left out together or not at all.
+             */
+            lineage: string;
             /**
              * Matched
              * @description True when the request matched this record itself; false when it is purged as part of a match's lineage (an older or newer value of the same fact).
@@ -1127,6 +1175,32 @@ export interface components {
              * @description The episode IDs a preview showed: empty exactly these messages, or 409. Send it with expected_record_ids whenever the preview listed messages that matched themselves.
              */
             expected_episode_ids?: string[] | null;
+            /**
+             * Include Below
+             * @description Also forget the same words' matches (selector or utterance) in every scope below scope: one deletion receipt per scope, returned bundled as an aetnaweb-forget-bundle-v1. On /forget/preview: list their rows and count them too.
+             * @default false
+             */
+            include_below?: boolean;
+            /**
+             * Exclude Record Ids
+             * @description Previewed records to leave out (unticked); a lineage whole or not at all. The receipts name exactly what was purged.
+             */
+            exclude_record_ids?: string[] | null;
+            /**
+             * Exclude Episode Ids
+             * @description Previewed stored messages to leave out (not the source of a record still purged).
+             */
+            exclude_episode_ids?: string[] | null;
+            /**
+             * Confirm Count
+             * @description The number of records and messages the forget purges (the preview's count, less the rows left out), typed back. Required above 10; a wrong count is refused (400 forget_count_not_confirmed).
+             */
+            confirm_count?: number | null;
+            /**
+             * Reference
+             * @description The request's reference, e.g. a ticket number (one line of printable text): kept with the receipts, its digest recorded in the forget event.
+             */
+            reference?: string | null;
         };
         /**
          * DeletionReceiptOut
@@ -1155,6 +1229,34 @@ export interface components {
             };
             /** Receipt Sha256 */
             receipt_sha256: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ForgetBundleOut
+         * @description ``aetnaweb-forget-bundle-v1``: one deletion receipt per scope, bound by a closing event.
+         */
+        ForgetBundleOut: {
+            /** Format */
+            format: string;
+            /** Scope */
+            scope: string;
+            /** Selector Sha256 */
+            selector_sha256: string;
+            /** Reference */
+            reference: string;
+            /** Created At */
+            created_at: string;
+            /** Receipts */
+            receipts: {
+                [key: string]: unknown;
+            }[];
+            /** Closing Proof */
+            closing_proof: {
+                [key: string]: unknown;
+            };
+            /** Bundle Sha256 */
+            bundle_sha256: string;
         } & {
             [key: string]: unknown;
         };
@@ -1356,8 +1458,8 @@ export interface components {
         };
         /**
          * ScorePartsOut
-         * @description score = relevance x weight x trust x (1 - 0.005 x (1 - recency)); relevance is the
-         *     calibrated confidence of the fused evidence (cosine + 0.5 x word_share).
+         * @description score = relevance x weight x trust x (1 - 0.001 x (1 - recency)); relevance is the
+         *     calibrated confidence of the fused evidence (cosine + 0.5 x word_share + context).
          */
         ScorePartsOut: {
             /** Weight */
@@ -1392,6 +1494,12 @@ export interface components {
              * @default 0
              */
             semantic_rank?: number;
+            /**
+             * Context
+             * @description what the candidate turns just before and after it in its session add to its evidence (0 without a session)
+             * @default 0
+             */
+            context?: number;
             /** Trust */
             trust: number;
             /** Recency */
@@ -3184,7 +3292,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DeletionReceiptOut"];
+                    "application/json": components["schemas"]["DeletionReceiptOut"] | components["schemas"]["ForgetBundleOut"];
                 };
             };
             /** @description Bad Request. Codes: `ambiguous_request`: a forget gives more than one of selector, record_ids, utterance, episode_ids, session_id; `bad_episode_ids`: forget episode_ids is not a list of episode IDs; `bad_record_ids`: forget record_ids are not records of this scope; `body_too_large`: the body is over 64 KiB; `embedded_content`: a forget selector holds content that looks like a memory block; `empty_selector`: a forget selector matches no words; `episode_not_found`: an episode ID is not one of this scope's episodes; `invalid_field`: a field does not validate (see field and detail); `invalid_json`: the body is not a JSON object; `invalid_request`: the request is malformed (e.g. a bad Content-Length); `invalid_scope`: a scope does not parse (see scopes.md); `missing_field`: a required field is missing; `nothing_matched`: a forget matches no record or stored message at exactly this scope; `preview_required`: a forget this large needs the previewed expected_record_ids and expected_episode_ids; `record_not_found`: a record ID is not one of this scope's records; `selector_error`: a forget request is refused (see detail); `too_broad`: a forget would purge too much without expected_record_ids; `unknown_field`: the body holds a field this endpoint does not take (field names it); `vague_selector`: a forget names no particular thing (e.g. 'forget everything'); `invalid_idempotency_key`: Idempotency-Key is not 1 to 255 visible ASCII characters */
