@@ -161,6 +161,17 @@ const plugin = {
   description:
     "Long-term memory on an aetnaweb server: bounded, audited recall before each prompt, " +
     "capture after each turn, search and forget with deletion receipts.",
+  // The host's config check runs the plugin's own (the manifest holds the same rules as JSON Schema).
+  configSchema: {
+    validate(value: unknown): { ok: true } | { ok: false; errors: string[] } {
+      try {
+        parseConfig(value);
+        return { ok: true };
+      } catch (error) {
+        return { ok: false, errors: [error instanceof Error ? error.message : String(error)] };
+      }
+    },
+  },
   register,
 } satisfies OpenClawPluginDefinition;
 

@@ -127,6 +127,11 @@ test("a bad config registers nothing and says which setting is wrong", () => {
   assert.match(bad.logs[0], /^error .*config\.scope must be one exact scope/);
   assert.match(host({ url: URL_, token: TOKEN, scope, maxMemories: 0 }).logs[0], /config\.maxMemories/);
   assert.match(host({ url: URL_, token: TOKEN, scope, colour: "red" }).logs[0], /config\.colour is not a known/);
+  assert.deepEqual(plugin.configSchema.validate({ url: URL_, token: TOKEN, scope }), { ok: true });
+  assert.deepEqual(plugin.configSchema.validate({ url: "ftp://x", token: TOKEN, scope }), {
+    ok: false,
+    errors: ["aetnaweb-memory: config.url must be an http:// or https:// URL"],
+  });
 });
 
 test("agent_end: the user's turn is remembered, the reply leaves only a digest", async () => {
