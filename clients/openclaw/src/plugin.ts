@@ -67,6 +67,7 @@ export interface Capture {
 export interface ForgetOutcome {
   scope: string;
   preview: Schemas["ForgetPreviewOut"];
+  /** One deletion receipt (the plugin forgets at its own scope, never below). */
   receipt: Schemas["DeletionReceiptOut"] | null;
 }
 
@@ -250,20 +251,34 @@ export class AetnawebMemory {
     } catch (error) {
       // "Nothing matched" is an answer, not a failure: nothing to forget.
       if (!(error instanceof ApiError && error.code === "nothing_matched")) throw error;
-      preview = { scope, mode: "selector", record_ids: [], episode_ids: [], records: [], episodes: [] };
+      preview = {
+        scope,
+        mode: "selector",
+        record_ids: [],
+        episode_ids: [],
+        records: [],
+        episodes: [],
+        include_below: false,
+        below: [],
+        count: 0,
+        confirm_above: 10,
+      };
     }
     if (previewOnly || (!preview.record_ids.length && !preview.episode_ids.length)) {
       return { scope, preview, receipt: null };
     }
-    const receipt = await this.#writeClient.forget(
+    // Without include_below the answer is one receipt, never a bundle.
+    const receipt = (await this.#writeClient.forget(
       {
         scope,
         ...selection,
         expected_record_ids: preview.record_ids,
         expected_episode_ids: preview.episode_ids,
+        // The preview was shown (and returned to the agent): its count confirms a large forget.
+        confirm_count: preview.count,
       },
       { signal },
-    );
+    )) as Schemas["DeletionReceiptOut"];
     return { scope, preview, receipt };
   }
 }
