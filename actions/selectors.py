@@ -343,14 +343,8 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
         plan=plan,
         plan_matches_hash=formats.plan_hash(plan) == txn.plan_hash,
         operations=tuple(op_views),
-        evidence={
-            "authorized_by": [item for op in op_views for item in op.authorized_by],
-            "informed_by": [item for op in op_views for item in op.informed_by],
-        },
-        approvals=tuple(
-            ApprovalDetail.of(row, now)
-            for row in ActionApproval.objects.filter(transaction_id=txn.id).order_by("created_at")
-        ),
+        evidence=_evidence(op_views),
+        approvals=_approvals(txn.id, now),
         attempts=_attempts(txn.id),
         receipt=json.loads(receipt_row.receipt_json) if receipt_row else None,
         payloads_purged=bool(payloads) and all(row.purged_at for row in payloads.values()),
@@ -375,6 +369,19 @@ def transaction_detail(principal: Principal, transaction_id: str) -> Transaction
         ),
         authorizing=authorizing,
     )
+
+
+def _evidence(op_views: list[Any]) -> dict[str, list[Any]]:
+    """The plan's evidence over all its operations: what authorized it, what informed it."""
+    return {
+        "authorized_by": [item for op in op_views for item in op.authorized_by],
+        "informed_by": [item for op in op_views for item in op.informed_by],
+    }
+
+
+def _approvals(transaction_id: str, now: datetime) -> tuple[ApprovalDetail, ...]:
+    rows = ActionApproval.objects.filter(transaction_id=transaction_id).order_by("created_at")
+    return tuple(ApprovalDetail.of(row, now) for row in rows)
 
 
 def _attempts(transaction_id: str) -> tuple[AttemptDetail, ...]:

@@ -49,7 +49,6 @@ from memory.services.forgetting import (
     FORGET_BUNDLE_FORMAT,
     MAX_UNCONFIRMED_FORGET,
     MAX_UNPREVIEWED_FORGET,
-    clean_forget_reference,
     forget,
     forget_preview,
 )
@@ -125,7 +124,6 @@ __all__ = [
     "SourceDecision",
     "StoredRecord",
     "capture",
-    "clean_forget_reference",
     "consolidate",
     "decide_records",
     "decide_source",

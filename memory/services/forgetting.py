@@ -834,7 +834,7 @@ MAX_FORGET_REFERENCE_CHARS = 200
 MAX_UNCONFIRMED_FORGET = 10
 
 
-def clean_forget_reference(reference: Any) -> str:
+def _clean_forget_reference(reference: Any) -> str:
     """The request's reference, stripped; ``""`` when none. One line of printable text."""
     if reference is None:
         return ""
@@ -928,7 +928,7 @@ def forget(
     """
     parsed = access.require(principal, access.FORGET, scope)
     actor_label = access.audit_actor(principal, actor, default="user")
-    cleaned_reference = clean_forget_reference(reference)
+    cleaned_reference = _clean_forget_reference(reference)
     ask = _Ask(selector, record_ids, utterance, episode_ids, session_id)
     try:
         return _forget_apply(

@@ -131,6 +131,7 @@ export const ERROR_CODES = [
   "unlock_refused",
   "vague_selector",
   "warning_not_acknowledged",
+  "witness_refused",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
