@@ -68,7 +68,7 @@ class RetentionPolicyOut(Schema):
 
 
 class RetentionPolicyListOut(Schema):
-    policies: list[dict[str, Any]]
+    items: list[dict[str, Any]]
 
 
 class RetentionPolicyQuery(Schema):
@@ -91,7 +91,7 @@ def add_routes(router: Router) -> None:
         require(request, access.READ, params.scope)
         policies = retention_policies(principal=principal_of(request), scope=params.scope)
         return {
-            "policies": [
+            "items": [
                 {
                     "policy_id": p.policy_id,
                     "scope": p.scope,

@@ -48,7 +48,7 @@ def test_a_full_token_sets_lists_and_removes_a_policy(make_api):
     assert made.status_code == 201, made.data
     assert made.data["keep_days"] == 30 and made.data["policy_id"].startswith("ret_")
     listed = api.get("/memory/retention-policies", {"scope": APOLLO})
-    assert [(p["scope"], p["target"], p["last_run_at"]) for p in listed.data["policies"]] == [
+    assert [(p["scope"], p["target"], p["last_run_at"]) for p in listed.data["items"]] == [
         (ALICE, "episodes", None)
     ]
     removed = api.post("/memory/retention-policies/remove", {"scope": ALICE, "target": "episodes"})

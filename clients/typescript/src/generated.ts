@@ -2276,8 +2276,8 @@ export interface components {
         };
         /** RetentionPolicyListOut */
         RetentionPolicyListOut: {
-            /** Policies */
-            policies: {
+            /** Items */
+            items: {
                 [key: string]: unknown;
             }[];
         };

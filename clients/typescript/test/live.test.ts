@@ -171,12 +171,12 @@ test("retention policies: set, listed, set again (replaced), removed; a bad one 
   assert.equal(replaced.keep_days, 7);
   const listed = await alice.listRetentionPolicies({ scope });
   assert.deepEqual(
-    listed.policies.map((p) => [p.scope, p.target, p.keep_days, p.last_run_at]),
+    listed.items.map((p) => [p.scope, p.target, p.keep_days, p.last_run_at]),
     [[scope, "episodes", 7, null]],
   );
   const removed = await alice.removeRetentionPolicy({ scope, target: "episodes" });
   assert.equal(removed.policy_id, replaced.policy_id);
-  assert.deepEqual((await alice.listRetentionPolicies({ scope })).policies, []);
+  assert.deepEqual((await alice.listRetentionPolicies({ scope })).items, []);
   await assert.rejects(
     alice.removeRetentionPolicy({ scope, target: "episodes" }),
     (error: unknown) => error instanceof BadRequest && error.code === "retention_policy_refused",
@@ -190,7 +190,7 @@ test("retention policies: set, listed, set again (replaced), removed; a bad one 
     reader.setRetentionPolicy({ scope, target: "records", keep_days: 3 }),
     (error: unknown) => error instanceof ApiError && [403, 404].includes(error.status),
   );
-  assert.deepEqual((await alice.listRetentionPolicies({ scope })).policies, []);
+  assert.deepEqual((await alice.listRetentionPolicies({ scope })).items, []);
 });
 
 test("filters: $in, $ne and ranges on metadata, created_at ranges, in recall and in lists", async () => {
