@@ -1763,34 +1763,57 @@ def subtree_covers(root: str, subject: str) -> bool:
     return True
 
 
-def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None) -> list[str]:
-    """The ``memory.subject_erased`` event closing the erasure: in the log (under a checkpoint
-    signed by ``key``), of this subtree and job, committing exactly the bundled receipts."""
-    proof = certificate.get("closing_proof")
+def _envelope_failures(
+    document: Any, *, noun: str, fmt: str, fields: frozenset[str], digest_field: str
+) -> list[str]:
+    """A bundle of receipts (an erasure certificate, a forget bundle) as a file: a JSON object
+    of its format, no field the format does not define, its own digest recomputing."""
+    if not isinstance(document, dict):
+        return [f"{noun} is not a JSON object"]
+    if document.get("format") != fmt:
+        return [f"{noun} format is not {fmt}"]
+    extra = sorted(str(name) for name in document if name not in fields)
+    if extra:
+        return [f"{noun} holds fields its format does not define: {', '.join(extra)}"]
+    claimed = {k: v for k, v in document.items() if k != digest_field}
+    try:
+        recomputed = digest(claimed)
+    except (TypeError, ValueError):
+        recomputed = None
+    if recomputed != document.get(digest_field):
+        return [f"{digest_field} does not match the {noun}'s content"]
+    return []
+
+
+def _closing_failures(
+    document: dict[str, Any],
+    key: tuple[str, bytes] | None,
+    noun: str,
+    of_this: Callable[[dict[str, Any]], list[str]],
+) -> list[str]:
+    """The event closing a bundle of receipts: in the log under a checkpoint signed by
+    ``key``, the document's own (``of_this`` says what that means for its kind), naming
+    its reference and committing exactly its receipts' digests."""
+    proof = document.get("closing_proof")
     event = proof.get("event") if isinstance(proof, dict) else None
     if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
-        return ["certificate has no closing_proof event: its receipts are bound to nothing"]
+        return [f"{noun} has no closing_proof event: its receipts are bound to nothing"]
     try:
         event_hash = digest(event)
     except (TypeError, ValueError):
         return ["closing_proof event is not canonical JSON"]
     found, _ = log_proof_failures(proof, event_hash, key)
     failures = [f"closing_proof: {reason}" for reason in found]
+    failures += of_this(event)
     payload = event["payload"]
-    receipts = certificate.get("receipts")
+    receipts = document.get("receipts")
     listed = (
         # str(): a receipt without a digest (None) still sorts, and never matches one
         sorted(str(r.get("receipt_sha256")) for r in receipts if isinstance(r, dict))
         if isinstance(receipts, list)
         else None
     )
-    reference = certificate.get("reference")
-    if (
-        event.get("event_type") != "memory.subject_erased"
-        or event.get("subject_id") != certificate.get("subtree")
-        or payload.get("erasure_job") != certificate.get("erasure_job")
-    ):
-        failures.append("closing_proof event is not this subtree's erasure event")
+    reference = document.get("reference")
     if (
         not isinstance(reference, str)
         or payload.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
@@ -1798,10 +1821,45 @@ def _closing_failures(certificate: dict[str, Any], key: tuple[str, bytes] | None
         failures.append("closing_proof event names a different reference")
     if payload.get("receipt_sha256s") != listed:
         failures.append(
-            "the certificate's receipts are not the set its closing event commits "
+            f"the {noun}'s receipts are not the set its closing event commits "
             "(a receipt was dropped, added or changed)"
         )
     return failures
+
+
+def _bundled_receipt_results(
+    receipts: list[Any],
+    key: tuple[str, bytes] | None,
+    *,
+    noun: str,
+    covers: Callable[[str], bool],
+    outside: str,
+    selector: Any,
+    whose: str,
+) -> list[tuple[str, list[str], str]]:
+    """One (label, failures, verdict) per bundled receipt: it holds offline exactly as
+    ``--offline-receipt`` checks it, is of a scope ``covers`` accepts, names ``selector``
+    and appears once. ``outside`` and ``whose`` finish the refusals' sentences."""
+    results: list[tuple[str, list[str], str]] = []
+    seen: set[Any] = set()
+    for number, receipt in enumerate(receipts, start=1):
+        found, verdict = verify_receipt_offline(receipt, key)
+        if isinstance(receipt, dict):
+            subject = receipt.get("subject_id")
+            if not isinstance(subject, str) or not is_canonical_subject(subject):
+                found.append("receipt subject_id is not a canonical scope string")
+            elif not covers(subject):
+                found.append(f"receipt is for {subject}, outside {outside}")
+            if receipt.get("selector_sha256") != selector:
+                found.append(f"receipt is not one of this {whose} (another selector)")
+            if receipt.get("audit_event_id") in seen:
+                found.append(f"receipt appears twice in the {noun}")
+            seen.add(receipt.get("audit_event_id"))
+            label = f"{subject} {receipt.get('audit_event_id')}"
+        else:
+            label = f"#{number}"
+        results.append((label, found, verdict))
+    return results
 
 
 def verify_erasure_certificate(
@@ -1813,49 +1871,43 @@ def verify_erasure_certificate(
     not define; it bundles at least one receipt, no receipt twice, each of a
     scope inside its subtree and naming the erasure's selector; and every
     receipt holds offline exactly as ``--offline-receipt`` checks it (with
-    ``key``, under a checkpoint signed by that key).
+    ``key``, under a checkpoint signed by that key). Its closing
+    ``memory.subject_erased`` event is of this subtree and job.
     """
-    if not isinstance(certificate, dict):
-        return ["certificate is not a JSON object"], []
-    if certificate.get("format") != ERASURE_CERTIFICATE_FORMAT:
-        return [f"certificate format is not {ERASURE_CERTIFICATE_FORMAT}"], []
-    extra = sorted(str(name) for name in certificate if name not in CERTIFICATE_FIELDS)
-    if extra:
-        return [f"certificate holds fields its format does not define: {', '.join(extra)}"], []
-    claimed = {k: v for k, v in certificate.items() if k != "certificate_sha256"}
-    try:
-        recomputed = digest(claimed)
-    except (TypeError, ValueError):
-        recomputed = None
-    if recomputed != certificate.get("certificate_sha256"):
-        return ["certificate_sha256 does not match the certificate's content"], []
+    envelope = _envelope_failures(
+        certificate,
+        noun="certificate",
+        fmt=ERASURE_CERTIFICATE_FORMAT,
+        fields=CERTIFICATE_FIELDS,
+        digest_field="certificate_sha256",
+    )
+    if envelope:
+        return envelope, []
     subtree, receipts = certificate.get("subtree"), certificate.get("receipts")
     if not is_canonical_subject(subtree) or str(subtree).split(":")[1] == "*":
         return ["certificate subtree is not one person's scope (tenant:user:...)"], []
     if not isinstance(receipts, list) or not receipts:
         return ["certificate bundles no receipt"], []
-    failures: list[str] = _closing_failures(certificate, key)
-    selector = hashlib.sha256(f"erase-subject {subtree}".encode()).hexdigest()
-    results: list[tuple[str, list[str], str]] = []
-    seen: set[Any] = set()
-    for number, receipt in enumerate(receipts, start=1):
-        found, verdict = verify_receipt_offline(receipt, key)
-        if isinstance(receipt, dict):
-            subject = receipt.get("subject_id")
-            if not isinstance(subject, str) or not is_canonical_subject(subject):
-                found.append("receipt subject_id is not a canonical scope string")
-            elif not subtree_covers(str(subtree), subject):
-                found.append(f"receipt is for {subject}, outside the erased subtree {subtree}")
-            if receipt.get("selector_sha256") != selector:
-                found.append("receipt is not one of this subject erasure's (another selector)")
-            if receipt.get("audit_event_id") in seen:
-                found.append("receipt appears twice in the certificate")
-            seen.add(receipt.get("audit_event_id"))
-            label = f"{subject} {receipt.get('audit_event_id')}"
-        else:
-            label = f"#{number}"
-        results.append((label, found, verdict))
-    return failures, results
+
+    def of_this_erasure(event: dict[str, Any]) -> list[str]:
+        if (
+            event.get("event_type") != "memory.subject_erased"
+            or event.get("subject_id") != subtree
+            or event["payload"].get("erasure_job") != certificate.get("erasure_job")
+        ):
+            return ["closing_proof event is not this subtree's erasure event"]
+        return []
+
+    failures = _closing_failures(certificate, key, "certificate", of_this_erasure)
+    return failures, _bundled_receipt_results(
+        receipts,
+        key,
+        noun="certificate",
+        covers=lambda subject: subtree_covers(str(subtree), subject),
+        outside=f"the erased subtree {subtree}",
+        selector=hashlib.sha256(f"erase-subject {subtree}".encode()).hexdigest(),
+        whose="subject erasure's",
+    )
 
 
 # -- forget bundles (issue 32 item 5) -------------------------------------------------
@@ -1875,99 +1927,55 @@ FORGET_BUNDLE_FIELDS = frozenset(
 )
 
 
-def _bundle_closing_failures(bundle: dict[str, Any], key: tuple[str, bytes] | None) -> list[str]:
-    """The ``memory.forget_bundled`` event closing the forget: in the log (under a checkpoint
-    signed by ``key``), of the bundle's scope, committing exactly the bundled receipts."""
-    proof = bundle.get("closing_proof")
-    event = proof.get("event") if isinstance(proof, dict) else None
-    if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
-        return ["bundle has no closing_proof event: its receipts are bound to nothing"]
-    try:
-        event_hash = digest(event)
-    except (TypeError, ValueError):
-        return ["closing_proof event is not canonical JSON"]
-    found, _ = log_proof_failures(proof, event_hash, key)
-    failures = [f"closing_proof: {reason}" for reason in found]
-    payload = event["payload"]
-    receipts = bundle.get("receipts")
-    listed = (
-        sorted(str(r.get("receipt_sha256")) for r in receipts if isinstance(r, dict))
-        if isinstance(receipts, list)
-        else None
-    )
-    if (
-        event.get("event_type") != "memory.forget_bundled"
-        or event.get("subject_id") != bundle.get("scope")
-        or payload.get("selector_sha256") != bundle.get("selector_sha256")
-    ):
-        failures.append("closing_proof event is not this forget's bundling event")
-    if event.get("created_at") != bundle.get("created_at"):
-        failures.append("bundle created_at is not the time of its closing event")
-    reference = bundle.get("reference")
-    if (
-        not isinstance(reference, str)
-        or payload.get("reference_sha256") != hashlib.sha256(reference.encode()).hexdigest()
-    ):
-        failures.append("closing_proof event names a different reference")
-    if payload.get("receipt_sha256s") != listed:
-        failures.append(
-            "the bundle's receipts are not the set its closing event commits "
-            "(a receipt was dropped, added or changed)"
-        )
-    return failures
-
-
 def verify_forget_bundle(
     bundle: Any, key: tuple[str, bytes] | None
 ) -> tuple[list[str], list[tuple[str, list[str], str]]]:
     """(bundle failures, one (label, failures, verdict) per receipt) from the file alone.
 
     As an erasure certificate: the bundle's digest recomputes and it holds no
-    field its format does not define; its closing event commits exactly its
-    receipts' digests, its reference and selector; each receipt is of the
-    bundle's scope or one below it, names the bundle's selector, appears once,
-    and holds offline exactly as ``--offline-receipt`` checks it.
+    field its format does not define; its closing ``memory.forget_bundled``
+    event, of the bundle's scope and time, commits exactly its receipts'
+    digests, its reference and selector; each receipt is of the bundle's scope
+    or one below it, names the bundle's selector, appears once, and holds
+    offline exactly as ``--offline-receipt`` checks it.
     """
-    if not isinstance(bundle, dict):
-        return ["bundle is not a JSON object"], []
-    if bundle.get("format") != FORGET_BUNDLE_FORMAT:
-        return [f"bundle format is not {FORGET_BUNDLE_FORMAT}"], []
-    extra = sorted(str(name) for name in bundle if name not in FORGET_BUNDLE_FIELDS)
-    if extra:
-        return [f"bundle holds fields its format does not define: {', '.join(extra)}"], []
-    claimed = {k: v for k, v in bundle.items() if k != "bundle_sha256"}
-    try:
-        recomputed = digest(claimed)
-    except (TypeError, ValueError):
-        recomputed = None
-    if recomputed != bundle.get("bundle_sha256"):
-        return ["bundle_sha256 does not match the bundle's content"], []
+    envelope = _envelope_failures(
+        bundle,
+        noun="bundle",
+        fmt=FORGET_BUNDLE_FORMAT,
+        fields=FORGET_BUNDLE_FIELDS,
+        digest_field="bundle_sha256",
+    )
+    if envelope:
+        return envelope, []
     scope, receipts = bundle.get("scope"), bundle.get("receipts")
     if not is_canonical_subject(scope):
         return ["bundle scope is not a canonical scope string"], []
     if not isinstance(receipts, list) or not receipts:
         return ["bundle holds no receipt"], []
-    failures = _bundle_closing_failures(bundle, key)
-    results: list[tuple[str, list[str], str]] = []
-    seen: set[Any] = set()
-    for number, receipt in enumerate(receipts, start=1):
-        found, verdict = verify_receipt_offline(receipt, key)
-        if isinstance(receipt, dict):
-            subject = receipt.get("subject_id")
-            if not isinstance(subject, str) or not is_canonical_subject(subject):
-                found.append("receipt subject_id is not a canonical scope string")
-            elif scope != "platform:*:*" and not subtree_covers(str(scope), subject):
-                found.append(f"receipt is for {subject}, outside {scope} and the scopes below it")
-            if receipt.get("selector_sha256") != bundle.get("selector_sha256"):
-                found.append("receipt is not one of this forget's (another selector)")
-            if receipt.get("audit_event_id") in seen:
-                found.append("receipt appears twice in the bundle")
-            seen.add(receipt.get("audit_event_id"))
-            label = f"{subject} {receipt.get('audit_event_id')}"
-        else:
-            label = f"#{number}"
-        results.append((label, found, verdict))
-    return failures, results
+
+    def of_this_forget(event: dict[str, Any]) -> list[str]:
+        found = []
+        if (
+            event.get("event_type") != "memory.forget_bundled"
+            or event.get("subject_id") != scope
+            or event["payload"].get("selector_sha256") != bundle.get("selector_sha256")
+        ):
+            found.append("closing_proof event is not this forget's bundling event")
+        if event.get("created_at") != bundle.get("created_at"):
+            found.append("bundle created_at is not the time of its closing event")
+        return found
+
+    failures = _closing_failures(bundle, key, "bundle", of_this_forget)
+    return failures, _bundled_receipt_results(
+        receipts,
+        key,
+        noun="bundle",
+        covers=lambda subject: scope == "platform:*:*" or subtree_covers(str(scope), subject),
+        outside=f"{scope} and the scopes below it",
+        selector=bundle.get("selector_sha256"),
+        whose="forget's",
+    )
 
 
 SUBJECT_EXPORT_FORMAT = "aetnaweb-subject-export-v1"

@@ -156,5 +156,5 @@ def test_a_certificate_listing_a_receipt_without_a_digest_fails_instead_of_crash
         "closing_proof": {"event": {"payload": {"receipt_sha256s": ["a" * 64]}}},
         "receipts": [{"receipt_sha256": "a" * 64}, {}],
     }
-    failures = tool._closing_failures(certificate, None)
+    failures = tool._closing_failures(certificate, None, "certificate", lambda event: [])
     assert any("not the set its closing event commits" in reason for reason in failures)
