@@ -47,7 +47,7 @@ from jobs.services import (
 from memory.errors import SubjectErasureError
 from memory.models import Episode, Record, RetrievalEvent, Status
 from memory.services._common import _audit
-from memory.services.forgetting import _forget_recall_queries, _keep_receipt, _purge
+from memory.services.forgetting import purge_with_receipt
 from memory.services.holds import held_error, holds_touching
 from memory.services.results import _AsDict
 
@@ -261,30 +261,20 @@ def _erase_chunk(scope: Scope, job: Job, reference: str) -> dict[str, Any] | Non
     )
     if not records and not episodes:
         return None
-    _forget_recall_queries(scope, records, None, [text for _, text in episodes])
-    purged_ids, episode_ids = _purge(
-        scope, records, timezone.now(), [episode_id for episode_id, _ in episodes]
-    )
     # The selector of an erasure is the subtree it covers; the reference stays
-    # out of the chain as text (it may name the person) and is committed by digest.
-    selector_sha256 = sha256_text(f"erase-subject {job.scope}")
-    payload: dict[str, Any] = {
-        "mode": "erase_subject",
-        "selector_sha256": selector_sha256,
-        "reference_sha256": sha256_text(reference),
-        "erasure_job": job.pk,
-        "purged_record_ids": purged_ids,
-        "purged_episode_ids": episode_ids,
-        "count": len(purged_ids),
-    }
-    event = _audit(
-        scope=scope,
-        event_type="memory.forget",
+    # out of the chain as text (it may name the person) and is committed by digest
+    # (the certificate carries the text, not each receipt row).
+    return purge_with_receipt(
+        scope,
+        records,
+        [episode_id for episode_id, _ in episodes],
+        episode_texts=[text for _, text in episodes],
+        now=timezone.now(),
         actor=job.started_by,
-        payload=payload,
-        mentions=purged_ids,
+        mode="erase_subject",
+        selector_sha256=sha256_text(f"erase-subject {job.scope}"),
+        details={"reference_sha256": sha256_text(reference), "erasure_job": job.pk},
     )
-    return _keep_receipt(scope, event, selector_sha256, purged_ids, episode_ids)
 
 
 @transaction.atomic

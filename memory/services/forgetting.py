@@ -1110,32 +1110,64 @@ def _forget_apply(
 
 
 def _forget_part(part: _Part, *, now: datetime, reference: str, actor: str) -> dict[str, Any]:
-    scope, request = part.scope, part.request
+    request = part.request
     kept = set(part.episode_ids)
-    _forget_recall_queries(
-        scope,
+    return purge_with_receipt(
+        part.scope,
         part.records,
-        request.needle,
-        [e.text for e in request.episodes if e.episode_id in kept],
+        part.episode_ids,
+        episode_texts=[e.text for e in request.episodes if e.episode_id in kept],
+        needle=request.needle,
+        now=now,
+        actor=actor,
+        mode=request.mode,
+        selector_sha256=request.selector_sha256,
+        details={"utterance_sha256": request.utterance_sha256}
+        if request.utterance_sha256
+        else None,
+        reference=reference,
     )
-    purged_ids, episode_ids = _purge(scope, part.records, now, part.episode_ids)
+
+
+def purge_with_receipt(
+    scope: Scope,
+    records: list[Record],
+    episode_ids: Sequence[str],
+    *,
+    episode_texts: Sequence[str],
+    needle: Needle | None = None,
+    now: datetime,
+    actor: str,
+    mode: str,
+    selector_sha256: str,
+    details: dict[str, Any] | None = None,
+    reference: str = "",
+) -> dict[str, Any]:
+    """Purge ``records`` and stored messages at one scope as one ``memory.forget`` event with
+    its deletion receipt: every purge of content (a forget, a subject erasure, a retention
+    run) ends here, inside the caller's transaction and under its subject lock.
+
+    ``details`` are the payload fields of the purge's kind (an erasure's job, a retention
+    run's reasons). A ``reference`` is kept on the receipt row; the chain commits its digest
+    only, since the text may name the person.
+    """
+    _forget_recall_queries(scope, records, needle, episode_texts)
+    purged_ids, purged_episode_ids = _purge(scope, records, now, episode_ids)
     payload: dict[str, Any] = {
-        "mode": request.mode,
-        "selector_sha256": request.selector_sha256,
+        "mode": mode,
+        "selector_sha256": selector_sha256,
+        **(details or {}),
         "purged_record_ids": purged_ids,
-        "purged_episode_ids": episode_ids,
+        "purged_episode_ids": purged_episode_ids,
         "count": len(purged_ids),
     }
-    if request.utterance_sha256:
-        payload["utterance_sha256"] = request.utterance_sha256
     if reference:
-        # The text may name the person: the chain commits its digest; the receipt row keeps it.
         payload["reference_sha256"] = sha256_text(reference)
     event = _audit(
         scope=scope, event_type="memory.forget", actor=actor, payload=payload, mentions=purged_ids
     )
     return _keep_receipt(
-        scope, event, request.selector_sha256, purged_ids, episode_ids, reference=reference
+        scope, event, selector_sha256, purged_ids, purged_episode_ids, reference=reference
     )
 
 

@@ -51,13 +51,7 @@ from audit.services import lock_subject
 from memory.errors import LegalHoldError, RetentionPolicyError
 from memory.models import Episode, Record, RetentionPolicy, RetentionTarget, Status
 from memory.services._common import _audit
-from memory.services.forgetting import (
-    MATCHABLE,
-    _forget_recall_queries,
-    _keep_receipt,
-    _lineage,
-    _purge,
-)
+from memory.services.forgetting import MATCHABLE, _lineage, purge_with_receipt
 from memory.services.holds import holds_over
 from memory.services.results import _AsDict
 
@@ -553,24 +547,20 @@ def _purge_chunk(
     )
     if not records and not episodes:
         return None
-    _forget_recall_queries(scope, records, None, [text for _, text in episodes])
-    purged_ids, purged_episode_ids = _purge(
-        scope, records, now, [episode_id for episode_id, _ in episodes]
-    )
     # The selector of a retention purge is what made the content lapse.
     reasons = sorted(lapse.reasons)
-    selector_sha256 = sha256_text(f"retention {' '.join(reasons)}")
-    payload: dict[str, Any] = {
-        "mode": EXPIRED_MODE,
-        "reasons": reasons,
-        "policy_ids": sorted(lapse.policy_ids),
-        "retention_job": job_id,
-        "selector_sha256": selector_sha256,
-        "purged_record_ids": purged_ids,
-        "purged_episode_ids": purged_episode_ids,
-        "count": len(purged_ids),
-    }
-    event = _audit(
-        scope=scope, event_type="memory.forget", actor=actor, payload=payload, mentions=purged_ids
+    return purge_with_receipt(
+        scope,
+        records,
+        [episode_id for episode_id, _ in episodes],
+        episode_texts=[text for _, text in episodes],
+        now=now,
+        actor=actor,
+        mode=EXPIRED_MODE,
+        selector_sha256=sha256_text(f"retention {' '.join(reasons)}"),
+        details={
+            "reasons": reasons,
+            "policy_ids": sorted(lapse.policy_ids),
+            "retention_job": job_id,
+        },
     )
-    return _keep_receipt(scope, event, selector_sha256, purged_ids, purged_episode_ids)
