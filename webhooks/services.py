@@ -355,17 +355,10 @@ _DIGEST_FIELDS = ("digests", "content_sha256", "fact_key_sha256", "metadata_sha2
 _PURGE_DIGEST_FIELDS = ("selector_sha256", "utterance_sha256", "reference_sha256")
 
 
-def _first_ids(payload: dict[str, Any], kind: str) -> list[str]:
-    for prefix in ("purged_", "expired_", ""):
-        if f"{prefix}{kind}_ids" in payload:
-            return _ids(payload[f"{prefix}{kind}_ids"])
-    return []
-
-
 def _purged(payload: dict[str, Any]) -> dict[str, Any]:
-    """Record and message IDs of a purge (a forget says ``purged_*``; ``expired_*`` is read too)."""
-    records = _first_ids(payload, "record")
-    episodes = _first_ids(payload, "episode")
+    """Record and message IDs of a purge (a ``memory.forget`` event's ``purged_*``)."""
+    records = _ids(payload.get("purged_record_ids"))
+    episodes = _ids(payload.get("purged_episode_ids"))
     data: dict[str, Any] = {"record_ids": records, "episode_ids": episodes}
     data["count"] = payload.get("count") if isinstance(payload.get("count"), int) else len(records)
     for name in ("mode", *_PURGE_DIGEST_FIELDS):
